@@ -1,0 +1,645 @@
+//! AdmissionReview v1 codec and routing (SPEC §2.1): bytes in, bytes out.
+//!
+//! This is the one decision path shared by `serve` (the HTTP handler hands us the body),
+//! `review` (the CLI hands us each document) and `check` (which builds a request from a
+//! manifest). Policy work itself lives in `crate::policy` and never sees JSON envelopes.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::time::Instant;
+
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::cluster::NamespaceSource;
+use crate::metrics::Metrics;
+use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
+
+pub mod resource;
+
+pub use resource::WebhookResource;
+
+/// The only AdmissionReview version we speak (the API server sends what we register).
+pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
+
+/// Longest warning the API server shows comfortably (Kubernetes' guidance for admission
+/// warnings); longer ones are cut with an ellipsis.
+pub const MAX_WARNING_LEN: usize = 120;
+
+/// HTTP-level outcome of one review.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reply {
+    pub status: u16,
+    /// JSON: an AdmissionReview (status 200) or `{"error": ...}` (status 400).
+    pub body: Vec<u8>,
+}
+
+/// How a request was decided; the `decision` label of the request counter.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DecisionKind {
+    Allowed,
+    Denied,
+    Warned,
+    Audited,
+    /// Denied because the request could not be evaluated (bad shape, lookup failure, panic).
+    Error,
+}
+
+impl DecisionKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionKind::Allowed => "allowed",
+            DecisionKind::Denied => "denied",
+            DecisionKind::Warned => "warned",
+            DecisionKind::Audited => "audited",
+            DecisionKind::Error => "error",
+        }
+    }
+}
+
+/// The verdict for one request, before it is wrapped in an AdmissionReview.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub allowed: bool,
+    pub kind: DecisionKind,
+    /// The layer that decided, when one did (`None` for envelope errors).
+    pub layer: Option<Layer>,
+    /// Denial message (or, for warn/audit, what would have been denied).
+    pub message: Option<String>,
+    pub warnings: Vec<String>,
+}
+
+impl Decision {
+    fn allow(layer: Option<Layer>) -> Decision {
+        Decision {
+            allowed: true,
+            kind: DecisionKind::Allowed,
+            layer,
+            message: None,
+            warnings: Vec::new(),
+        }
+    }
+
+    fn error(layer: Option<Layer>, message: String) -> Decision {
+        Decision {
+            allowed: false,
+            kind: DecisionKind::Error,
+            layer,
+            message: Some(message),
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// `request.kind` / `request.resource` as sent by the API server.
+#[derive(Debug, Clone, Default, Deserialize)]
+struct GroupVersionKind {
+    #[serde(default)]
+    kind: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct GroupVersionResource {
+    #[serde(default)]
+    group: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default)]
+    resource: String,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+struct UserInfo {
+    #[serde(default)]
+    username: Option<String>,
+    #[serde(default)]
+    groups: Option<Vec<String>>,
+}
+
+/// The fields of `request` we read; everything else is ignored.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct AdmissionRequest {
+    uid: String,
+    kind: GroupVersionKind,
+    resource: GroupVersionResource,
+    #[serde(default)]
+    sub_resource: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    operation: String,
+    #[serde(default)]
+    user_info: UserInfo,
+    #[serde(default)]
+    object: Option<Value>,
+    #[serde(default)]
+    old_object: Option<Value>,
+}
+
+impl AdmissionRequest {
+    /// A CREATE request for `object` by the given caller: what `check` evaluates.
+    pub fn create_for(
+        uid: String,
+        target: WebhookResource,
+        api_version: &str,
+        namespace: Option<String>,
+        object: Value,
+        username: String,
+        groups: Vec<String>,
+    ) -> AdmissionRequest {
+        let version = api_version.rsplit('/').next().unwrap_or_default().to_string();
+        let name = object
+            .pointer("/metadata/name")
+            .and_then(Value::as_str)
+            .map(str::to_string);
+        AdmissionRequest {
+            uid,
+            kind: GroupVersionKind {
+                kind: target.kind().to_string(),
+            },
+            resource: GroupVersionResource {
+                group: target.group().to_string(),
+                version,
+                resource: target.resource().to_string(),
+            },
+            sub_resource: None,
+            name,
+            namespace,
+            operation: "CREATE".to_string(),
+            user_info: UserInfo {
+                username: Some(username),
+                groups: Some(groups),
+            },
+            object: Some(object),
+            old_object: None,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Envelope {
+    #[serde(default)]
+    api_version: Option<String>,
+    #[serde(default)]
+    kind: Option<String>,
+    #[serde(default)]
+    request: Option<AdmissionRequest>,
+}
+
+/// The decision path: policy configuration plus where namespace labels come from.
+pub struct Admission {
+    cfg: Arc<PolicyConfig>,
+    namespaces: NamespaceSource,
+    metrics: Metrics,
+}
+
+impl Admission {
+    pub fn new(cfg: Arc<PolicyConfig>, namespaces: NamespaceSource, metrics: Metrics) -> Admission {
+        Admission {
+            cfg,
+            namespaces,
+            metrics,
+        }
+    }
+
+    pub fn config(&self) -> &PolicyConfig {
+        &self.cfg
+    }
+
+    pub fn metrics(&self) -> &Metrics {
+        &self.metrics
+    }
+
+    /// Decide one HTTP body posted to `/validate/<target>`.
+    ///
+    /// `target` is `None` only for the offline `review` command, which routes by the
+    /// request's own resource.
+    pub async fn handle(&self, target: Option<WebhookResource>, body: &[u8]) -> Reply {
+        let started = Instant::now();
+        let (reply, resource_label) = self.handle_inner(target, body).await;
+        self.metrics
+            .admission_duration
+            .with_label_values(&[resource_label])
+            .observe(started.elapsed().as_secs_f64());
+        reply
+    }
+
+    async fn handle_inner(
+        &self,
+        target: Option<WebhookResource>,
+        body: &[u8],
+    ) -> (Reply, &'static str) {
+        let target_label = target.map(WebhookResource::resource).unwrap_or("unknown");
+        let envelope: Envelope = match serde_json::from_slice(body) {
+            Ok(e) => e,
+            Err(typed_err) => {
+                // Distinguish "not JSON at all" (400) from "JSON, but not a usable review"
+                // (200 + denial, with the uid when one can be read).
+                return match serde_json::from_slice::<Value>(body) {
+                    Err(e) => {
+                        self.count(target_label, "unknown", None, DecisionKind::Error);
+                        (bad_request(&format!("request body is not JSON: {e}")), target_label)
+                    }
+                    Ok(v) => {
+                        let uid = v
+                            .pointer("/request/uid")
+                            .and_then(Value::as_str)
+                            .unwrap_or("")
+                            .to_string();
+                        let op = v
+                            .pointer("/request/operation")
+                            .and_then(Value::as_str)
+                            .map(op_label)
+                            .unwrap_or("unknown");
+                        self.count(target_label, op, None, DecisionKind::Error);
+                        let d = Decision::error(
+                            None,
+                            format!("not a usable AdmissionReview: {typed_err}"),
+                        );
+                        (review_reply(&uid, &d), target_label)
+                    }
+                };
+            }
+        };
+
+        let Some(request) = envelope.request.as_ref() else {
+            self.count(target_label, "unknown", None, DecisionKind::Error);
+            let d = Decision::error(
+                None,
+                "not a usable AdmissionReview: the \"request\" field is missing".to_string(),
+            );
+            return (review_reply("", &d), target_label);
+        };
+        let uid = request.uid.as_str();
+        if let Err(msg) = check_envelope(&envelope) {
+            self.count(target_label, op_label(&request.operation), None, DecisionKind::Error);
+            return (review_reply(uid, &Decision::error(None, msg)), target_label);
+        }
+
+        let (decision, label) = self.decide(target, request).await;
+        (review_reply(uid, &decision), label)
+    }
+
+    /// Decide a decoded request. Shared by the HTTP path, `review` and `check`.
+    pub async fn decide(
+        &self,
+        target: Option<WebhookResource>,
+        request: &AdmissionRequest,
+    ) -> (Decision, &'static str) {
+        let requested = WebhookResource::from_group_resource(
+            &request.resource.group,
+            &request.resource.resource,
+        );
+        let target_label = target
+            .or(requested)
+            .map(WebhookResource::resource)
+            .unwrap_or("unknown");
+        let op = op_label(&request.operation);
+        let decision = self.decide_inner(target, requested, request).await;
+        self.count(target_label, op, decision.layer, decision.kind);
+        if !decision.allowed || decision.kind != DecisionKind::Allowed {
+            self.log(request, &decision);
+        }
+        (decision, target_label)
+    }
+
+    async fn decide_inner(
+        &self,
+        target: Option<WebhookResource>,
+        requested: Option<WebhookResource>,
+        request: &AdmissionRequest,
+    ) -> Decision {
+        let resource = match (target, requested) {
+            (Some(t), Some(r)) if t == r => t,
+            (None, Some(r)) => r,
+            (Some(t), _) => {
+                return Decision::error(
+                    None,
+                    format!(
+                        "webhook misconfiguration: {} only validates {}.{}, but received a request for resource \"{}\" in group \"{}\"; fix the rules of the ValidatingWebhookConfiguration entry that points at this path",
+                        t.path(),
+                        t.resource(),
+                        if t.group().is_empty() { "core" } else { t.group() },
+                        request.resource.resource,
+                        request.resource.group,
+                    ),
+                );
+            }
+            (None, None) => {
+                return Decision::error(
+                    None,
+                    format!(
+                        "tenant-gateway does not validate resource \"{}\" in group \"{}\"",
+                        request.resource.resource, request.resource.group
+                    ),
+                );
+            }
+        };
+        let layer = resource.layer();
+
+        let Some(operation) = Operation::parse(&request.operation) else {
+            return Decision::error(
+                Some(layer),
+                format!(
+                    "unknown operation {:?}: expected CREATE, UPDATE, DELETE or CONNECT",
+                    request.operation
+                ),
+            );
+        };
+        // Deleting or connecting cannot publish a hostname; subresources (status, scale)
+        // cannot change the fields any layer reads.
+        if matches!(operation, Operation::Delete | Operation::Connect) {
+            return Decision::allow(Some(layer));
+        }
+        if request.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+            return Decision::allow(Some(layer));
+        }
+        if !resource.versions().contains(&request.resource.version.as_str()) {
+            return Decision::error(
+                Some(layer),
+                format!(
+                    "{}/{} {} is not a version tenant-gateway knows the shape of (known: {}); register the webhook with matchPolicy: Equivalent so the API server converts",
+                    resource.group(),
+                    request.resource.version,
+                    resource.resource(),
+                    resource.versions().join(", ")
+                ),
+            );
+        }
+
+        let mode = self.cfg.enforcement.mode(layer);
+        if mode == Mode::Off {
+            return Decision::allow(Some(layer));
+        }
+
+        let kind = if request.kind.kind.is_empty() {
+            resource.kind()
+        } else {
+            request.kind.kind.as_str()
+        };
+        let Some(object) = request.object.as_ref().filter(|o| o.is_object()) else {
+            return Decision::error(
+                Some(layer),
+                format!(
+                    "{kind}: request.object must be a JSON object for {}",
+                    operation.as_str()
+                ),
+            );
+        };
+        let old_object = match (operation, request.old_object.as_ref()) {
+            (Operation::Update, Some(o)) if o.is_object() => Some(o),
+            (Operation::Update, Some(o)) if !o.is_null() => {
+                return Decision::error(
+                    Some(layer),
+                    format!("{kind}: request.oldObject must be a JSON object"),
+                );
+            }
+            _ => None,
+        };
+        let namespace = request
+            .namespace
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .or_else(|| object.pointer("/metadata/namespace").and_then(Value::as_str))
+            .unwrap_or("");
+        let name = request
+            .name
+            .as_deref()
+            .filter(|s| !s.is_empty())
+            .or_else(|| object.pointer("/metadata/name").and_then(Value::as_str))
+            .or_else(|| {
+                object
+                    .pointer("/metadata/generateName")
+                    .and_then(Value::as_str)
+            })
+            .unwrap_or("<unnamed>");
+        let empty_groups = Vec::new();
+        let review = Review {
+            operation,
+            kind,
+            namespace,
+            name,
+            object,
+            old_object,
+            username: request.user_info.username.as_deref().unwrap_or(""),
+            groups: request.user_info.groups.as_ref().unwrap_or(&empty_groups),
+        };
+
+        let ns_ctx = if needs_namespace(layer) && self.cfg.in_tenant_scope(namespace) {
+            match self.namespaces.lookup(namespace).await {
+                Ok(ctx) => ctx,
+                Err(e) => {
+                    return Decision::error(
+                        Some(layer),
+                        format!(
+                            "{kind} {namespace}/{name}: cannot read namespace {namespace} to check hostnames ({e}); retry the request"
+                        ),
+                    );
+                }
+            }
+        } else {
+            NamespaceContext::NotFound
+        };
+
+        // A bug in a layer must deny, not crash the server or admit.
+        let cfg = &self.cfg;
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            policy::evaluate(layer, &review, &ns_ctx, cfg)
+        }));
+        let findings = match result {
+            Ok(Ok(f)) => f,
+            Ok(Err(shape)) => return Decision::error(Some(layer), shape.to_string()),
+            Err(_) => {
+                return Decision::error(
+                    Some(layer),
+                    format!(
+                        "{kind} {}: internal error while evaluating the {layer} policy; the request is denied to stay safe, please report this",
+                        policy::object_ref(&review)
+                    ),
+                );
+            }
+        };
+        apply_mode(layer, mode, findings)
+    }
+
+    fn count(&self, resource: &str, op: &str, layer: Option<Layer>, kind: DecisionKind) {
+        self.metrics
+            .admission_requests
+            .with_label_values(&[
+                resource,
+                op,
+                layer.map(Layer::as_str).unwrap_or("none"),
+                kind.as_str(),
+            ])
+            .inc();
+    }
+
+    fn log(&self, request: &AdmissionRequest, d: &Decision) {
+        let layer = d.layer.map(Layer::as_str).unwrap_or("none");
+        let user = request.user_info.username.as_deref().unwrap_or("");
+        let ns = request.namespace.as_deref().unwrap_or("");
+        let name = request.name.as_deref().unwrap_or("");
+        let message = d.message.as_deref().unwrap_or("");
+        match d.kind {
+            DecisionKind::Denied | DecisionKind::Error => tracing::warn!(
+                uid = %request.uid, kind = %request.kind.kind, namespace = ns, name, layer, user,
+                decision = d.kind.as_str(), message, "admission denied"
+            ),
+            DecisionKind::Warned | DecisionKind::Audited => tracing::info!(
+                uid = %request.uid, kind = %request.kind.kind, namespace = ns, name, layer, user,
+                decision = d.kind.as_str(), message, "admission policy violation admitted by enforcement mode"
+            ),
+            DecisionKind::Allowed => tracing::debug!(
+                uid = %request.uid, kind = %request.kind.kind, namespace = ns, name, layer,
+                warnings = ?d.warnings, "admission allowed with warnings"
+            ),
+        }
+    }
+}
+
+/// Layers that read the namespace apex.
+fn needs_namespace(layer: Layer) -> bool {
+    matches!(layer, Layer::Gateway | Layer::Route | Layer::Ingress)
+}
+
+fn check_envelope(e: &Envelope) -> Result<(), String> {
+    match e.api_version.as_deref() {
+        Some(ADMISSION_API_VERSION) => {}
+        Some(other) => {
+            return Err(format!(
+                "not a usable AdmissionReview: apiVersion {other:?} is not supported, register the webhook with admissionReviewVersions: [v1]"
+            ));
+        }
+        None => {
+            return Err(
+                "not a usable AdmissionReview: apiVersion is missing (expected admission.k8s.io/v1)"
+                    .to_string(),
+            );
+        }
+    }
+    if e.kind.as_deref() != Some("AdmissionReview") {
+        return Err(format!(
+            "not a usable AdmissionReview: kind is {:?}, expected \"AdmissionReview\"",
+            e.kind.as_deref().unwrap_or("")
+        ));
+    }
+    if let Some(r) = &e.request
+        && r.uid.is_empty()
+    {
+        return Err("not a usable AdmissionReview: request.uid is empty".to_string());
+    }
+    Ok(())
+}
+
+/// Turn a layer's findings into a decision according to its enforcement mode.
+pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decision {
+    let mut warnings: Vec<String> = findings
+        .warnings
+        .iter()
+        .map(|w| truncate_warning(w))
+        .collect();
+    if findings.violations.is_empty() {
+        return Decision {
+            allowed: true,
+            kind: DecisionKind::Allowed,
+            layer: Some(layer),
+            message: None,
+            warnings,
+        };
+    }
+    let message = findings.violations.join("; ");
+    match mode {
+        Mode::Deny => Decision {
+            allowed: false,
+            kind: DecisionKind::Denied,
+            layer: Some(layer),
+            message: Some(message),
+            warnings,
+        },
+        Mode::Warn => {
+            warnings.extend(
+                findings
+                    .violations
+                    .iter()
+                    .map(|v| truncate_warning(&format!("[{layer} policy, warn mode] {v}"))),
+            );
+            Decision {
+                allowed: true,
+                kind: DecisionKind::Warned,
+                layer: Some(layer),
+                message: Some(message),
+                warnings,
+            }
+        }
+        Mode::Audit => Decision {
+            allowed: true,
+            kind: DecisionKind::Audited,
+            layer: Some(layer),
+            message: Some(message),
+            warnings,
+        },
+        Mode::Off => Decision::allow(Some(layer)),
+    }
+}
+
+/// Cut `w` to at most [`MAX_WARNING_LEN`] characters, on a character boundary.
+pub fn truncate_warning(w: &str) -> String {
+    if w.chars().count() <= MAX_WARNING_LEN {
+        return w.to_string();
+    }
+    let mut out: String = w.chars().take(MAX_WARNING_LEN - 1).collect();
+    out.push('…');
+    out
+}
+
+fn op_label(op: &str) -> &'static str {
+    Operation::parse(op).map(Operation::as_str).unwrap_or("unknown")
+}
+
+/// The AdmissionReview response for `decision`.
+pub fn response_json(uid: &str, d: &Decision) -> Value {
+    let mut response = json!({ "uid": uid, "allowed": d.allowed });
+    if !d.allowed {
+        response["status"] = json!({
+            "status": "Failure",
+            "code": 403,
+            "reason": "Forbidden",
+            "message": d.message.clone().unwrap_or_default(),
+        });
+    }
+    if !d.warnings.is_empty() {
+        response["warnings"] = json!(d.warnings);
+    }
+    json!({
+        "apiVersion": ADMISSION_API_VERSION,
+        "kind": "AdmissionReview",
+        "response": response,
+    })
+}
+
+fn review_reply(uid: &str, d: &Decision) -> Reply {
+    Reply {
+        status: 200,
+        body: serde_json::to_vec(&response_json(uid, d)).unwrap_or_default(),
+    }
+}
+
+fn bad_request(message: &str) -> Reply {
+    Reply {
+        status: 400,
+        body: serde_json::to_vec(&json!({ "error": message })).unwrap_or_default(),
+    }
+}
+
+/// Parse one AdmissionReview document (the `review` command's input).
+pub fn parse_request(doc: &Value) -> Result<AdmissionRequest, String> {
+    let envelope: Envelope = Envelope::deserialize(doc)
+        .map_err(|e| format!("not a usable AdmissionReview: {e}"))?;
+    check_envelope(&envelope)?;
+    envelope
+        .request
+        .ok_or_else(|| "not a usable AdmissionReview: the \"request\" field is missing".to_string())
+}

@@ -1,0 +1,1 @@
+//! Development CA and serving certificate (`tenant-gateway certs`).

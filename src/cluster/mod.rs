@@ -1,0 +1,5 @@
+//! Cluster-facing state: the namespace index the admission layers read (SPEC §2.2).
+
+pub mod namespaces;
+
+pub use namespaces::{LiveNamespaces, LookupError, NamespaceSource, StaticNamespaces};

@@ -1,0 +1,293 @@
+//! Settings shared by all commands (SPEC §2.6). Every flag also reads an environment
+//! variable `TENANT_GATEWAY_<FLAG_IN_UPPER_SNAKE_CASE>`; repeatable flags take a
+//! comma-separated list from the environment.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+
+use crate::cluster::{NamespaceSource, StaticNamespaces};
+use crate::hostname;
+use crate::policy::{DEFAULT_TRUSTED_GROUPS, Enforcement, GATEWAY_LABEL, HOST_LABEL, Layer, Mode, PolicyConfig};
+
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    #[error(
+        "--enforcement {0:?}: expected LAYER=MODE with LAYER one of gateway, package, tenant, namespace, route, ingress and MODE one of deny, warn, audit, off"
+    )]
+    Enforcement(String),
+    #[error(
+        "the ingress layer is enabled but --root-host (TENANT_GATEWAY_ROOT_HOST) is not set: without the platform root apex every tenant Ingress host would be unchecked. Set --root-host to the platform apex (e.g. example.org) or disable the layer with --enforcement ingress=off"
+    )]
+    MissingRootHost,
+    #[error("--root-host {host:?} is not a valid hostname: {reason}")]
+    BadRootHost { host: String, reason: String },
+    #[error("--tenant-prefix must not be empty: every namespace would be tenant scope")]
+    EmptyTenantPrefix,
+    #[error("--trusted-group values must not be empty strings")]
+    EmptyTrustedGroup,
+    #[error(transparent)]
+    Snapshot(#[from] crate::cluster::namespaces::SnapshotError),
+}
+
+/// Policy flags read by `serve`, `review` and `check` alike.
+#[derive(Debug, Clone, Args)]
+pub struct PolicyArgs {
+    /// Platform root apex (e.g. example.org); required while the ingress layer is enabled.
+    #[arg(long, env = "TENANT_GATEWAY_ROOT_HOST")]
+    pub root_host: Option<String>,
+
+    /// Namespaces with this prefix are tenant namespaces.
+    #[arg(long, env = "TENANT_GATEWAY_TENANT_PREFIX", default_value = "tenant-")]
+    pub tenant_prefix: String,
+
+    /// Platform namespaces; they win hostname conflicts.
+    #[arg(long, env = "TENANT_GATEWAY_SYSTEM_PREFIX", default_value = "cozy-")]
+    pub system_prefix: String,
+
+    /// Group that makes a caller trusted (repeatable; replaces the default list when given).
+    #[arg(long = "trusted-group", env = "TENANT_GATEWAY_TRUSTED_GROUP", value_delimiter = ',')]
+    pub trusted_groups: Vec<String>,
+
+    /// Namespace label only trusted callers may write (repeatable; replaces the default list).
+    #[arg(long = "guarded-label", env = "TENANT_GATEWAY_GUARDED_LABEL", value_delimiter = ',')]
+    pub guarded_labels: Vec<String>,
+
+    /// Per-layer enforcement, LAYER=MODE (repeatable), e.g. route=warn.
+    #[arg(long = "enforcement", env = "TENANT_GATEWAY_ENFORCEMENT", value_delimiter = ',')]
+    pub enforcement: Vec<String>,
+
+    /// A file of Namespace objects (`kubectl get ns -o yaml`) used instead of watching a cluster.
+    #[arg(long, env = "TENANT_GATEWAY_NAMESPACES")]
+    pub namespaces: Option<PathBuf>,
+}
+
+impl PolicyArgs {
+    /// Validate the flags into the configuration every layer reads.
+    pub fn policy_config(&self) -> Result<PolicyConfig, ConfigError> {
+        let mut enforcement = Enforcement::default();
+        for item in &self.enforcement {
+            let (layer, mode) = item
+                .split_once('=')
+                .ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
+            let layer = Layer::parse(layer.trim()).ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
+            let mode = Mode::parse(mode.trim()).ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
+            enforcement.set(layer, mode);
+        }
+        if self.tenant_prefix.is_empty() {
+            return Err(ConfigError::EmptyTenantPrefix);
+        }
+        let trusted_groups: Vec<String> = if self.trusted_groups.is_empty() {
+            DEFAULT_TRUSTED_GROUPS.iter().map(|s| s.to_string()).collect()
+        } else {
+            self.trusted_groups.clone()
+        };
+        if trusted_groups.iter().any(|g| g.trim().is_empty()) {
+            return Err(ConfigError::EmptyTrustedGroup);
+        }
+        let guarded_labels = if self.guarded_labels.is_empty() {
+            vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()]
+        } else {
+            self.guarded_labels.clone()
+        };
+        let root_host = match self.root_host.as_deref().map(str::trim) {
+            None | Some("") => None,
+            Some(h) => {
+                let lower = h.to_ascii_lowercase();
+                hostname::validate(&lower).map_err(|e| ConfigError::BadRootHost {
+                    host: h.to_string(),
+                    reason: e.to_string(),
+                })?;
+                if hostname::is_wildcard(&lower) {
+                    return Err(ConfigError::BadRootHost {
+                        host: h.to_string(),
+                        reason: "the root apex cannot be a wildcard".to_string(),
+                    });
+                }
+                Some(lower)
+            }
+        };
+        if root_host.is_none() && enforcement.mode(Layer::Ingress) != Mode::Off {
+            return Err(ConfigError::MissingRootHost);
+        }
+        Ok(PolicyConfig {
+            tenant_prefix: self.tenant_prefix.clone(),
+            system_prefix: self.system_prefix.clone(),
+            root_host,
+            trusted_groups,
+            guarded_labels,
+            enforcement,
+        })
+    }
+
+    /// The static snapshot, when `--namespaces` is given.
+    pub fn static_namespaces(&self) -> Result<Option<NamespaceSource>, ConfigError> {
+        match &self.namespaces {
+            None => Ok(None),
+            Some(path) => Ok(Some(NamespaceSource::Static(Arc::new(
+                StaticNamespaces::from_file(path)?,
+            )))),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// Logging flags, global to every command.
+#[derive(Debug, Clone, Args)]
+pub struct LogArgs {
+    /// Log format.
+    #[arg(long, env = "TENANT_GATEWAY_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    pub log_format: LogFormat,
+
+    /// Log level or tracing filter (e.g. info, debug, tenant_gateway=debug).
+    #[arg(long, env = "TENANT_GATEWAY_LOG_LEVEL", default_value = "info", global = true)]
+    pub log_level: String,
+}
+
+impl LogArgs {
+    /// Install the global subscriber; logs go to stderr so `review`/`check` stdout stays data.
+    pub fn init(&self) {
+        let filter = tracing_subscriber::EnvFilter::try_new(&self.log_level)
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+        let builder = tracing_subscriber::fmt()
+            .with_env_filter(filter)
+            .with_writer(std::io::stderr);
+        let _ = match self.log_format {
+            LogFormat::Text => builder.try_init(),
+            LogFormat::Json => builder.json().flatten_event(true).try_init(),
+        };
+    }
+}
+
+/// `serve` flags beyond the policy ones.
+#[derive(Debug, Clone, Args)]
+pub struct ServeArgs {
+    /// Webhook HTTPS address.
+    #[arg(long, env = "TENANT_GATEWAY_LISTEN", default_value = "0.0.0.0:8443")]
+    pub listen: SocketAddr,
+
+    /// Plain HTTP address for /metrics, /healthz, /readyz.
+    #[arg(long, env = "TENANT_GATEWAY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    pub metrics_listen: SocketAddr,
+
+    /// Serving certificate (PEM); reloaded when it changes.
+    #[arg(long, env = "TENANT_GATEWAY_TLS_CERT_FILE")]
+    pub tls_cert_file: Option<PathBuf>,
+
+    /// Serving key (PEM); reloaded when it changes.
+    #[arg(long, env = "TENANT_GATEWAY_TLS_KEY_FILE")]
+    pub tls_key_file: Option<PathBuf>,
+
+    /// When set, clients must present a certificate signed by this CA (mTLS).
+    #[arg(long, env = "TENANT_GATEWAY_CLIENT_CA_FILE")]
+    pub client_ca_file: Option<PathBuf>,
+
+    /// Kubeconfig file; default: in-cluster, then $KUBECONFIG, then ~/.kube/config.
+    #[arg(long, env = "TENANT_GATEWAY_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+
+    /// Do not run the admission webhook.
+    #[arg(long, env = "TENANT_GATEWAY_NO_WEBHOOK")]
+    pub no_webhook: bool,
+
+    /// Do not run the TenantGateway reconciler.
+    #[arg(long, env = "TENANT_GATEWAY_NO_CONTROLLER")]
+    pub no_controller: bool,
+
+    /// Do not run the wildcard-Secret replicator.
+    #[arg(long, env = "TENANT_GATEWAY_NO_REPLICATOR")]
+    pub no_replicator: bool,
+
+    /// Namespace of the leader-election Lease (default: the pod's own namespace).
+    #[arg(long, env = "TENANT_GATEWAY_LEADER_ELECTION_NAMESPACE")]
+    pub leader_election_namespace: Option<String>,
+
+    /// Name of the leader-election Lease.
+    #[arg(long, env = "TENANT_GATEWAY_LEADER_ELECTION_NAME", default_value = "tenant-gateway")]
+    pub leader_election_name: String,
+
+    /// How often the certificate files are checked for changes, in seconds.
+    #[arg(long, env = "TENANT_GATEWAY_TLS_RELOAD_INTERVAL", default_value = "2", value_parser = parse_secs)]
+    pub tls_reload_interval: Duration,
+
+    /// Longest time to finish in-flight requests after SIGTERM, in seconds.
+    #[arg(long, env = "TENANT_GATEWAY_SHUTDOWN_GRACE", default_value = "20", value_parser = parse_secs)]
+    pub shutdown_grace: Duration,
+
+    /// Most concurrent client connections on the webhook port.
+    #[arg(long, env = "TENANT_GATEWAY_MAX_CONNECTIONS", default_value = "1024")]
+    pub max_connections: usize,
+}
+
+fn parse_secs(s: &str) -> Result<Duration, String> {
+    let v: f64 = s
+        .trim_end_matches('s')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a number of seconds"))?;
+    if !(0.0..=3600.0).contains(&v) {
+        return Err(format!("{s:?} must be between 0 and 3600 seconds"));
+    }
+    Ok(Duration::from_secs_f64(v))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(enforcement: &[&str], root: Option<&str>) -> PolicyArgs {
+        PolicyArgs {
+            root_host: root.map(str::to_string),
+            tenant_prefix: "tenant-".into(),
+            system_prefix: "cozy-".into(),
+            trusted_groups: vec![],
+            guarded_labels: vec![],
+            enforcement: enforcement.iter().map(|s| s.to_string()).collect(),
+            namespaces: None,
+        }
+    }
+
+    #[test]
+    fn ingress_layer_needs_root_host() {
+        let e = args(&[], None).policy_config().expect_err("no root host");
+        assert!(matches!(e, ConfigError::MissingRootHost));
+        assert!(e.to_string().contains("--root-host"));
+        let cfg = args(&["ingress=off"], None).policy_config().expect("layer off");
+        assert_eq!(cfg.enforcement.mode(Layer::Ingress), Mode::Off);
+        let cfg = args(&[], Some("Example.ORG")).policy_config().expect("root set");
+        assert_eq!(cfg.root_host.as_deref(), Some("example.org"));
+    }
+
+    #[test]
+    fn enforcement_parses_and_rejects() {
+        let cfg = args(&["route=warn", "gateway=audit"], Some("example.org"))
+            .policy_config()
+            .expect("valid");
+        assert_eq!(cfg.enforcement.mode(Layer::Route), Mode::Warn);
+        assert_eq!(cfg.enforcement.mode(Layer::Gateway), Mode::Audit);
+        assert_eq!(cfg.enforcement.mode(Layer::Tenant), Mode::Deny);
+        for bad in ["route", "routes=deny", "route=block", "=deny"] {
+            assert!(
+                args(&[bad], Some("example.org")).policy_config().is_err(),
+                "{bad} must be rejected"
+            );
+        }
+    }
+
+    #[test]
+    fn defaults_match_spec() {
+        let cfg = args(&[], Some("example.org")).policy_config().expect("valid");
+        assert_eq!(cfg.trusted_groups.len(), 5);
+        assert!(cfg.trusted_groups.contains(&"system:serviceaccounts:cozy-fluxcd".to_string()));
+        assert_eq!(cfg.guarded_labels, vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()]);
+        let e = args(&[], Some("*.example.org")).policy_config().expect_err("wildcard root");
+        assert!(e.to_string().contains("wildcard"));
+    }
+}

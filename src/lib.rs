@@ -1,0 +1,15 @@
+//! tenant-gateway: admission webhook and TenantGateway reconciler for Cozystack tenants.
+//!
+//! Module boundaries follow SPEC §1: pure decisions (`hostname`, `policy`) know nothing of
+//! HTTP or the kube client; `admission` adapts AdmissionReview JSON to them; `server` and the
+//! offline CLI (`offline`) only move bytes.
+
+pub mod admission;
+pub mod certs;
+pub mod cluster;
+pub mod config;
+pub mod hostname;
+pub mod metrics;
+pub mod offline;
+pub mod policy;
+pub mod server;

@@ -1,0 +1,305 @@
+//! Pure policy layers (SPEC §2.3). Each layer is a function of plain data:
+//! the decoded request, the namespace context and the configuration. No I/O here.
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde_json::Value;
+
+pub mod gateway;
+pub mod ingress;
+pub mod namespace;
+pub mod package;
+pub mod route;
+pub mod tenant;
+mod util;
+
+/// Label on tenant namespaces holding the tenant's apex domain.
+pub const HOST_LABEL: &str = "namespace.cozystack.io/host";
+/// Label on tenant namespaces naming the namespace whose Gateway they publish through.
+pub const GATEWAY_LABEL: &str = "namespace.cozystack.io/gateway";
+
+/// The default trusted groups of SPEC §2.2.
+pub const DEFAULT_TRUSTED_GROUPS: [&str; 5] = [
+    "system:masters",
+    "system:serviceaccounts:cozy-system",
+    "system:serviceaccounts:cozy-cert-manager",
+    "system:serviceaccounts:cozy-fluxcd",
+    "system:serviceaccounts:kube-system",
+];
+
+/// The policy layers the webhook enforces (layer 1 and 6 live elsewhere).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Layer {
+    /// Layer 2: Gateway listener hostnames.
+    Gateway,
+    /// Layer 3: Package attached namespaces.
+    Package,
+    /// Layer 4: Tenant apex.
+    Tenant,
+    /// Layer 5: Namespace guarded labels.
+    Namespace,
+    /// Layer 7: HTTPRoute / TLSRoute hostnames.
+    Route,
+    /// Layer 8: Ingress hostnames.
+    Ingress,
+}
+
+impl Layer {
+    pub const ALL: [Layer; 6] = [
+        Layer::Gateway,
+        Layer::Package,
+        Layer::Tenant,
+        Layer::Namespace,
+        Layer::Route,
+        Layer::Ingress,
+    ];
+
+    /// The name used in flags (`--enforcement route=warn`), metrics and logs.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Layer::Gateway => "gateway",
+            Layer::Package => "package",
+            Layer::Tenant => "tenant",
+            Layer::Namespace => "namespace",
+            Layer::Route => "route",
+            Layer::Ingress => "ingress",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Layer> {
+        Layer::ALL.into_iter().find(|l| l.as_str() == s)
+    }
+}
+
+impl fmt::Display for Layer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Enforcement mode per layer (SPEC §2.5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Mode {
+    #[default]
+    Deny,
+    Warn,
+    Audit,
+    Off,
+}
+
+impl Mode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Deny => "deny",
+            Mode::Warn => "warn",
+            Mode::Audit => "audit",
+            Mode::Off => "off",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Mode> {
+        match s {
+            "deny" => Some(Mode::Deny),
+            "warn" => Some(Mode::Warn),
+            "audit" => Some(Mode::Audit),
+            "off" => Some(Mode::Off),
+            _ => None,
+        }
+    }
+}
+
+/// Per-layer modes.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Enforcement {
+    modes: BTreeMap<Layer, Mode>,
+}
+
+impl Enforcement {
+    pub fn mode(&self, layer: Layer) -> Mode {
+        self.modes.get(&layer).copied().unwrap_or_default()
+    }
+
+    pub fn set(&mut self, layer: Layer, mode: Mode) {
+        self.modes.insert(layer, mode);
+    }
+}
+
+/// Settings every layer reads (built from flags in `config`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyConfig {
+    /// Namespaces starting with this prefix are tenant scope (layers 2, 7, 8) and may not be
+    /// listed in a Package's attachedNamespaces (layer 3).
+    pub tenant_prefix: String,
+    /// Platform namespaces; they win hostname conflicts in the reconciler.
+    pub system_prefix: String,
+    /// Platform root apex for layer 8; `None` means layer 8 cannot run.
+    pub root_host: Option<String>,
+    /// Exact group names that make a caller trusted (layers 4, 5).
+    pub trusted_groups: Vec<String>,
+    /// Namespace labels only trusted callers may write (layer 5).
+    pub guarded_labels: Vec<String>,
+    pub enforcement: Enforcement,
+}
+
+impl Default for PolicyConfig {
+    fn default() -> Self {
+        PolicyConfig {
+            tenant_prefix: "tenant-".to_string(),
+            system_prefix: "cozy-".to_string(),
+            root_host: None,
+            trusted_groups: DEFAULT_TRUSTED_GROUPS.iter().map(|s| s.to_string()).collect(),
+            guarded_labels: vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()],
+            enforcement: Enforcement::default(),
+        }
+    }
+}
+
+impl PolicyConfig {
+    /// True when `namespace` is tenant scope.
+    pub fn in_tenant_scope(&self, namespace: &str) -> bool {
+        namespace.starts_with(&self.tenant_prefix)
+    }
+
+    /// True when one of `groups` is a trusted group. The username never grants trust.
+    pub fn is_trusted(&self, groups: &[String]) -> bool {
+        groups.iter().any(|g| self.trusted_groups.iter().any(|t| t == g))
+    }
+}
+
+/// Admission operation.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Operation {
+    Create,
+    Update,
+    Delete,
+    Connect,
+}
+
+impl Operation {
+    pub fn parse(s: &str) -> Option<Operation> {
+        match s {
+            "CREATE" => Some(Operation::Create),
+            "UPDATE" => Some(Operation::Update),
+            "DELETE" => Some(Operation::Delete),
+            "CONNECT" => Some(Operation::Connect),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Operation::Create => "CREATE",
+            Operation::Update => "UPDATE",
+            Operation::Delete => "DELETE",
+            Operation::Connect => "CONNECT",
+        }
+    }
+}
+
+/// A decoded admission request, reduced to what the layers read.
+///
+/// The admission codec has already handled DELETE/CONNECT and subresources (always allowed),
+/// so layers only ever see CREATE and UPDATE with an `object`.
+#[derive(Debug, Clone, Copy)]
+pub struct Review<'a> {
+    pub operation: Operation,
+    /// `request.kind.kind`, e.g. `HTTPRoute`; used in messages.
+    pub kind: &'a str,
+    /// Empty for cluster-scoped objects.
+    pub namespace: &'a str,
+    /// `request.name`, or the object's metadata.name / generateName.
+    pub name: &'a str,
+    pub object: &'a Value,
+    /// Present on UPDATE.
+    pub old_object: Option<&'a Value>,
+    pub username: &'a str,
+    pub groups: &'a [String],
+}
+
+/// What the layers know about the object's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceContext {
+    /// The namespace does not exist (after the index miss and the live GET).
+    NotFound,
+    /// The namespace exists with these labels.
+    Found { labels: BTreeMap<String, String> },
+}
+
+impl NamespaceContext {
+    /// The tenant apex: the host label, when present and non-empty.
+    pub fn apex(&self) -> Option<&str> {
+        match self {
+            NamespaceContext::NotFound => None,
+            NamespaceContext::Found { labels } => labels
+                .get(HOST_LABEL)
+                .map(String::as_str)
+                .filter(|s| !s.is_empty()),
+        }
+    }
+}
+
+/// What a layer found. An empty `violations` means the object passes the layer.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Findings {
+    /// One message per problem, each complete on its own (SPEC §2.4).
+    pub violations: Vec<String>,
+    /// Notes for the user that are not denials, each at most 120 characters.
+    pub warnings: Vec<String>,
+}
+
+impl Findings {
+    pub fn ok() -> Self {
+        Findings::default()
+    }
+
+    pub fn deny(message: impl Into<String>) -> Self {
+        Findings {
+            violations: vec![message.into()],
+            warnings: Vec::new(),
+        }
+    }
+}
+
+/// The object does not have the shape of its kind (e.g. `spec.hostnames` is a string).
+/// Always a denial, whatever the enforcement mode: we cannot tell what it would publish.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{kind} {object}: {field} {problem}")]
+pub struct ShapeError {
+    pub kind: String,
+    /// `namespace/name` or `name`.
+    pub object: String,
+    /// JSON path of the bad field, e.g. `spec.listeners[2].hostname`.
+    pub field: String,
+    /// What is wrong, e.g. `must be a string, got a number`.
+    pub problem: String,
+}
+
+/// The result of one layer.
+pub type LayerResult = Result<Findings, ShapeError>;
+
+/// `namespace/name` for namespaced objects, `name` otherwise; used in every message.
+pub fn object_ref(review: &Review<'_>) -> String {
+    if review.namespace.is_empty() {
+        review.name.to_string()
+    } else {
+        format!("{}/{}", review.namespace, review.name)
+    }
+}
+
+/// Which layer guards a resource, and whether it needs the namespace context.
+pub fn evaluate(
+    layer: Layer,
+    review: &Review<'_>,
+    ns: &NamespaceContext,
+    cfg: &PolicyConfig,
+) -> LayerResult {
+    match layer {
+        Layer::Gateway => gateway::evaluate(review, ns, cfg),
+        Layer::Package => package::evaluate(review, cfg),
+        Layer::Tenant => tenant::evaluate(review, cfg),
+        Layer::Namespace => namespace::evaluate(review, cfg),
+        Layer::Route => route::evaluate(review, ns, cfg),
+        Layer::Ingress => ingress::evaluate(review, ns, cfg),
+    }
+}

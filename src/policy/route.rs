@@ -1,0 +1,201 @@
+//! Layer 7 — HTTPRoute / TLSRoute hostnames (SPEC §2.3).
+//!
+//! Routes in tenant namespaces may only claim hostnames inside the namespace apex. Claims
+//! between namespaces inside one apex are not decided here: the reconciler resolves those
+//! conflicts (SPEC §3.3), because admission cannot see the other namespace's routes reliably.
+
+use super::util::{as_array, as_object, as_str, get, missing_apex, quoted, root};
+use super::{Findings, HOST_LABEL, LayerResult, NamespaceContext, PolicyConfig, Review, object_ref};
+use crate::hostname;
+
+pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) -> LayerResult {
+    if !cfg.in_tenant_scope(review.namespace) {
+        return Ok(Findings::ok());
+    }
+
+    // Shape first: a ShapeError denies in every enforcement mode, a missing apex may not.
+    let object = root(review, review.object, "object")?;
+    let spec = as_object(review, get(object, "spec"), || "spec".to_string())?;
+    let entries = as_array(review, get(spec, "hostnames"), || {
+        "spec.hostnames".to_string()
+    })?
+    .unwrap_or_default();
+    let mut hostnames = Vec::with_capacity(entries.len());
+    for (i, entry) in entries.iter().enumerate() {
+        // A null entry is not a hostname; in a list it can only be a malformed object.
+        match as_str(review, Some(entry), || format!("spec.hostnames[{i}]"))? {
+            Some(h) => hostnames.push(h),
+            None => {
+                return Err(super::util::shape_error(
+                    review,
+                    format!("spec.hostnames[{i}]"),
+                    "a string",
+                    entry,
+                ));
+            }
+        }
+    }
+
+    // Fail closed even without hostnames: a route without hostnames matches every hostname of
+    // the listeners it attaches to, which is only harmless when we know whose namespace it is.
+    let Some(apex) = ns.apex() else {
+        return Ok(Findings::deny(missing_apex(review, ns, "route hostnames")));
+    };
+
+    let rule = format!(
+        "hostnames must equal the namespace's {HOST_LABEL} label or be subdomains of it ({apex})"
+    );
+    let mut findings = Findings::ok();
+    for h in hostnames {
+        let message = match hostname::validate(h) {
+            Err(e) => format!(
+                "{} {}: hostname {} is invalid: {e}; {rule}",
+                review.kind,
+                object_ref(review),
+                quoted(h),
+            ),
+            Ok(()) if !hostname::within(h, apex) => format!(
+                "{} {}: hostname {} is not allowed: {rule}",
+                review.kind,
+                object_ref(review),
+                quoted(h),
+            ),
+            Ok(()) => continue,
+        };
+        findings.violations.push(message);
+    }
+    Ok(findings)
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::{Value, json};
+
+    use super::super::util::testing::{assert_mentions, cfg, missing_apexes, ns_apex, review};
+    use super::*;
+
+    const RULE: &str = "hostnames must equal the namespace's namespace.cozystack.io/host label \
+                        or be subdomains of it";
+
+    fn route(hostnames: Value) -> Value {
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+               "metadata": {"name": "web", "namespace": "tenant-alice"},
+               "spec": {"parentRefs": [{"name": "gw"}], "hostnames": hostnames,
+                        "rules": [{"backendRefs": [{"name": "svc", "port": 80}]}]}})
+    }
+
+    fn run(kind: &str, ns_name: &str, ns: &NamespaceContext, obj: &Value) -> LayerResult {
+        evaluate(&review(kind, ns_name, obj), ns, &cfg())
+    }
+
+    #[test]
+    fn spec_example_message() {
+        let obj = route(json!(["shop.bob.example.org"]));
+        let f = run("HTTPRoute", "tenant-alice", &ns_apex("alice.example.org"), &obj).expect("ok");
+        assert_eq!(
+            f.violations,
+            vec![format!(
+                "HTTPRoute tenant-alice/web: hostname \"shop.bob.example.org\" is not allowed: \
+                 {RULE} (alice.example.org)"
+            )]
+        );
+    }
+
+    #[test]
+    fn hostnames_within_apex() {
+        // (apex, hostnames, offending values in order)
+        let cases: Vec<(&str, Value, Vec<&str>)> = vec![
+            ("alice.example.org", json!(["alice.example.org"]), vec![]),
+            ("alice.example.org", json!(["shop.alice.example.org", "*.alice.example.org"]), vec![]),
+            ("alice.example.org", json!([]), vec![]),
+            ("alice.example.org", json!(null), vec![]),
+            ("ALICE.example.org", json!(["shop.alice.example.org"]), vec![]),
+            ("alice.example.org", json!(["example.org"]), vec!["\"example.org\""]),
+            ("alice.example.org", json!(["*.example.org"]), vec!["\"*.example.org\""]),
+            ("alice.example.org", json!(["evilalice.example.org"]), vec!["evilalice"]),
+            ("alice.example.org", json!(["alice.example.org.evil.com"]), vec!["evil.com"]),
+            ("example.org", json!(["x.alice.example.org", "example.org"]), vec![]),
+            ("customer1.io", json!(["shop.customer1.io", "x.example.org"]), vec!["x.example.org"]),
+            (
+                "alice.example.org",
+                json!(["x.evil.com", "ok.alice.example.org", "Shop.alice.example.org", "*", "a..alice.example.org"]),
+                vec!["\"x.evil.com\"", "\"Shop.alice.example.org\"", "\"*\"", "\"a..alice.example.org\""],
+            ),
+        ];
+        for (apex, hostnames, offending) in cases {
+            let obj = route(hostnames.clone());
+            let f = run("HTTPRoute", "tenant-alice", &ns_apex(apex), &obj).expect("ok");
+            assert_eq!(f.violations.len(), offending.len(), "{apex} {hostnames}: {f:?}");
+            for (msg, value) in f.violations.iter().zip(&offending) {
+                assert_mentions(msg, &["HTTPRoute tenant-alice/web", value, RULE, apex]);
+            }
+        }
+    }
+
+    #[test]
+    fn invalid_hostnames_say_why() {
+        let cases = [
+            ("Shop.alice.example.org", "uppercase"),
+            ("shop.alice.example.org.", "trailing"),
+            ("\u{430}lice.example.org", "punycode"),
+            ("foo.*.alice.example.org", "first label"),
+            ("", "empty"),
+        ];
+        for (h, why) in cases {
+            let obj = route(json!([h]));
+            let f = run("TLSRoute", "tenant-alice", &ns_apex("alice.example.org"), &obj)
+                .expect("ok");
+            assert_eq!(f.violations.len(), 1, "{h}");
+            assert_mentions(&f.violations[0], &["TLSRoute tenant-alice/web", "is invalid", why]);
+        }
+    }
+
+    #[test]
+    fn missing_apex_fails_closed_even_without_hostnames() {
+        for (case, ns) in missing_apexes() {
+            for hostnames in [json!(["alice.example.org"]), json!([]), json!(null)] {
+                for kind in ["HTTPRoute", "TLSRoute"] {
+                    let obj = route(hostnames.clone());
+                    let f = run(kind, "tenant-alice", &ns, &obj).expect("ok");
+                    assert_eq!(f.violations.len(), 1, "{case}");
+                    assert_mentions(
+                        &f.violations[0],
+                        &[kind, "tenant-alice/web", "has no namespace.cozystack.io/host label", "retry"],
+                    );
+                }
+            }
+        }
+        let f = run("HTTPRoute", "tenant-alice", &NamespaceContext::NotFound, &json!({}))
+            .expect("ok");
+        assert_eq!(f.violations.len(), 1);
+    }
+
+    #[test]
+    fn outside_tenant_scope_is_unchecked() {
+        let obj = route(json!(["anything.evil.com"]));
+        for ns_name in ["cozy-dashboard", "default", "kube-system"] {
+            for (_, ns) in missing_apexes() {
+                assert_eq!(run("HTTPRoute", ns_name, &ns, &obj), Ok(Findings::ok()));
+            }
+        }
+    }
+
+    #[test]
+    fn wrong_shapes_are_shape_errors() {
+        let ns = ns_apex("alice.example.org");
+        let cases = [
+            (json!({"spec": {"hostnames": "alice.example.org"}}), "spec.hostnames"),
+            (json!({"spec": {"hostnames": {"a": "b"}}}), "spec.hostnames"),
+            (json!({"spec": {"hostnames": ["a.alice.example.org", 3]}}), "spec.hostnames[1]"),
+            (json!({"spec": {"hostnames": [null]}}), "spec.hostnames[0]"),
+            (json!({"spec": {"hostnames": [["x"]]}}), "spec.hostnames[0]"),
+            (json!({"spec": 1}), "spec"),
+            (json!("route"), "object"),
+        ];
+        for (obj, field) in cases {
+            let err = run("HTTPRoute", "tenant-alice", &ns, &obj).expect_err("shape");
+            assert_eq!(err.field, field, "{obj}");
+            assert_eq!(err.object, "tenant-alice/web");
+        }
+    }
+}
