@@ -11,7 +11,9 @@ use clap::{Args, ValueEnum};
 
 use crate::cluster::{NamespaceSource, StaticNamespaces};
 use crate::hostname;
-use crate::policy::{DEFAULT_TRUSTED_GROUPS, Enforcement, GATEWAY_LABEL, HOST_LABEL, Layer, Mode, PolicyConfig};
+use crate::policy::{
+    DEFAULT_TRUSTED_GROUPS, Enforcement, GATEWAY_LABEL, HOST_LABEL, Layer, Mode, PolicyConfig,
+};
 
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
@@ -49,15 +51,27 @@ pub struct PolicyArgs {
     pub system_prefix: String,
 
     /// Group that makes a caller trusted (repeatable; replaces the default list when given).
-    #[arg(long = "trusted-group", env = "TENANT_GATEWAY_TRUSTED_GROUP", value_delimiter = ',')]
+    #[arg(
+        long = "trusted-group",
+        env = "TENANT_GATEWAY_TRUSTED_GROUP",
+        value_delimiter = ','
+    )]
     pub trusted_groups: Vec<String>,
 
     /// Namespace label only trusted callers may write (repeatable; replaces the default list).
-    #[arg(long = "guarded-label", env = "TENANT_GATEWAY_GUARDED_LABEL", value_delimiter = ',')]
+    #[arg(
+        long = "guarded-label",
+        env = "TENANT_GATEWAY_GUARDED_LABEL",
+        value_delimiter = ','
+    )]
     pub guarded_labels: Vec<String>,
 
     /// Per-layer enforcement, LAYER=MODE (repeatable), e.g. route=warn.
-    #[arg(long = "enforcement", env = "TENANT_GATEWAY_ENFORCEMENT", value_delimiter = ',')]
+    #[arg(
+        long = "enforcement",
+        env = "TENANT_GATEWAY_ENFORCEMENT",
+        value_delimiter = ','
+    )]
     pub enforcement: Vec<String>,
 
     /// A file of Namespace objects (`kubectl get ns -o yaml`) used instead of watching a cluster.
@@ -73,15 +87,20 @@ impl PolicyArgs {
             let (layer, mode) = item
                 .split_once('=')
                 .ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
-            let layer = Layer::parse(layer.trim()).ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
-            let mode = Mode::parse(mode.trim()).ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
+            let layer =
+                Layer::parse(layer.trim()).ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
+            let mode =
+                Mode::parse(mode.trim()).ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
             enforcement.set(layer, mode);
         }
         if self.tenant_prefix.is_empty() {
             return Err(ConfigError::EmptyTenantPrefix);
         }
         let trusted_groups: Vec<String> = if self.trusted_groups.is_empty() {
-            DEFAULT_TRUSTED_GROUPS.iter().map(|s| s.to_string()).collect()
+            DEFAULT_TRUSTED_GROUPS
+                .iter()
+                .map(|s| s.to_string())
+                .collect()
         } else {
             self.trusted_groups.clone()
         };
@@ -144,21 +163,30 @@ pub enum LogFormat {
 #[derive(Debug, Clone, Args)]
 pub struct LogArgs {
     /// Log format.
-    #[arg(long, env = "TENANT_GATEWAY_LOG_FORMAT", value_enum, default_value = "text", global = true)]
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_LOG_FORMAT",
+        value_enum,
+        default_value = "text",
+        global = true
+    )]
     pub log_format: LogFormat,
 
-    /// Log level or tracing filter (e.g. info, debug, tenant_gateway=debug).
-    #[arg(long, env = "TENANT_GATEWAY_LOG_LEVEL", default_value = "info", global = true)]
-    pub log_level: String,
+    /// Log level or tracing filter (e.g. info, debug, tenant_gateway=debug). Default: info for
+    /// `serve`, error for the offline commands (their verdicts are the output).
+    #[arg(long, env = "TENANT_GATEWAY_LOG_LEVEL", global = true)]
+    pub log_level: Option<String>,
 }
 
 impl LogArgs {
     /// Install the global subscriber; logs go to stderr so `review`/`check` stdout stays data.
-    pub fn init(&self) {
-        let filter = tracing_subscriber::EnvFilter::try_new(&self.log_level)
-            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    pub fn init(&self, default_level: &str) {
+        let level = self.log_level.as_deref().unwrap_or(default_level);
+        let filter = tracing_subscriber::EnvFilter::try_new(level)
+            .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default_level));
         let builder = tracing_subscriber::fmt()
             .with_env_filter(filter)
+            .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_writer(std::io::stderr);
         let _ = match self.log_format {
             LogFormat::Text => builder.try_init(),
@@ -175,7 +203,11 @@ pub struct ServeArgs {
     pub listen: SocketAddr,
 
     /// Plain HTTP address for /metrics, /healthz, /readyz.
-    #[arg(long, env = "TENANT_GATEWAY_METRICS_LISTEN", default_value = "0.0.0.0:9090")]
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_METRICS_LISTEN",
+        default_value = "0.0.0.0:9090"
+    )]
     pub metrics_listen: SocketAddr,
 
     /// Serving certificate (PEM); reloaded when it changes.
@@ -211,7 +243,11 @@ pub struct ServeArgs {
     pub leader_election_namespace: Option<String>,
 
     /// Name of the leader-election Lease.
-    #[arg(long, env = "TENANT_GATEWAY_LEADER_ELECTION_NAME", default_value = "tenant-gateway")]
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_LEADER_ELECTION_NAME",
+        default_value = "tenant-gateway"
+    )]
     pub leader_election_name: String,
 
     /// How often the certificate files are checked for changes, in seconds.
@@ -259,9 +295,13 @@ mod tests {
         let e = args(&[], None).policy_config().expect_err("no root host");
         assert!(matches!(e, ConfigError::MissingRootHost));
         assert!(e.to_string().contains("--root-host"));
-        let cfg = args(&["ingress=off"], None).policy_config().expect("layer off");
+        let cfg = args(&["ingress=off"], None)
+            .policy_config()
+            .expect("layer off");
         assert_eq!(cfg.enforcement.mode(Layer::Ingress), Mode::Off);
-        let cfg = args(&[], Some("Example.ORG")).policy_config().expect("root set");
+        let cfg = args(&[], Some("Example.ORG"))
+            .policy_config()
+            .expect("root set");
         assert_eq!(cfg.root_host.as_deref(), Some("example.org"));
     }
 
@@ -283,11 +323,21 @@ mod tests {
 
     #[test]
     fn defaults_match_spec() {
-        let cfg = args(&[], Some("example.org")).policy_config().expect("valid");
+        let cfg = args(&[], Some("example.org"))
+            .policy_config()
+            .expect("valid");
         assert_eq!(cfg.trusted_groups.len(), 5);
-        assert!(cfg.trusted_groups.contains(&"system:serviceaccounts:cozy-fluxcd".to_string()));
-        assert_eq!(cfg.guarded_labels, vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()]);
-        let e = args(&[], Some("*.example.org")).policy_config().expect_err("wildcard root");
+        assert!(
+            cfg.trusted_groups
+                .contains(&"system:serviceaccounts:cozy-fluxcd".to_string())
+        );
+        assert_eq!(
+            cfg.guarded_labels,
+            vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()]
+        );
+        let e = args(&[], Some("*.example.org"))
+            .policy_config()
+            .expect_err("wildcard root");
         assert!(e.to_string().contains("wildcard"));
     }
 }

@@ -20,9 +20,7 @@ const MAX_QUOTED: usize = 80;
 pub enum HostnameError {
     #[error("the hostname is empty")]
     Empty,
-    #[error(
-        "the hostname is {len} characters long; a hostname may be at most {MAX_HOSTNAME_LEN}"
-    )]
+    #[error("the hostname is {len} characters long; a hostname may be at most {MAX_HOSTNAME_LEN}")]
     TooLong { len: usize },
     #[error(
         "the hostname contains the non-ASCII character {ch:?} (U+{code:04X}) at position \
@@ -275,14 +273,20 @@ mod tests {
             ("", "empty"),
             ("*", "bare \"*\""),
             ("*.", "ends with a dot"),
-            ("foo.*.org", "wildcard is only allowed as the whole first label"),
+            (
+                "foo.*.org",
+                "wildcard is only allowed as the whole first label",
+            ),
             ("*.*.example.org", "whole first label"),
             ("*foo.example.org", "whole first label"),
             ("foo*.example.org", "whole first label"),
             ("example.org.", "ends with a dot"),
             (".example.org", "starts with a dot"),
             ("a..b", "empty"),
-            ("Shop.example.org", "uppercase letters are not allowed, use lowercase"),
+            (
+                "Shop.example.org",
+                "uppercase letters are not allowed, use lowercase",
+            ),
             ("SHOP.EXAMPLE.ORG", "\"shop.example.org\""),
             // Cyrillic small a (U+0430) standing in for the Latin one.
             ("\u{430}lice.example.org", "U+0430"),
@@ -294,8 +298,14 @@ mod tests {
             (&l64, "at most 63"),
             (&h254, "254 characters"),
             (&h254, "at most 253"),
-            ("-foo.example.org", "must start and end with a letter or digit"),
-            ("foo-.example.org", "must start and end with a letter or digit"),
+            (
+                "-foo.example.org",
+                "must start and end with a letter or digit",
+            ),
+            (
+                "foo-.example.org",
+                "must start and end with a letter or digit",
+            ),
             ("my shop.example.org", "a space"),
             (" example.org", "a space"),
             ("my_shop.example.org", "underscore"),

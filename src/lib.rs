@@ -11,5 +11,6 @@ pub mod config;
 pub mod hostname;
 pub mod metrics;
 pub mod offline;
+pub mod policies;
 pub mod policy;
 pub mod server;

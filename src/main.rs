@@ -7,15 +7,19 @@ use std::sync::Arc;
 use clap::{Parser, Subcommand, ValueEnum};
 
 use tenant_gateway::admission::Admission;
+use tenant_gateway::certs;
 use tenant_gateway::cluster::{LiveNamespaces, NamespaceSource, StaticNamespaces};
 use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::offline::{self, Caller};
 use tenant_gateway::server::{self, ServeOptions, health::Readiness};
-use tenant_gateway::certs;
 
 #[derive(Debug, Parser)]
-#[command(name = "tenant-gateway", version, about = "Admission webhook and TenantGateway reconciler for Cozystack tenants")]
+#[command(
+    name = "tenant-gateway",
+    version,
+    about = "Admission webhook and TenantGateway reconciler for Cozystack tenants"
+)]
 struct Cli {
     #[command(flatten)]
     log: LogArgs,
@@ -85,8 +89,15 @@ const EXIT_USAGE: u8 = 2;
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    cli.log.init();
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let default_level = match cli.command {
+        Command::Serve { .. } => "info",
+        _ => "error",
+    };
+    cli.log.init(default_level);
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(rt) => rt,
         Err(e) => {
             eprintln!("error: cannot start the async runtime: {e}");
@@ -207,16 +218,25 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         Some(s) => {
             readiness.set_index_synced(true);
             metrics.namespace_index_size.set(s.len() as i64);
-            tracing::info!(namespaces = s.len(), "using the static namespace snapshot; no controller runs");
+            tracing::info!(
+                namespaces = s.len(),
+                "using the static namespace snapshot; no controller runs"
+            );
             s
         }
         None => {
             let client = kube_client(serve.kubeconfig.as_deref()).await?;
-            NamespaceSource::Live(LiveNamespaces::start(client, readiness.clone(), metrics.clone()))
+            NamespaceSource::Live(LiveNamespaces::start(
+                client,
+                readiness.clone(),
+                metrics.clone(),
+            ))
         }
     };
     if !serve.no_controller && policy.namespaces.is_none() {
-        tracing::info!("the TenantGateway reconciler is not part of this build yet; running the webhook only");
+        tracing::info!(
+            "the TenantGateway reconciler is not part of this build yet; running the webhook only"
+        );
     }
     let admission = Arc::new(Admission::new(Arc::new(cfg), namespaces, metrics.clone()));
     let opts = ServeOptions {
@@ -271,7 +291,9 @@ async fn kube_client(path: Option<&std::path::Path>) -> anyhow::Result<kube::Cli
             Ok(c) => c,
             Err(_) => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
                 .await
-                .map_err(|e| anyhow::anyhow!("no in-cluster config and no usable kubeconfig: {e}"))?,
+                .map_err(|e| {
+                    anyhow::anyhow!("no in-cluster config and no usable kubeconfig: {e}")
+                })?,
         },
     };
     Ok(kube::Client::try_from(config)?)

@@ -152,7 +152,8 @@ impl Metrics {
         #[cfg(target_os = "linux")]
         {
             let pc = prometheus::process_collector::ProcessCollector::for_self();
-            r.register(Box::new(pc)).expect("process collector registers once");
+            r.register(Box::new(pc))
+                .expect("process collector registers once");
         }
     }
 

@@ -132,10 +132,7 @@ pub fn read_manifests(
     }
     let mut out = Vec::new();
     for f in files {
-        if f != Path::new("-")
-            && skip.is_some()
-            && std::fs::canonicalize(&f).ok() == skip
-        {
+        if f != Path::new("-") && skip.is_some() && std::fs::canonicalize(&f).ok() == skip {
             continue;
         }
         let text = read_input(Some(&f))?;
@@ -145,12 +142,11 @@ pub fn read_manifests(
             f.display().to_string()
         };
         for doc in serde_yaml::Deserializer::from_str(&text) {
-            let value: Value = serde::Deserialize::deserialize(doc).map_err(|source| {
-                OfflineError::Parse {
+            let value: Value =
+                serde::Deserialize::deserialize(doc).map_err(|source| OfflineError::Parse {
                     path: origin.clone(),
                     source,
-                }
-            })?;
+                })?;
             for object in flatten_list(value) {
                 out.push(Manifest {
                     source: origin.clone(),
@@ -216,7 +212,10 @@ pub struct Caller {
 
 /// Cluster-scoped kinds among those we check.
 fn cluster_scoped(target: WebhookResource) -> bool {
-    matches!(target, WebhookResource::Namespaces | WebhookResource::Packages)
+    matches!(
+        target,
+        WebhookResource::Namespaces | WebhookResource::Packages
+    )
 }
 
 /// `check`: evaluate every manifest as a CREATE by `caller`.
@@ -241,10 +240,7 @@ pub async fn check(admission: &Admission, manifests: &[Manifest], caller: &Calle
             .and_then(Value::as_str)
             .unwrap_or("")
             .to_string();
-        let group = api_version
-            .rsplit_once('/')
-            .map(|(g, _)| g)
-            .unwrap_or("");
+        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
         let Some(target) = WebhookResource::from_group_kind(group, &kind) else {
             let message = if kind.is_empty() || api_version.is_empty() {
                 "not a Kubernetes object: apiVersion and kind are required".to_string()
@@ -339,7 +335,11 @@ pub fn print_table(verdicts: &[Verdict], out: &mut dyn Write) -> std::io::Result
         if v.decision == "audited" {
             message = format!("audit: {message}");
         }
-        writeln!(out, "{:<14} {:<40} {:<8} {}", v.kind, object, verdict, message)?;
+        writeln!(
+            out,
+            "{:<14} {:<40} {:<8} {}",
+            v.kind, object, verdict, message
+        )?;
     }
     Ok(())
 }

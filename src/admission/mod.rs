@@ -149,7 +149,11 @@ impl AdmissionRequest {
         username: String,
         groups: Vec<String>,
     ) -> AdmissionRequest {
-        let version = api_version.rsplit('/').next().unwrap_or_default().to_string();
+        let version = api_version
+            .rsplit('/')
+            .next()
+            .unwrap_or_default()
+            .to_string();
         let name = object
             .pointer("/metadata/name")
             .and_then(Value::as_str)
@@ -241,7 +245,10 @@ impl Admission {
                 return match serde_json::from_slice::<Value>(body) {
                     Err(e) => {
                         self.count(target_label, "unknown", None, DecisionKind::Error);
-                        (bad_request(&format!("request body is not JSON: {e}")), target_label)
+                        (
+                            bad_request(&format!("request body is not JSON: {e}")),
+                            target_label,
+                        )
                     }
                     Ok(v) => {
                         let uid = v
@@ -275,7 +282,12 @@ impl Admission {
         };
         let uid = request.uid.as_str();
         if let Err(msg) = check_envelope(&envelope) {
-            self.count(target_label, op_label(&request.operation), None, DecisionKind::Error);
+            self.count(
+                target_label,
+                op_label(&request.operation),
+                None,
+                DecisionKind::Error,
+            );
             return (review_reply(uid, &Decision::error(None, msg)), target_label);
         }
 
@@ -322,7 +334,11 @@ impl Admission {
                         "webhook misconfiguration: {} only validates {}.{}, but received a request for resource \"{}\" in group \"{}\"; fix the rules of the ValidatingWebhookConfiguration entry that points at this path",
                         t.path(),
                         t.resource(),
-                        if t.group().is_empty() { "core" } else { t.group() },
+                        if t.group().is_empty() {
+                            "core"
+                        } else {
+                            t.group()
+                        },
                         request.resource.resource,
                         request.resource.group,
                     ),
@@ -354,10 +370,17 @@ impl Admission {
         if matches!(operation, Operation::Delete | Operation::Connect) {
             return Decision::allow(Some(layer));
         }
-        if request.sub_resource.as_deref().is_some_and(|s| !s.is_empty()) {
+        if request
+            .sub_resource
+            .as_deref()
+            .is_some_and(|s| !s.is_empty())
+        {
             return Decision::allow(Some(layer));
         }
-        if !resource.versions().contains(&request.resource.version.as_str()) {
+        if !resource
+            .versions()
+            .contains(&request.resource.version.as_str())
+        {
             return Decision::error(
                 Some(layer),
                 format!(
@@ -403,7 +426,11 @@ impl Admission {
             .namespace
             .as_deref()
             .filter(|s| !s.is_empty())
-            .or_else(|| object.pointer("/metadata/namespace").and_then(Value::as_str))
+            .or_else(|| {
+                object
+                    .pointer("/metadata/namespace")
+                    .and_then(Value::as_str)
+            })
             .unwrap_or("");
         let name = request
             .name
@@ -596,7 +623,9 @@ pub fn truncate_warning(w: &str) -> String {
 }
 
 fn op_label(op: &str) -> &'static str {
-    Operation::parse(op).map(Operation::as_str).unwrap_or("unknown")
+    Operation::parse(op)
+        .map(Operation::as_str)
+        .unwrap_or("unknown")
 }
 
 /// The AdmissionReview response for `decision`.
@@ -634,12 +663,5 @@ fn bad_request(message: &str) -> Reply {
     }
 }
 
-/// Parse one AdmissionReview document (the `review` command's input).
-pub fn parse_request(doc: &Value) -> Result<AdmissionRequest, String> {
-    let envelope: Envelope = Envelope::deserialize(doc)
-        .map_err(|e| format!("not a usable AdmissionReview: {e}"))?;
-    check_envelope(&envelope)?;
-    envelope
-        .request
-        .ok_or_else(|| "not a usable AdmissionReview: the \"request\" field is missing".to_string())
-}
+#[cfg(test)]
+mod tests;

@@ -121,8 +121,14 @@ mod tests {
     fn paths_round_trip() {
         for r in WebhookResource::ALL {
             assert_eq!(WebhookResource::from_path(&r.path()), Some(r));
-            assert_eq!(WebhookResource::from_group_resource(r.group(), r.resource()), Some(r));
-            assert_eq!(WebhookResource::from_group_kind(r.group(), r.kind()), Some(r));
+            assert_eq!(
+                WebhookResource::from_group_resource(r.group(), r.resource()),
+                Some(r)
+            );
+            assert_eq!(
+                WebhookResource::from_group_kind(r.group(), r.kind()),
+                Some(r)
+            );
         }
         assert_eq!(WebhookResource::from_path("/validate/pods"), None);
         assert_eq!(WebhookResource::from_path("/validate/httproutes/x"), None);

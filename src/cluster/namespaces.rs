@@ -8,11 +8,11 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::Namespace;
+use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
+use kube::runtime::WatchStreamExt;
 use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
-use kube::runtime::WatchStreamExt;
-use kube::Client;
 use serde::Deserialize;
 use serde_json::Value;
 
@@ -179,9 +179,7 @@ pub fn flatten_list(value: Value) -> Vec<Value> {
         {
             match value {
                 Value::Object(mut m) => match m.remove("items") {
-                    Some(Value::Array(items)) => {
-                        items.into_iter().flat_map(flatten_list).collect()
-                    }
+                    Some(Value::Array(items)) => items.into_iter().flat_map(flatten_list).collect(),
                     _ => Vec::new(),
                 },
                 _ => Vec::new(),
@@ -200,7 +198,11 @@ pub struct LiveNamespaces {
 
 impl LiveNamespaces {
     /// Start the watch in the background. Readiness turns on when the first list completes.
-    pub fn start(client: Client, readiness: Arc<Readiness>, metrics: Metrics) -> Arc<LiveNamespaces> {
+    pub fn start(
+        client: Client,
+        readiness: Arc<Readiness>,
+        metrics: Metrics,
+    ) -> Arc<LiveNamespaces> {
         // `Api<PartialObjectMeta<_>>` makes metadata-only list/watch/get requests.
         let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
         let (store, writer) = reflector::store();
@@ -228,7 +230,9 @@ impl LiveNamespaces {
                         metrics.namespace_index_size.set(reader.len() as i64);
                     }
                     Ok(_) => {}
-                    Err(e) => tracing::warn!(error = %e, "namespace watch error; retrying with backoff"),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "namespace watch error; retrying with backoff")
+                    }
                 }
             }
             tracing::error!("namespace watch ended");

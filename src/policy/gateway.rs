@@ -4,8 +4,10 @@
 //! No caller is exempt: the platform controller renders these Gateways and is checked too,
 //! which is the point (a controller bug must not publish another tenant's names).
 
-use super::util::{as_array, as_object, as_str, get, missing_apex, quoted, root};
-use super::{Findings, LayerResult, NamespaceContext, PolicyConfig, Review, object_ref};
+use super::util::{Violations, as_array, as_object, as_str, get, missing_apex, quoted, root};
+use super::{
+    Findings, HOST_LABEL, LayerResult, NamespaceContext, PolicyConfig, Review, object_ref,
+};
 use crate::hostname;
 
 pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) -> LayerResult {
@@ -42,34 +44,32 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
         )));
     };
 
-    let mut findings = Findings::ok();
+    let mut violations = Violations::default();
     for (i, name, h) in hostnames {
-        let listener = match name {
-            Some(n) => format!("listener {} (spec.listeners[{i}])", quoted(n)),
-            None => format!("spec.listeners[{i}]"),
-        };
-        let rule = format!("listener hostnames must equal {apex} or end with .{apex}");
-        let message = match hostname::validate(h) {
-            Err(e) => format!(
-                "{} {}: {listener} hostname {} is invalid: {e}; {rule}",
-                review.kind,
-                object_ref(review),
-                quoted(h),
-            ),
-            Ok(()) if !hostname::within(h, apex) => format!(
-                "{} {}: {listener} hostname {} is not allowed: {rule} (the {} label of \
-                 namespace {})",
-                review.kind,
-                object_ref(review),
-                quoted(h),
-                super::HOST_LABEL,
-                review.namespace,
-            ),
+        let problem = match hostname::validate(h) {
+            Err(e) => format!("is invalid: {e};"),
+            Ok(()) if !hostname::within(h, apex) => "is not allowed:".to_string(),
             Ok(()) => continue,
         };
-        findings.violations.push(message);
+        violations.push(|| {
+            let listener = match name {
+                Some(n) => format!("listener {} (spec.listeners[{i}])", quoted(n)),
+                None => format!("spec.listeners[{i}]"),
+            };
+            format!(
+                "{} {}: {listener} hostname {} {problem} listener hostnames must equal {apex} or \
+                 end with .{apex} (the {HOST_LABEL} label of namespace {})",
+                review.kind,
+                object_ref(review),
+                quoted(h),
+                review.namespace,
+            )
+        });
     }
-    Ok(findings)
+    Ok(Findings {
+        violations: violations.finish(review),
+        warnings: Vec::new(),
+    })
 }
 
 #[cfg(test)]
@@ -99,31 +99,63 @@ mod tests {
         // (namespace apex, listener hostnames, number of violations)
         let cases: Vec<(&str, Vec<Value>, usize)> = vec![
             ("alice.example.org", vec![json!("alice.example.org")], 0),
-            ("alice.example.org", vec![json!("shop.alice.example.org")], 0),
+            (
+                "alice.example.org",
+                vec![json!("shop.alice.example.org")],
+                0,
+            ),
             ("alice.example.org", vec![json!("*.alice.example.org")], 0),
             ("alice.example.org", vec![json!("a.b.alice.example.org")], 0),
             ("alice.example.org", vec![json!(null)], 0),
             ("alice.example.org", vec![], 0),
             // Uppercase apex label value still matches lowercase hostnames.
-            ("Alice.Example.org", vec![json!("shop.alice.example.org")], 0),
+            (
+                "Alice.Example.org",
+                vec![json!("shop.alice.example.org")],
+                0,
+            ),
             // A child may not claim its parent's apex or siblings.
             ("alice.example.org", vec![json!("example.org")], 1),
             ("alice.example.org", vec![json!("*.example.org")], 1),
             ("alice.example.org", vec![json!("shop.bob.example.org")], 1),
             ("alice.example.org", vec![json!("evilalice.example.org")], 1),
-            ("alice.example.org", vec![json!("alice.example.org.evil.com")], 1),
+            (
+                "alice.example.org",
+                vec![json!("alice.example.org.evil.com")],
+                1,
+            ),
             // A parent may publish under a child's apex.
             ("example.org", vec![json!("x.alice.example.org")], 0),
             // Invalid hostnames are denied even when textually under the apex.
-            ("alice.example.org", vec![json!("Shop.alice.example.org")], 1),
-            ("alice.example.org", vec![json!("shop.alice.example.org.")], 1),
-            ("alice.example.org", vec![json!("*")], 1),
-            ("alice.example.org", vec![json!("")], 1),
-            ("alice.example.org", vec![json!("foo.*.alice.example.org")], 1),
-            ("alice.example.org", vec![json!("\u{430}.alice.example.org")], 1),
             (
                 "alice.example.org",
-                vec![json!("ok.alice.example.org"), json!("a.bob.example.org"), json!("x.evil.com")],
+                vec![json!("Shop.alice.example.org")],
+                1,
+            ),
+            (
+                "alice.example.org",
+                vec![json!("shop.alice.example.org.")],
+                1,
+            ),
+            ("alice.example.org", vec![json!("*")], 1),
+            ("alice.example.org", vec![json!("")], 1),
+            (
+                "alice.example.org",
+                vec![json!("foo.*.alice.example.org")],
+                1,
+            ),
+            (
+                "alice.example.org",
+                vec![json!("\u{430}.alice.example.org")],
+                1,
+            ),
+            (
+                "alice.example.org",
+                vec![
+                    json!("ok.alice.example.org"),
+                    json!("a.bob.example.org"),
+                    json!("x.evil.com"),
+                ],
                 2,
             ),
         ];
@@ -168,7 +200,11 @@ mod tests {
 
     #[test]
     fn several_problems_listed_in_document_order() {
-        let obj = gateway(&[json!("x.evil.com"), json!("ok.alice.example.org"), json!("BAD")]);
+        let obj = gateway(&[
+            json!("x.evil.com"),
+            json!("ok.alice.example.org"),
+            json!("BAD"),
+        ]);
         let f = run("tenant-alice", &ns_apex("alice.example.org"), &obj).expect("ok");
         assert_eq!(f.violations.len(), 2);
         assert!(f.violations[0].contains("x.evil.com"));
@@ -220,7 +256,10 @@ mod tests {
         let f = evaluate(&r, &ns_apex("alice.example.org"), &c).expect("ok");
         assert_eq!(f.violations.len(), 1);
         let r = review("Gateway", "tenant-alice", &obj);
-        assert_eq!(evaluate(&r, &NamespaceContext::NotFound, &c), Ok(Findings::ok()));
+        assert_eq!(
+            evaluate(&r, &NamespaceContext::NotFound, &c),
+            Ok(Findings::ok())
+        );
     }
 
     #[test]

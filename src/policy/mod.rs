@@ -148,7 +148,10 @@ impl Default for PolicyConfig {
             tenant_prefix: "tenant-".to_string(),
             system_prefix: "cozy-".to_string(),
             root_host: None,
-            trusted_groups: DEFAULT_TRUSTED_GROUPS.iter().map(|s| s.to_string()).collect(),
+            trusted_groups: DEFAULT_TRUSTED_GROUPS
+                .iter()
+                .map(|s| s.to_string())
+                .collect(),
             guarded_labels: vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()],
             enforcement: Enforcement::default(),
         }
@@ -163,7 +166,9 @@ impl PolicyConfig {
 
     /// True when one of `groups` is a trusted group. The username never grants trust.
     pub fn is_trusted(&self, groups: &[String]) -> bool {
-        groups.iter().any(|g| self.trusted_groups.iter().any(|t| t == g))
+        groups
+            .iter()
+            .any(|g| self.trusted_groups.iter().any(|t| t == g))
     }
 }
 

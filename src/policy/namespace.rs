@@ -60,8 +60,18 @@ fn labels<'a>(
     let Some(object) = object else {
         return Ok(None);
     };
-    let object = root(review, object, if prefix.is_empty() { "object" } else { "oldObject" })?;
-    let metadata = as_object(review, get(object, "metadata"), || format!("{prefix}metadata"))?;
+    let object = root(
+        review,
+        object,
+        if prefix.is_empty() {
+            "object"
+        } else {
+            "oldObject"
+        },
+    )?;
+    let metadata = as_object(review, get(object, "metadata"), || {
+        format!("{prefix}metadata")
+    })?;
     as_object(review, get(metadata, "labels"), || {
         format!("{prefix}metadata.labels")
     })
@@ -94,7 +104,11 @@ mod tests {
 
     fn run_as(old: Option<&Value>, new: &Value, username: &str, g: &[String]) -> LayerResult {
         let r = Review {
-            operation: if old.is_some() { Operation::Update } else { Operation::Create },
+            operation: if old.is_some() {
+                Operation::Update
+            } else {
+                Operation::Create
+            },
             kind: "Namespace",
             namespace: "",
             name: "tenant-alice",
@@ -120,32 +134,67 @@ mod tests {
             (None, json!(null), 0),
             (None, json!({HOST_LABEL: "alice.example.org"}), 1),
             (None, json!({HOST_LABEL: ""}), 1),
-            (None, json!({HOST_LABEL: "a", GATEWAY_LABEL: "tenant-root"}), 2),
+            (
+                None,
+                json!({HOST_LABEL: "a", GATEWAY_LABEL: "tenant-root"}),
+                2,
+            ),
             // UPDATE: unchanged guarded labels, other labels edited freely.
             (
                 Some(ns(json!({HOST_LABEL: "a.example.org", "x": "1"}))),
                 ns(json!({HOST_LABEL: "a.example.org", "x": "2", "y": "3"})),
                 0,
             ),
-            (Some(ns(json!({HOST_LABEL: ""}))), ns(json!({HOST_LABEL: ""})), 0),
+            (
+                Some(ns(json!({HOST_LABEL: ""}))),
+                ns(json!({HOST_LABEL: ""})),
+                0,
+            ),
             (Some(json!({})), json!({"metadata": {}}), 0),
             // first write on UPDATE
-            (Some(ns(json!({"x": "1"}))), ns(json!({"x": "1", HOST_LABEL: "evil.example.org"})), 1),
+            (
+                Some(ns(json!({"x": "1"}))),
+                ns(json!({"x": "1", HOST_LABEL: "evil.example.org"})),
+                1,
+            ),
             (Some(ns(json!(null))), ns(json!({GATEWAY_LABEL: ""})), 1),
             // change
-            (Some(ns(json!({HOST_LABEL: "a.example.org"}))), ns(json!({HOST_LABEL: "b.example.org"})), 1),
-            (Some(ns(json!({HOST_LABEL: "a.example.org"}))), ns(json!({HOST_LABEL: "A.example.org"}))
-, 1),
-            (Some(ns(json!({HOST_LABEL: "a"}))), ns(json!({HOST_LABEL: ""})), 1),
-            (Some(ns(json!({GATEWAY_LABEL: "tenant-root"}))), ns(json!({GATEWAY_LABEL: "tenant-bob"})), 1),
+            (
+                Some(ns(json!({HOST_LABEL: "a.example.org"}))),
+                ns(json!({HOST_LABEL: "b.example.org"})),
+                1,
+            ),
+            (
+                Some(ns(json!({HOST_LABEL: "a.example.org"}))),
+                ns(json!({HOST_LABEL: "A.example.org"})),
+                1,
+            ),
+            (
+                Some(ns(json!({HOST_LABEL: "a"}))),
+                ns(json!({HOST_LABEL: ""})),
+                1,
+            ),
+            (
+                Some(ns(json!({GATEWAY_LABEL: "tenant-root"}))),
+                ns(json!({GATEWAY_LABEL: "tenant-bob"})),
+                1,
+            ),
             // removal, including of an empty value and of the whole labels map
             (Some(ns(json!({HOST_LABEL: "a"}))), ns(json!({"x": "1"})), 1),
             (Some(ns(json!({HOST_LABEL: ""}))), ns(json!({})), 1),
-            (Some(ns(json!({HOST_LABEL: "a", GATEWAY_LABEL: "b"}))), json!({"metadata": {"name": "x"}}), 2),
+            (
+                Some(ns(json!({HOST_LABEL: "a", GATEWAY_LABEL: "b"}))),
+                json!({"metadata": {"name": "x"}}),
+                2,
+            ),
             (Some(ns(json!({HOST_LABEL: null}))), ns(json!({})), 0),
         ];
         for (old, new, want) in cases {
-            let new = if new.get("metadata").is_some() || new == json!({}) { new } else { ns(new) };
+            let new = if new.get("metadata").is_some() || new == json!({}) {
+                new
+            } else {
+                ns(new)
+            };
             let f = run(old.as_ref(), &new, &untrusted).expect("well-formed");
             assert_eq!(f.violations.len(), want, "{old:?} -> {new}: {f:?}");
             let f = run(old.as_ref(), &new, &[]).expect("well-formed");
@@ -160,7 +209,11 @@ mod tests {
     #[test]
     fn username_never_grants_trust() {
         let new = ns(json!({HOST_LABEL: "alice.example.org"}));
-        for user in ["system:admin", "system:masters", "system:serviceaccount:cozy-system:cozystack"] {
+        for user in [
+            "system:admin",
+            "system:masters",
+            "system:serviceaccount:cozy-system:cozystack",
+        ] {
             let f = run_as(None, &new, user, &[]).expect("ok");
             assert_eq!(f.violations.len(), 1, "{user}");
         }
@@ -193,7 +246,10 @@ mod tests {
     #[test]
     fn configured_guarded_labels() {
         let c = PolicyConfig {
-            guarded_labels: vec!["example.com/owner".to_string(), "example.com/owner".to_string()],
+            guarded_labels: vec![
+                "example.com/owner".to_string(),
+                "example.com/owner".to_string(),
+            ],
             ..cfg()
         };
         let obj = ns(json!({HOST_LABEL: "x", "example.com/owner": "me"}));
@@ -217,13 +273,28 @@ mod tests {
         let trusted = groups(&["system:masters"]);
         let cases: Vec<(Option<Value>, Value, &str)> = vec![
             (None, ns(json!([])), "metadata.labels"),
-            (None, ns(json!("a=b"))
-, "metadata.labels"),
+            (None, ns(json!("a=b")), "metadata.labels"),
             (None, json!({"metadata": 1}), "metadata"),
-            (None, ns(json!({HOST_LABEL: 1})), "metadata.labels[\"namespace.cozystack.io/host\"]"),
-            (None, ns(json!({GATEWAY_LABEL: {}})), "metadata.labels[\"namespace.cozystack.io/gateway\"]"),
-            (Some(ns(json!({HOST_LABEL: true}))), ns(json!({})), "oldObject.metadata.labels[\"namespace.cozystack.io/host\"]"),
-            (Some(json!({"metadata": {"labels": 3}})), ns(json!({})), "oldObject.metadata.labels"),
+            (
+                None,
+                ns(json!({HOST_LABEL: 1})),
+                "metadata.labels[\"namespace.cozystack.io/host\"]",
+            ),
+            (
+                None,
+                ns(json!({GATEWAY_LABEL: {}})),
+                "metadata.labels[\"namespace.cozystack.io/gateway\"]",
+            ),
+            (
+                Some(ns(json!({HOST_LABEL: true}))),
+                ns(json!({})),
+                "oldObject.metadata.labels[\"namespace.cozystack.io/host\"]",
+            ),
+            (
+                Some(json!({"metadata": {"labels": 3}})),
+                ns(json!({})),
+                "oldObject.metadata.labels",
+            ),
         ];
         for (old, new, field) in cases {
             let err = run(old.as_ref(), &new, &trusted).expect_err("shape");

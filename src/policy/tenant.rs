@@ -41,7 +41,15 @@ fn host<'a>(
     let Some(object) = object else {
         return Ok("");
     };
-    let object = root(review, object, if prefix.is_empty() { "object" } else { "oldObject" })?;
+    let object = root(
+        review,
+        object,
+        if prefix.is_empty() {
+            "object"
+        } else {
+            "oldObject"
+        },
+    )?;
     let spec = as_object(review, get(object, "spec"), || format!("{prefix}spec"))?;
     let host = as_str(review, get(spec, "host"), || format!("{prefix}spec.host"))?;
     Ok(host.unwrap_or(""))
@@ -63,7 +71,11 @@ mod tests {
 
     fn run(old: Option<&Value>, new: &Value, g: &[String]) -> LayerResult {
         let r = Review {
-            operation: if old.is_some() { Operation::Update } else { Operation::Create },
+            operation: if old.is_some() {
+                Operation::Update
+            } else {
+                Operation::Create
+            },
             kind: "Tenant",
             namespace: "tenant-root",
             name: "alice",
@@ -89,20 +101,48 @@ mod tests {
             (None, json!({"spec": null}), false),
             (None, tenant(json!("alice.example.org")), true),
             // UPDATE
-            (Some(tenant(json!("a.example.org"))), tenant(json!("a.example.org")), false),
+            (
+                Some(tenant(json!("a.example.org"))),
+                tenant(json!("a.example.org")),
+                false,
+            ),
             (Some(json!({})), json!({"spec": {}}), false),
             (Some(tenant(json!(null))), tenant(json!("")), false),
-            (Some(json!({})), tenant(json!("dashboard.example.org")), true),
-            (Some(tenant(json!("a.example.org"))), tenant(json!("b.example.org")), true),
-            (Some(tenant(json!("a.example.org"))), tenant(json!("")), true),
-            (Some(tenant(json!("a.example.org"))), json!({"metadata": {}}), true),
-            (Some(tenant(json!("a.example.org"))), tenant(json!("A.example.org")), true),
+            (
+                Some(json!({})),
+                tenant(json!("dashboard.example.org")),
+                true,
+            ),
+            (
+                Some(tenant(json!("a.example.org"))),
+                tenant(json!("b.example.org")),
+                true,
+            ),
+            (
+                Some(tenant(json!("a.example.org"))),
+                tenant(json!("")),
+                true,
+            ),
+            (
+                Some(tenant(json!("a.example.org"))),
+                json!({"metadata": {}}),
+                true,
+            ),
+            (
+                Some(tenant(json!("a.example.org"))),
+                tenant(json!("A.example.org")),
+                true,
+            ),
         ];
         for (old, new, denied) in cases {
             let f = run(old.as_ref(), &new, &untrusted).expect("well-formed");
             assert_eq!(!f.violations.is_empty(), denied, "{old:?} -> {new}");
             let f = run(old.as_ref(), &new, &none).expect("well-formed");
-            assert_eq!(!f.violations.is_empty(), denied, "no groups: {old:?} -> {new}");
+            assert_eq!(
+                !f.violations.is_empty(),
+                denied,
+                "no groups: {old:?} -> {new}"
+            );
             let f = run(old.as_ref(), &new, &trusted).expect("well-formed");
             assert!(f.violations.is_empty(), "trusted: {old:?} -> {new}");
         }
@@ -111,11 +151,20 @@ mod tests {
     #[test]
     fn every_default_trusted_group_may_change_it() {
         for g in super::super::DEFAULT_TRUSTED_GROUPS {
-            let f = run(Some(&tenant(json!("a.example.org"))), &tenant(json!("b.example.org")), &groups(&[g]));
+            let f = run(
+                Some(&tenant(json!("a.example.org"))),
+                &tenant(json!("b.example.org")),
+                &groups(&[g]),
+            );
             assert_eq!(f, Ok(Findings::ok()), "{g}");
         }
         // Near misses are not trusted: exact group names only.
-        for g in ["system:master", "system:serviceaccounts:cozy-system:x", "System:Masters", "system:serviceaccounts"] {
+        for g in [
+            "system:master",
+            "system:serviceaccounts:cozy-system:x",
+            "System:Masters",
+            "system:serviceaccounts",
+        ] {
             let f = run(None, &tenant(json!("b.example.org")), &groups(&[g])).expect("ok");
             assert_eq!(f.violations.len(), 1, "{g}");
         }
@@ -123,8 +172,12 @@ mod tests {
 
     #[test]
     fn message_names_values_and_trusted_groups() {
-        let f = run(Some(&tenant(json!("alice.example.org"))), &tenant(json!("dashboard.example.org")), &[])
-            .expect("ok");
+        let f = run(
+            Some(&tenant(json!("alice.example.org"))),
+            &tenant(json!("dashboard.example.org")),
+            &[],
+        )
+        .expect("ok");
         assert_mentions(
             &f.violations[0],
             &[
@@ -136,7 +189,12 @@ mod tests {
                 "\"dashboard.example.org\"",
             ],
         );
-        let f = run(Some(&tenant(json!("alice.example.org"))), &tenant(json!(null)), &[]).expect("ok");
+        let f = run(
+            Some(&tenant(json!("alice.example.org"))),
+            &tenant(json!(null)),
+            &[],
+        )
+        .expect("ok");
         assert_mentions(&f.violations[0], &["clear", "\"alice.example.org\""]);
     }
 
@@ -171,8 +229,16 @@ mod tests {
             (None, tenant(json!(["a"])), "spec.host"),
             (None, json!({"spec": "x"}), "spec"),
             (None, json!([]), "object"),
-            (Some(tenant(json!(true))), tenant(json!("a")), "oldObject.spec.host"),
-            (Some(json!({"spec": 1})), tenant(json!("a")), "oldObject.spec"),
+            (
+                Some(tenant(json!(true))),
+                tenant(json!("a")),
+                "oldObject.spec.host",
+            ),
+            (
+                Some(json!({"spec": 1})),
+                tenant(json!("a")),
+                "oldObject.spec",
+            ),
         ];
         for (old, new, field) in cases {
             let err = run(old.as_ref(), &new, &groups(&["system:masters"])).expect_err("shape");

@@ -89,6 +89,42 @@ pub(super) fn root<'a>(
     as_object(review, Some(v), || name.to_string())
 }
 
+/// Most violations listed for one object. Every problem is listed up to this count; beyond it
+/// a hostile or broken object (say 100,000 bad Ingress hosts) would turn a 3 MiB request into a
+/// response of tens of megabytes, which helps nobody.
+pub(super) const MAX_VIOLATIONS: usize = 64;
+
+/// Violations of one object, in the order found, capped at [`MAX_VIOLATIONS`] with a final
+/// line saying how many were left out. Messages are built only when they will be kept.
+#[derive(Default)]
+pub(super) struct Violations {
+    list: Vec<String>,
+    omitted: usize,
+}
+
+impl Violations {
+    pub(super) fn push(&mut self, message: impl FnOnce() -> String) {
+        if self.list.len() < MAX_VIOLATIONS {
+            self.list.push(message());
+        } else {
+            self.omitted += 1;
+        }
+    }
+
+    pub(super) fn finish(mut self, review: &Review<'_>) -> Vec<String> {
+        if self.omitted > 0 {
+            self.list.push(format!(
+                "{} {}: {} more problems of the kinds above were not listed; fix those and \
+                 retry to see the rest",
+                review.kind,
+                object_ref(review),
+                self.omitted
+            ));
+        }
+        self.list
+    }
+}
+
 /// `s` in double quotes with escapes, cut to a readable length.
 pub(super) fn quoted(s: &str) -> String {
     if s.len() <= MAX_QUOTED {
@@ -130,9 +166,9 @@ pub(super) fn missing_apex(review: &Review<'_>, ns: &NamespaceContext, what: &st
         },
     };
     format!(
-        "{} {}: {why}; {what} in tenant namespaces are only admitted within that apex, so the \
-         request is denied until the label is set. If the namespace is being created, retry in \
-         a few seconds.",
+        "{} {}: {why}; {what} in tenant namespaces are judged against the apex that label \
+         names, so the request is denied (fail closed) until it is set. If the namespace \
+         is being created, retry in a few seconds.",
         review.kind,
         object_ref(review),
     )
@@ -286,5 +322,160 @@ mod tests {
         assert_eq!(type_name(&json!([])), "a list");
         assert_eq!(type_name(&json!({})), "an object");
         assert_eq!(type_name(&json!(true)), "a boolean");
+    }
+
+    #[test]
+    fn violations_are_capped_with_a_summary() {
+        let obj = json!({});
+        let r = testing::review("HTTPRoute", "tenant-alice", &obj);
+        let mut v = Violations::default();
+        for i in 0..1000 {
+            v.push(|| format!("problem {i}"));
+        }
+        let list = v.finish(&r);
+        assert_eq!(list.len(), MAX_VIOLATIONS + 1);
+        assert_eq!(list[0], "problem 0");
+        assert!(list[MAX_VIOLATIONS].contains(&format!("{} more", 1000 - MAX_VIOLATIONS)));
+        assert!(list[MAX_VIOLATIONS].contains("HTTPRoute tenant-alice/web"));
+        let v = Violations::default();
+        assert!(v.finish(&r).is_empty());
+    }
+
+    /// `leaf` placed at `path`; numeric segments become single-element lists.
+    fn nest(path: &[&str], leaf: Value) -> Value {
+        match path.split_first() {
+            None => leaf,
+            Some((seg, rest)) if seg.parse::<usize>().is_ok() => {
+                Value::Array(vec![nest(rest, leaf)])
+            }
+            Some((seg, rest)) => {
+                let mut m = Map::new();
+                m.insert((*seg).to_string(), nest(rest, leaf));
+                Value::Object(m)
+            }
+        }
+    }
+
+    /// Every layer, fed odd values at every field it reads (and at their parents), must return
+    /// without panicking, and whatever it returns must respect the message limits.
+    #[test]
+    fn odd_inputs_never_panic() {
+        use super::super::{DEFAULT_TRUSTED_GROUPS, Layer, NamespaceContext, evaluate};
+
+        let mut deep = json!("x");
+        for _ in 0..100 {
+            deep = json!([{ "a": deep }]);
+        }
+        let leaves = vec![
+            json!(null),
+            json!(true),
+            json!(0),
+            json!(-1.5e300),
+            json!(""),
+            json!("*"),
+            json!("tenant-root"),
+            json!("a.example.org"),
+            json!("\u{430}.example.org"),
+            json!("x".repeat(100_000)),
+            json!(".".repeat(1000)),
+            json!([]),
+            json!({}),
+            json!([null]),
+            json!([1, "a"]),
+            json!(["*.example.org", "", "tenant-x", "Shop.example.org"]),
+            json!({"host": 1, "hosts": [1]}),
+            deep,
+        ];
+        let paths: &[&[&str]] = &[
+            &[],
+            &["spec"],
+            &["spec", "listeners"],
+            &["spec", "listeners", "0"],
+            &["spec", "listeners", "0", "hostname"],
+            &["spec", "listeners", "0", "name"],
+            &["spec", "hostnames"],
+            &["spec", "hostnames", "0"],
+            &["spec", "rules"],
+            &["spec", "rules", "0"],
+            &["spec", "rules", "0", "host"],
+            &["spec", "tls"],
+            &["spec", "tls", "0"],
+            &["spec", "tls", "0", "hosts"],
+            &["spec", "tls", "0", "hosts", "0"],
+            &["spec", "defaultBackend"],
+            &["spec", "host"],
+            &["metadata"],
+            &["metadata", "labels"],
+            &["metadata", "labels", HOST_LABEL],
+            &["spec", "components"],
+            &["spec", "components", "platform", "values"],
+            &[
+                "spec",
+                "components",
+                "platform",
+                "values",
+                "gateway",
+                "attachedNamespaces",
+            ],
+            &[
+                "spec",
+                "components",
+                "platform",
+                "values",
+                "gateway",
+                "attachedNamespaces",
+                "0",
+            ],
+        ];
+        let contexts = [
+            NamespaceContext::NotFound,
+            testing::ns_apex(""),
+            testing::ns_apex("alice.example.org"),
+            testing::ns_apex("Example.ORG"),
+            testing::ns_apex(&"a".repeat(300)),
+        ];
+        let configs = [
+            testing::cfg(),
+            PolicyConfig::default(),
+            PolicyConfig {
+                tenant_prefix: String::new(),
+                root_host: Some(String::new()),
+                trusted_groups: Vec::new(),
+                ..PolicyConfig::default()
+            },
+        ];
+        let trusted = testing::groups(&[DEFAULT_TRUSTED_GROUPS[0]]);
+        for path in paths {
+            for leaf in &leaves {
+                let obj = nest(path, leaf.clone());
+                for layer in Layer::ALL {
+                    for ns in &contexts {
+                        for cfg in &configs {
+                            for old in [None, Some(&obj)] {
+                                for groups in [&[][..], &trusted[..]] {
+                                    let r = Review {
+                                        old_object: old,
+                                        groups,
+                                        ..testing::review("Kind", "tenant-alice", &obj)
+                                    };
+                                    match evaluate(layer, &r, ns, cfg) {
+                                        Ok(f) => {
+                                            assert!(f.violations.len() <= MAX_VIOLATIONS + 1);
+                                            for v in &f.violations {
+                                                assert!(v.len() < 4096, "{layer}: {v}");
+                                            }
+                                            for w in &f.warnings {
+                                                assert!(w.len() <= 120, "{layer}: {w}");
+                                            }
+                                        }
+                                        Err(e) => assert!(!e.field.is_empty()),
+                                    }
+                                }
+                            }
+                        }
+                    }
+                }
+            }
+        }
     }
 }

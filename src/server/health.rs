@@ -36,6 +36,10 @@ impl Readiness {
     pub fn shutting_down(&self) -> bool {
         self.shutting_down.load(Ordering::SeqCst)
     }
+    /// The last TLS reload problem, if the newest files on disk could not be loaded.
+    pub fn tls_error(&self) -> Option<String> {
+        self.tls_error.lock().ok().and_then(|g| g.clone())
+    }
     pub fn set_tls_error(&self, e: Option<String>) {
         if let Ok(mut g) = self.tls_error.lock() {
             *g = e;

@@ -1,15 +1,43 @@
 //! HTTPS webhook server and the plain-HTTP health/metrics server (SPEC §2.1, §6, §9).
+//!
+//! - [`handler`]: what a review is handed to ([`ReviewHandler`], implemented by
+//!   [`Admission`](crate::admission::Admission) and the benchmark baseline [`AlwaysAllow`]).
+//! - `webhook`: the axum router of the webhook port (validate paths only).
+//! - `tls`: certificate loading, hot reload, rustls configuration.
+//! - `listener`: accept loop, connection limit, timeouts, graceful drain.
+//! - `metrics_http`: `/metrics`, `/healthz`, `/readyz` on the metrics port.
+//!
+//! [`bind`] and [`Bound::serve`] are split so tests (and `serve`'s startup log) can learn
+//! the real addresses when binding port 0.
 
+pub mod handler;
 pub mod health;
+mod listener;
+mod metrics_http;
+mod tls;
+mod webhook;
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-use crate::admission::Admission;
+use tokio::net::TcpListener;
+use tokio_rustls::TlsAcceptor;
+
 use crate::metrics::Metrics;
+pub use handler::{AlwaysAllow, ReviewHandler};
 use health::Readiness;
+use listener::ConnSettings;
+use tls::CertReloader;
+
+/// The API server sends objects of up to 3 MiB, twice on UPDATE (object and oldObject).
+pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+
+/// A sensible `--max-connections`: API server replicas keep a handful of connections each;
+/// the limit only has to stop a flood from exhausting file descriptors and memory.
+pub const DEFAULT_MAX_CONNECTIONS: usize = 1024;
 
 /// Everything `serve` needs to run the two listeners.
 #[derive(Debug, Clone)]
@@ -23,22 +51,266 @@ pub struct ServeOptions {
     pub tls_reload_interval: Duration,
     /// Time to finish in-flight requests after SIGTERM.
     pub shutdown_grace: Duration,
+    /// Open connections on the webhook port; connections beyond it are closed at once.
     pub max_connections: usize,
+}
+
+/// Protection against slow or hostile clients (SPEC §9). [`Limits::default`] is what
+/// `serve` uses; tests shorten the timeouts through [`bind_with_limits`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Limits {
+    /// Request body limit; larger bodies get 413.
+    pub max_body_bytes: usize,
+    /// From TCP accept to a finished TLS handshake.
+    pub tls_handshake_timeout: Duration,
+    /// HTTP/1: to receive a complete request head. hyper also applies it while a keep-alive
+    /// connection waits for its next request, so it is the HTTP/1 idle limit as well.
+    pub header_read_timeout: Duration,
+    /// To receive a complete request body once the head arrived; 408 after it.
+    pub body_read_timeout: Duration,
+    /// A connection with no bytes moving in either direction this long is shut down
+    /// gracefully (HTTP/2 GOAWAY). Longer than Go's default client idle timeout (90 s) so the
+    /// API server normally closes first and never races a request against our close.
+    pub idle_timeout: Duration,
+    /// HTTP/2 streams per connection (the API server multiplexes all reviews on a few).
+    pub h2_max_concurrent_streams: u32,
+    /// Open connections on the metrics port (probes and scrapes need a handful).
+    pub metrics_max_connections: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_body_bytes: MAX_BODY_BYTES,
+            tls_handshake_timeout: Duration::from_secs(10),
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(30),
+            idle_timeout: Duration::from_secs(120),
+            h2_max_concurrent_streams: 256,
+            metrics_max_connections: 64,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
 pub enum ServerError {
-    #[error("not implemented")]
-    Todo,
+    #[error(
+        "cannot load the serving certificate {cert} with key {key}: {reason}; check --tls-cert-file/--tls-key-file (`tenant-gateway certs` writes a development pair)"
+    )]
+    Certificate {
+        cert: PathBuf,
+        key: PathBuf,
+        reason: String,
+    },
+    #[error("cannot use client CA file {path}: {reason}; check --client-ca-file")]
+    ClientCa { path: PathBuf, reason: String },
+    #[error("cannot build the TLS configuration: {0}")]
+    TlsConfig(String),
+    #[error("cannot listen on {addr} for the {listener} port: {source}; pick a free address")]
+    Bind {
+        listener: &'static str,
+        addr: SocketAddr,
+        source: std::io::Error,
+    },
+    #[error("invalid server option: {0}")]
+    InvalidOption(String),
 }
 
-/// Run both servers until `shutdown` resolves, then drain.
-pub async fn run(
-    _opts: ServeOptions,
-    _admission: Arc<Admission>,
-    _readiness: Arc<Readiness>,
-    _metrics: Metrics,
-    _shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+/// Both listeners bound, the certificate loaded; nothing is served until [`Bound::serve`].
+pub struct Bound<H> {
+    opts: ServeOptions,
+    limits: Limits,
+    handler: Arc<H>,
+    readiness: Arc<Readiness>,
+    metrics: Metrics,
+    webhook: TcpListener,
+    webhook_addr: SocketAddr,
+    metrics_listener: TcpListener,
+    metrics_addr: SocketAddr,
+    tls: Arc<rustls::ServerConfig>,
+    reloader: Arc<CertReloader>,
+}
+
+/// Load the certificate and bind both ports with the default [`Limits`].
+pub async fn bind<H: ReviewHandler>(
+    opts: ServeOptions,
+    handler: Arc<H>,
+    readiness: Arc<Readiness>,
+    metrics: Metrics,
+) -> Result<Bound<H>, ServerError> {
+    bind_with_limits(opts, Limits::default(), handler, readiness, metrics).await
+}
+
+/// [`bind`] with explicit limits.
+///
+/// Fails, naming the file or address, when the certificate pair or client CA cannot be used
+/// or a port cannot be bound. Marks TLS loaded and then the listeners bound on `readiness`.
+pub async fn bind_with_limits<H: ReviewHandler>(
+    opts: ServeOptions,
+    limits: Limits,
+    handler: Arc<H>,
+    readiness: Arc<Readiness>,
+    metrics: Metrics,
+) -> Result<Bound<H>, ServerError> {
+    validate(&opts, &limits)?;
+    let provider = tls::provider();
+    let reloader = CertReloader::load(
+        &opts.tls_cert_file,
+        &opts.tls_key_file,
+        provider.clone(),
+        readiness.clone(),
+        metrics.clone(),
+    )?;
+    let tls = tls::server_config(reloader.clone(), opts.client_ca_file.as_deref(), provider)?;
+
+    let (webhook, webhook_addr) = listen("webhook", opts.listen).await?;
+    let (metrics_listener, metrics_addr) = listen("metrics", opts.metrics_listen).await?;
+    readiness.set_bound(true);
+    tracing::info!(
+        webhook = %webhook_addr,
+        metrics = %metrics_addr,
+        mtls = opts.client_ca_file.is_some(),
+        "listening"
+    );
+    Ok(Bound {
+        opts,
+        limits,
+        handler,
+        readiness,
+        metrics,
+        webhook,
+        webhook_addr,
+        metrics_listener,
+        metrics_addr,
+        tls,
+        reloader,
+    })
+}
+
+fn validate(opts: &ServeOptions, limits: &Limits) -> Result<(), ServerError> {
+    if opts.max_connections == 0 {
+        return Err(ServerError::InvalidOption(
+            "max connections must be at least 1".to_string(),
+        ));
+    }
+    if opts.tls_reload_interval.is_zero() {
+        return Err(ServerError::InvalidOption(
+            "the TLS reload interval must be positive (e.g. 10s)".to_string(),
+        ));
+    }
+    if limits.metrics_max_connections == 0 || limits.h2_max_concurrent_streams == 0 {
+        return Err(ServerError::InvalidOption(
+            "connection and stream limits must be at least 1".to_string(),
+        ));
+    }
+    Ok(())
+}
+
+async fn listen(
+    listener: &'static str,
+    addr: SocketAddr,
+) -> Result<(TcpListener, SocketAddr), ServerError> {
+    let err = |source| ServerError::Bind {
+        listener,
+        addr,
+        source,
+    };
+    let l = TcpListener::bind(addr).await.map_err(err)?;
+    let local = l.local_addr().map_err(err)?;
+    Ok((l, local))
+}
+
+impl<H: ReviewHandler> Bound<H> {
+    /// Where the HTTPS webhook listens (the real port when port 0 was asked for).
+    pub fn webhook_addr(&self) -> SocketAddr {
+        self.webhook_addr
+    }
+
+    /// Where `/metrics`, `/healthz` and `/readyz` are served over plain HTTP.
+    pub fn metrics_addr(&self) -> SocketAddr {
+        self.metrics_addr
+    }
+
+    /// Serve until `shutdown` resolves, then: readiness turns false, the webhook port stops
+    /// accepting (new connections are refused), in-flight requests finish (HTTP/2 gets
+    /// GOAWAY) within `shutdown_grace`, connections still busy after it are cut, and the
+    /// metrics port closes last so probes see "not ready" during the drain.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+        let Bound {
+            opts,
+            limits,
+            handler,
+            readiness,
+            metrics,
+            webhook,
+            metrics_listener,
+            tls,
+            reloader,
+            ..
+        } = self;
+
+        let reload = tokio::spawn(reloader.watch(opts.tls_reload_interval));
+
+        let webhook_settings = ConnSettings {
+            name: "webhook",
+            max_connections: opts.max_connections,
+            handshake_timeout: limits.tls_handshake_timeout,
+            header_read_timeout: limits.header_read_timeout,
+            idle_timeout: limits.idle_timeout,
+            h2_max_concurrent_streams: limits.h2_max_concurrent_streams,
+        };
+        let metrics_settings = ConnSettings {
+            name: "metrics",
+            max_connections: limits.metrics_max_connections,
+            ..webhook_settings.clone()
+        };
+        let webhook_router = webhook::router(
+            handler,
+            metrics.clone(),
+            limits.max_body_bytes,
+            limits.body_read_timeout,
+        );
+        let webhook = listener::spawn(
+            webhook,
+            Some(TlsAcceptor::from(tls)),
+            webhook_router,
+            webhook_settings,
+        );
+        let health = listener::spawn(
+            metrics_listener,
+            None,
+            metrics_http::router(metrics, readiness.clone()),
+            metrics_settings,
+        );
+
+        shutdown.await;
+        let deadline = tokio::time::Instant::now() + opts.shutdown_grace;
+        // Readiness first, so anything probing during the drain is told to go elsewhere.
+        readiness.set_shutting_down();
+        tracing::info!(grace = ?opts.shutdown_grace, "shutting down: no new connections, finishing in-flight reviews");
+        let report = webhook.shutdown(deadline).await;
+        reload.abort();
+        // The metrics port gets what is left of the grace period (it only has quick GETs),
+        // and at least a moment so idle probe connections close cleanly instead of being cut.
+        let floor = tokio::time::Instant::now() + Duration::from_millis(250);
+        health.shutdown(deadline.max(floor)).await;
+        if report.cut == 0 {
+            tracing::info!("all in-flight reviews finished");
+        }
+        Ok(())
+    }
+}
+
+/// Bind and serve until `shutdown` resolves, then drain (see [`Bound::serve`]).
+pub async fn run<H: ReviewHandler>(
+    opts: ServeOptions,
+    handler: Arc<H>,
+    readiness: Arc<Readiness>,
+    metrics: Metrics,
+    shutdown: impl Future<Output = ()>,
 ) -> Result<(), ServerError> {
-    Err(ServerError::Todo)
+    bind(opts, handler, readiness, metrics)
+        .await?
+        .serve(shutdown)
+        .await
 }

@@ -1,0 +1,252 @@
+//! Codec and routing tests (SPEC §2.1, §2.5): decisions through `Admission::handle` exactly
+//! as the server calls it.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+
+use super::*;
+use crate::cluster::{NamespaceSource, StaticNamespaces};
+use crate::policy::{HOST_LABEL, Mode};
+
+fn admission_with(cfg: PolicyConfig) -> Admission {
+    let mut ns = StaticNamespaces::default();
+    ns.insert(
+        "tenant-alice",
+        BTreeMap::from([(HOST_LABEL.to_string(), "alice.example.org".to_string())]),
+    );
+    ns.insert("tenant-nolabel", BTreeMap::new());
+    Admission::new(
+        Arc::new(cfg),
+        NamespaceSource::Static(Arc::new(ns)),
+        Metrics::new(),
+    )
+}
+
+fn admission() -> Admission {
+    admission_with(PolicyConfig {
+        root_host: Some("example.org".into()),
+        ..PolicyConfig::default()
+    })
+}
+
+fn route_review(op: &str, ns: &str, hosts: &[&str]) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "uid-1",
+            "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"},
+            "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"},
+            "name": "web",
+            "namespace": ns,
+            "operation": op,
+            "userInfo": {"username": "alice", "groups": ["tenant-alice-admins"]},
+            "object": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                       "metadata": {"name": "web", "namespace": ns},
+                       "spec": {"hostnames": hosts}},
+            "oldObject": null,
+            "dryRun": true
+        }
+    })
+}
+
+async fn post(a: &Admission, target: WebhookResource, body: &Value) -> (u16, Value) {
+    let reply = a
+        .handle(Some(target), &serde_json::to_vec(body).expect("json"))
+        .await;
+    let v = serde_json::from_slice(&reply.body).expect("reply is JSON");
+    (reply.status, v)
+}
+
+fn allowed(v: &Value) -> bool {
+    v.pointer("/response/allowed") == Some(&json!(true))
+}
+
+fn message(v: &Value) -> String {
+    v.pointer("/response/status/message")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_string()
+}
+
+#[tokio::test]
+async fn allow_and_deny_echo_uid_with_forbidden_status() {
+    let a = admission();
+    let (status, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", "tenant-alice", &["shop.alice.example.org"])).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
+    assert_eq!(v["kind"], "AdmissionReview");
+    assert_eq!(v["response"]["uid"], "uid-1");
+    assert!(allowed(&v), "{v}");
+    assert!(v["response"].get("status").is_none());
+
+    let (status, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", "tenant-alice", &["shop.bob.example.org"])).await;
+    assert_eq!(status, 200);
+    assert!(!allowed(&v));
+    assert_eq!(v["response"]["uid"], "uid-1");
+    assert_eq!(v["response"]["status"]["code"], 403);
+    assert_eq!(v["response"]["status"]["reason"], "Forbidden");
+    assert!(message(&v).contains("shop.bob.example.org"));
+}
+
+#[tokio::test]
+async fn delete_connect_and_subresources_are_allowed() {
+    let a = admission();
+    for op in ["DELETE", "CONNECT"] {
+        let (_, v) = post(&a, WebhookResource::HttpRoutes, &route_review(op, "tenant-alice", &["shop.bob.example.org"])).await;
+        assert!(allowed(&v), "{op} must be allowed: {v}");
+    }
+    let mut r = route_review("UPDATE", "tenant-alice", &["shop.bob.example.org"]);
+    r["request"]["subResource"] = json!("status");
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(allowed(&v), "status subresource must be allowed: {v}");
+}
+
+#[tokio::test]
+async fn dry_run_is_evaluated_like_any_request() {
+    let a = admission();
+    let r = route_review("CREATE", "tenant-alice", &["shop.bob.example.org"]);
+    assert_eq!(r["request"]["dryRun"], true);
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(!allowed(&v));
+}
+
+#[tokio::test]
+async fn path_resource_mismatch_is_denied_naming_the_misconfiguration() {
+    let a = admission();
+    let (status, v) = post(&a, WebhookResource::Gateways, &route_review("CREATE", "tenant-alice", &["shop.alice.example.org"])).await;
+    assert_eq!(status, 200);
+    assert!(!allowed(&v));
+    let m = message(&v);
+    assert!(m.contains("misconfiguration") && m.contains("/validate/gateways") && m.contains("httproutes"), "{m}");
+}
+
+#[tokio::test]
+async fn served_versions_are_accepted_unknown_ones_denied() {
+    let a = admission();
+    for version in ["v1", "v1beta1"] {
+        let mut r = route_review("CREATE", "tenant-alice", &["shop.bob.example.org"]);
+        r["request"]["resource"]["version"] = json!(version);
+        let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+        assert!(message(&v).contains("hostnames must equal"), "{version}: {v}");
+    }
+    let mut r = route_review("CREATE", "tenant-alice", &["shop.alice.example.org"]);
+    r["request"]["resource"]["version"] = json!("v9");
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(!allowed(&v), "unknown version must fail closed");
+    for version in ["v1alpha2", "v1alpha3", "v1"] {
+        let mut r = route_review("CREATE", "tenant-alice", &["api.bob.example.org"]);
+        r["request"]["resource"] = json!({"group": "gateway.networking.k8s.io", "version": version, "resource": "tlsroutes"});
+        r["request"]["kind"]["kind"] = json!("TLSRoute");
+        let (_, v) = post(&a, WebhookResource::TlsRoutes, &r).await;
+        assert!(!allowed(&v) && message(&v).starts_with("TLSRoute"), "{version}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn unusable_reviews_are_denied_with_200_and_the_uid_when_readable() {
+    let a = admission();
+    let cases: Vec<(Value, &str, &str)> = vec![
+        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}), "", "request"),
+        (json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": route_review("CREATE", "tenant-alice", &[])["request"]}), "uid-1", "v1beta1"),
+        (json!({"kind": "AdmissionReview", "request": route_review("CREATE", "tenant-alice", &[])["request"]}), "uid-1", "apiVersion"),
+        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u2", "kind": {}, "resource": {}, "operation": 5}}), "u2", "AdmissionReview"),
+        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"kind": {}, "resource": {}, "operation": "CREATE"}}), "", "uid"),
+        (json!([1, 2, 3]), "", "AdmissionReview"),
+        (json!("just a string"), "", "AdmissionReview"),
+    ];
+    for (body, uid, phrase) in cases {
+        let (status, v) = post(&a, WebhookResource::HttpRoutes, &body).await;
+        assert_eq!(status, 200, "{body}");
+        assert!(!allowed(&v), "{body} must be denied: {v}");
+        assert_eq!(v["response"]["uid"], uid, "{body}");
+        assert!(message(&v).contains(phrase), "{body}: {}", message(&v));
+    }
+}
+
+#[tokio::test]
+async fn object_of_the_wrong_shape_is_denied_even_in_warn_mode() {
+    let mut cfg = PolicyConfig {
+        root_host: Some("example.org".into()),
+        ..PolicyConfig::default()
+    };
+    cfg.enforcement.set(Layer::Route, Mode::Warn);
+    let a = admission_with(cfg);
+    let mut r = route_review("CREATE", "tenant-alice", &[]);
+    r["request"]["object"]["spec"]["hostnames"] = json!("shop.bob.example.org");
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(!allowed(&v), "{v}");
+    let mut r = route_review("CREATE", "tenant-alice", &[]);
+    r["request"]["object"] = json!("not an object");
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(!allowed(&v), "{v}");
+    let mut r = route_review("CREATE", "tenant-alice", &[]);
+    r["request"]["object"] = Value::Null;
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(!allowed(&v), "{v}");
+}
+
+#[tokio::test]
+async fn non_json_is_a_400_with_a_json_error() {
+    let a = admission();
+    for body in [&b"not json"[..], b"{\"apiVersion\":", b"", b"\xff\xfe"] {
+        let reply = a.handle(Some(WebhookResource::HttpRoutes), body).await;
+        assert_eq!(reply.status, 400);
+        let v: Value = serde_json::from_slice(&reply.body).expect("error body is JSON");
+        assert!(v["error"].as_str().is_some_and(|e| e.contains("not JSON")), "{v}");
+    }
+}
+
+#[tokio::test]
+async fn enforcement_modes() {
+    let deny_body = route_review("CREATE", "tenant-alice", &["shop.bob.example.org"]);
+    for (mode, allowed_expected, decision) in [
+        (Mode::Deny, false, "denied"),
+        (Mode::Warn, true, "warned"),
+        (Mode::Audit, true, "audited"),
+        (Mode::Off, true, "allowed"),
+    ] {
+        let mut cfg = PolicyConfig {
+            root_host: Some("example.org".into()),
+            ..PolicyConfig::default()
+        };
+        cfg.enforcement.set(Layer::Route, mode);
+        let a = admission_with(cfg);
+        let (_, v) = post(&a, WebhookResource::HttpRoutes, &deny_body).await;
+        assert_eq!(allowed(&v), allowed_expected, "{mode:?}: {v}");
+        let warnings = v["response"]["warnings"].as_array().cloned().unwrap_or_default();
+        if mode == Mode::Warn {
+            assert_eq!(warnings.len(), 1, "{v}");
+            let w = warnings[0].as_str().unwrap_or_default();
+            assert!(w.chars().count() <= MAX_WARNING_LEN && w.contains("shop.bob.example.org"), "{w}");
+        } else {
+            assert!(warnings.is_empty(), "{mode:?}: {v}");
+        }
+        let text = a.metrics().render();
+        let line = format!("decision=\"{decision}\"");
+        assert!(text.lines().any(|l| l.starts_with("tenant_gateway_admission_requests_total") && l.contains(&line) && l.contains("layer=\"route\"")), "{mode:?}: {text}");
+    }
+}
+
+#[tokio::test]
+async fn missing_namespace_fails_closed_for_tenant_scope_only() {
+    let a = admission();
+    for ns in ["tenant-gone", "tenant-nolabel"] {
+        let (_, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", ns, &[])).await;
+        assert!(!allowed(&v), "{ns}: {v}");
+        assert!(message(&v).contains(crate::policy::HOST_LABEL), "{v}");
+    }
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", "cozy-dashboard", &["dashboard.example.org"])).await;
+    assert!(allowed(&v), "{v}");
+}
+
+#[test]
+fn warnings_are_cut_on_char_boundaries() {
+    let long = "é".repeat(300);
+    let cut = truncate_warning(&long);
+    assert_eq!(cut.chars().count(), MAX_WARNING_LEN);
+    assert!(cut.ends_with('…'));
+    assert_eq!(truncate_warning("short"), "short");
+}

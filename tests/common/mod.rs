@@ -1,0 +1,382 @@
+//! Shared helpers for the in-process HTTPS tests (SPEC §7 tier 2): generated PKI, a real
+//! server on 127.0.0.1:0, clients, AdmissionReview builders and deadline-based waiting.
+// Each test binary uses a different subset of these helpers.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tenant_gateway::admission::{Admission, WebhookResource};
+use tenant_gateway::certs::{self, DevCerts};
+use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces};
+use tenant_gateway::metrics::Metrics;
+use tenant_gateway::policy::{HOST_LABEL, PolicyConfig};
+use tenant_gateway::server::health::Readiness;
+use tenant_gateway::server::{self, Limits, ReviewHandler, ServeOptions, ServerError};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// Generous upper bound for anything that should happen "soon"; tests poll and finish as
+/// soon as the condition holds, so this only matters when something is broken.
+pub const DEADLINE: Duration = Duration::from_secs(20);
+
+pub fn pki() -> DevCerts {
+    certs::generate(&["localhost".to_string(), "127.0.0.1".to_string()]).expect("generate certs")
+}
+
+/// Write `tls.crt` / `tls.key` into `dir` (plain files) and return their paths.
+pub fn write_pair(dir: &Path, c: &DevCerts) -> (PathBuf, PathBuf) {
+    let cert = dir.join("tls.crt");
+    let key = dir.join("tls.key");
+    std::fs::write(&cert, &c.tls_cert_pem).expect("write cert");
+    std::fs::write(&key, &c.tls_key_pem).expect("write key");
+    (cert, key)
+}
+
+pub fn options(cert: PathBuf, key: PathBuf) -> ServeOptions {
+    ServeOptions {
+        listen: "127.0.0.1:0".parse().expect("addr"),
+        metrics_listen: "127.0.0.1:0".parse().expect("addr"),
+        tls_cert_file: cert,
+        tls_key_file: key,
+        client_ca_file: None,
+        tls_reload_interval: Duration::from_millis(100),
+        shutdown_grace: Duration::from_secs(10),
+        max_connections: 64,
+    }
+}
+
+/// The real decision path with default policy and a snapshot holding `tenant-alice`
+/// (apex alice.example.org).
+pub fn admission(metrics: &Metrics) -> Arc<Admission> {
+    let mut ns = StaticNamespaces::default();
+    ns.insert(
+        "tenant-alice",
+        BTreeMap::from([(HOST_LABEL.to_string(), "alice.example.org".to_string())]),
+    );
+    ns.insert("cozy-system", BTreeMap::new());
+    Arc::new(Admission::new(
+        Arc::new(PolicyConfig::default()),
+        NamespaceSource::Static(Arc::new(ns)),
+        metrics.clone(),
+    ))
+}
+
+pub struct TestServer {
+    pub webhook: SocketAddr,
+    pub metrics_addr: SocketAddr,
+    pub readiness: Arc<Readiness>,
+    pub metrics: Metrics,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: Option<JoinHandle<Result<(), ServerError>>>,
+}
+
+impl TestServer {
+    /// Bind and serve `handler`; the namespace index counts as synced unless `synced` is
+    /// false.
+    pub async fn start<H: ReviewHandler>(
+        opts: ServeOptions,
+        limits: Limits,
+        handler: impl FnOnce(&Metrics) -> Arc<H>,
+        synced: bool,
+    ) -> TestServer {
+        let metrics = Metrics::new();
+        let readiness = Arc::new(Readiness::new());
+        readiness.set_index_synced(synced);
+        let bound = server::bind_with_limits(
+            opts,
+            limits,
+            handler(&metrics),
+            readiness.clone(),
+            metrics.clone(),
+        )
+        .await
+        .expect("bind");
+        let webhook = bound.webhook_addr();
+        let metrics_addr = bound.metrics_addr();
+        let (tx, rx) = oneshot::channel::<()>();
+        let task = tokio::spawn(bound.serve(async move {
+            let _ = rx.await;
+        }));
+        TestServer {
+            webhook,
+            metrics_addr,
+            readiness,
+            metrics,
+            shutdown: Some(tx),
+            task: Some(task),
+        }
+    }
+
+    /// Admission with the default snapshot, default limits.
+    pub async fn admission(opts: ServeOptions) -> TestServer {
+        TestServer::start(opts, Limits::default(), admission, true).await
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("https://127.0.0.1:{}{path}", self.webhook.port())
+    }
+
+    pub fn metrics_url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.metrics_addr.port())
+    }
+
+    /// Resolve the shutdown future given to `serve`.
+    pub fn trigger_shutdown(&mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+    }
+
+    /// Wait for `serve` to return, with a deadline.
+    pub async fn join(&mut self, within: Duration) -> Result<(), ServerError> {
+        let task = self.task.take().expect("serve task");
+        tokio::time::timeout(within, task)
+            .await
+            .expect("serve() returns within the deadline")
+            .expect("serve task did not panic")
+    }
+
+    pub async fn stop(mut self) {
+        self.trigger_shutdown();
+        self.join(DEADLINE).await.expect("serve returns Ok");
+    }
+}
+
+impl Drop for TestServer {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            task.abort();
+        }
+    }
+}
+
+/// An HTTPS client trusting only `ca_pem`; HTTP/2 when the server offers it via ALPN.
+pub fn client(ca_pem: &str) -> reqwest::Client {
+    client_builder(ca_pem).build().expect("client")
+}
+
+/// An HTTPS client trusting only `ca_pem` that speaks HTTP/1.1 only.
+pub fn client_h1(ca_pem: &str) -> reqwest::Client {
+    client_builder(ca_pem).http1_only().build().expect("client")
+}
+
+pub fn client_builder(ca_pem: &str) -> reqwest::ClientBuilder {
+    reqwest::Client::builder()
+        .use_rustls_tls()
+        .tls_built_in_root_certs(false)
+        .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("ca pem"))
+        .timeout(DEADLINE)
+}
+
+pub fn plain_client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .timeout(DEADLINE)
+        .build()
+        .expect("client")
+}
+
+/// Poll `check` until it yields `Some`, failing the test after `within`.
+pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(v) = check().await {
+            return v;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out after {within:?} waiting for {what}"
+        );
+        // Polling interval, not synchronisation: the condition is re-checked each time.
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// An AdmissionReview v1 request for `target`.
+#[allow(clippy::too_many_arguments)]
+pub fn review(
+    uid: &str,
+    target: WebhookResource,
+    version: &str,
+    operation: &str,
+    namespace: Option<&str>,
+    object: Value,
+    username: &str,
+    groups: &[&str],
+) -> Value {
+    let name = object
+        .pointer("/metadata/name")
+        .and_then(Value::as_str)
+        .unwrap_or("")
+        .to_string();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": uid,
+            "kind": {"group": target.group(), "version": version, "kind": target.kind()},
+            "resource": {"group": target.group(), "version": version, "resource": target.resource()},
+            "requestKind": {"group": target.group(), "version": version, "kind": target.kind()},
+            "requestResource": {"group": target.group(), "version": version, "resource": target.resource()},
+            "name": name,
+            "namespace": namespace,
+            "operation": operation,
+            "userInfo": {"username": username, "groups": groups},
+            "object": object,
+            "oldObject": null,
+            "dryRun": false,
+            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
+        }
+    })
+}
+
+/// A Namespace CREATE review.
+pub fn namespace_create(
+    uid: &str,
+    name: &str,
+    labels: Value,
+    user: &str,
+    groups: &[&str],
+) -> Value {
+    review(
+        uid,
+        WebhookResource::Namespaces,
+        "v1",
+        "CREATE",
+        None,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}),
+        user,
+        groups,
+    )
+}
+
+/// A Gateway CREATE in `namespace` with one HTTPS listener for `hostname`.
+pub fn gateway_create(uid: &str, namespace: &str, hostname: &str) -> Value {
+    review(
+        uid,
+        WebhookResource::Gateways,
+        "v1",
+        "CREATE",
+        Some(namespace),
+        json!({
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "kind": "Gateway",
+            "metadata": {"name": "gw", "namespace": namespace},
+            "spec": {
+                "gatewayClassName": "cilium",
+                "listeners": [{"name": "https", "protocol": "HTTPS", "port": 443, "hostname": hostname}]
+            }
+        }),
+        "system:serviceaccount:cozy-system:tenant-gateway",
+        &["system:serviceaccounts:cozy-system", "system:authenticated"],
+    )
+}
+
+/// POST `body` and return status, HTTP version and parsed JSON body.
+pub async fn post_json(
+    client: &reqwest::Client,
+    url: &str,
+    body: &Value,
+) -> (reqwest::StatusCode, reqwest::Version, Value) {
+    let resp = client
+        .post(url)
+        .header("content-type", "application/json")
+        .body(serde_json::to_vec(body).expect("encode"))
+        .send()
+        .await
+        .expect("request");
+    let status = resp.status();
+    let version = resp.version();
+    let ct = resp
+        .headers()
+        .get("content-type")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_string();
+    let bytes = resp.bytes().await.expect("body");
+    assert_eq!(ct, "application/json", "webhook responses are JSON");
+    let value = serde_json::from_slice(&bytes).expect("JSON body");
+    (status, version, value)
+}
+
+/// Fetch `/metrics` and return the value of the first sample whose line starts with
+/// `series` (name plus, optionally, the exact label set).
+pub async fn metric(server: &TestServer, series: &str) -> Option<f64> {
+    let text = plain_client()
+        .get(server.metrics_url("/metrics"))
+        .send()
+        .await
+        .ok()?
+        .text()
+        .await
+        .ok()?;
+    metric_in(&text, series)
+}
+
+pub fn metric_in(text: &str, series: &str) -> Option<f64> {
+    text.lines().filter(|l| !l.starts_with('#')).find_map(|l| {
+        let rest = l.strip_prefix(series)?;
+        let value = rest.strip_prefix(' ')?;
+        value.trim().parse().ok()
+    })
+}
+
+/// DER of the leaf certificate in a PEM text.
+pub fn leaf_der(pem: &str) -> Vec<u8> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    CertificateDer::from_pem_slice(pem.as_bytes())
+        .expect("certificate PEM")
+        .as_ref()
+        .to_vec()
+}
+
+/// A raw rustls client config trusting `ca_pem`, offering `alpn`.
+pub fn rustls_client(ca_pem: &str, alpn: &[&[u8]]) -> Arc<rustls::ClientConfig> {
+    rustls_client_versions(ca_pem, alpn, rustls::DEFAULT_VERSIONS)
+}
+
+pub fn rustls_client_versions(
+    ca_pem: &str,
+    alpn: &[&[u8]],
+    versions: &[&'static rustls::SupportedProtocolVersion],
+) -> Arc<rustls::ClientConfig> {
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut roots = rustls::RootCertStore::empty();
+    for c in CertificateDer::pem_slice_iter(ca_pem.as_bytes()) {
+        roots.add(c.expect("pem")).expect("root");
+    }
+    let mut cfg = rustls::ClientConfig::builder_with_provider(Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_protocol_versions(versions)
+    .expect("versions")
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    cfg.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+    Arc::new(cfg)
+}
+
+/// Open a TLS connection to `addr` with `cfg`.
+pub async fn tls_connect(
+    addr: SocketAddr,
+    cfg: Arc<rustls::ClientConfig>,
+) -> std::io::Result<tokio_rustls::client::TlsStream<tokio::net::TcpStream>> {
+    let tcp = tokio::net::TcpStream::connect(addr).await?;
+    let name = rustls_pki_types::ServerName::try_from("127.0.0.1")
+        .expect("server name")
+        .to_owned();
+    tokio_rustls::TlsConnector::from(cfg)
+        .connect(name, tcp)
+        .await
+}

@@ -1,0 +1,436 @@
+//! Helpers for the real-API-server tier: the control plane from `tests/k8s`, the
+//! `tenant-gateway serve` process, and kubectl invocations.
+
+#![allow(dead_code)]
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Group bound to cluster-admin for impersonated test users, so RBAC lets every request
+/// reach admission. It is not a trusted group: the policies decide on the others.
+pub const E2E_GROUP: &str = "e2e:users";
+
+/// What one kubectl call did.
+#[derive(Debug, Clone)]
+pub struct Outcome {
+    pub allowed: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// Send SIGTERM (without unsafe code) and wait for the child, killing it after `grace`.
+pub fn terminate(child: &mut Child, grace: Duration) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Poll `f` until it returns Some or the deadline passes.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+pub fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free loopback port")
+}
+
+/// Plain HTTP GET on loopback; returns the status code.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    let mut s = TcpStream::connect(addr).ok()?;
+    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).ok()?;
+    buf.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// A running control plane from `tests/k8s/control-plane`.
+pub struct ControlPlane {
+    pub dir: tempfile::TempDir,
+    child: Child,
+}
+
+impl ControlPlane {
+    /// Start it, or return None when TENANT_GATEWAY_SKIP_E2E=1 (said loudly).
+    pub fn start_or_skip() -> Option<ControlPlane> {
+        if std::env::var("TENANT_GATEWAY_SKIP_E2E").as_deref() == Ok("1") {
+            eprintln!("SKIPPED: TENANT_GATEWAY_SKIP_E2E=1, the real-API-server tier did not run");
+            return None;
+        }
+        let dir = tempfile::tempdir().expect("temp dir");
+        let log = std::fs::File::create(dir.path().join("control-plane.log")).expect("log file");
+        let child = Command::new(repo_root().join("tests/k8s/control-plane"))
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tests/k8s/control-plane starts");
+        let mut cp = ControlPlane { dir, child };
+        // A cold build of the harness takes minutes; scripts/test builds it first, so this
+        // deadline only matters when cargo test runs alone on a fresh machine.
+        let ready = cp.dir.path().join("ready");
+        let deadline = Instant::now() + Duration::from_secs(40 * 60);
+        while !ready.exists() {
+            if let Ok(Some(status)) = cp.child.try_wait() {
+                panic!("control plane exited with {status}: {}", cp.log_tail());
+            }
+            assert!(
+                Instant::now() < deadline,
+                "control plane not ready: {}",
+                cp.log_tail()
+            );
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        Some(cp)
+    }
+
+    pub fn log_tail(&self) -> String {
+        let text =
+            std::fs::read_to_string(self.dir.path().join("control-plane.log")).unwrap_or_default();
+        let lines: Vec<&str> = text.lines().collect();
+        lines[lines.len().saturating_sub(40)..].join("\n")
+    }
+
+    pub fn kubeconfig(&self) -> PathBuf {
+        self.dir.path().join("kubeconfig")
+    }
+
+    pub fn bin(&self, name: &str) -> PathBuf {
+        self.dir.path().join("bin").join(name)
+    }
+
+    pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Outcome {
+        let mut cmd = Command::new(self.bin("kubectl"));
+        cmd.arg("--kubeconfig").arg(self.kubeconfig()).args(args);
+        cmd.stdin(if stdin.is_some() {
+            Stdio::piped()
+        } else {
+            Stdio::null()
+        });
+        cmd.stdout(Stdio::piped()).stderr(Stdio::piped());
+        let mut child = cmd.spawn().expect("kubectl runs");
+        if let Some(input) = stdin {
+            child
+                .stdin
+                .take()
+                .expect("piped stdin")
+                .write_all(input.as_bytes())
+                .expect("write to kubectl");
+        }
+        let out = child.wait_with_output().expect("kubectl finishes");
+        Outcome {
+            allowed: out.status.success(),
+            stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+            stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+        }
+    }
+
+    pub fn kubectl_ok(&self, args: &[&str], stdin: Option<&str>) -> Outcome {
+        let o = self.kubectl(args, stdin);
+        assert!(o.allowed, "kubectl {args:?} failed: {}", o.stderr);
+        o
+    }
+
+    /// `kubectl apply -f -` with extra args (impersonation).
+    pub fn apply(&self, extra: &[&str], manifest: &str) -> Outcome {
+        let mut args = vec!["apply", "-f", "-"];
+        args.extend_from_slice(extra);
+        self.kubectl(&args, Some(manifest))
+    }
+
+    /// `kubectl apply --dry-run=server` as `user` with `groups`.
+    pub fn dry_run(&self, user: &str, groups: &[&str], manifest: &str) -> Outcome {
+        let mut args = vec!["apply", "--dry-run=server", "-f", "-", "--as", user];
+        for g in groups {
+            args.push("--as-group");
+            args.push(g);
+        }
+        self.kubectl(&args, Some(manifest))
+    }
+
+    pub fn install_crds(&self) {
+        let crds = self.dir.path().join("crds");
+        let st = Command::new(repo_root().join("tests/k8s/fetch-crds"))
+            .arg("--out")
+            .arg(&crds)
+            .status()
+            .expect("fetch-crds runs");
+        assert!(st.success(), "tests/k8s/fetch-crds failed");
+        for dir in [crds.clone(), repo_root().join("tests/k8s/crds")] {
+            self.kubectl_ok(
+                &[
+                    "apply",
+                    "--server-side",
+                    "--force-conflicts",
+                    "-f",
+                    dir.to_str().expect("utf-8 path"),
+                ],
+                None,
+            );
+        }
+        self.kubectl_ok(
+            &[
+                "wait",
+                "--for",
+                "condition=established",
+                "--timeout=120s",
+                "crd",
+                "--all",
+            ],
+            None,
+        );
+    }
+
+    pub fn grant_impersonated_users(&self) {
+        let binding = format!(
+            r#"{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{{"name":"e2e-users"}},
+"roleRef":{{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"cluster-admin"}},
+"subjects":[{{"apiGroup":"rbac.authorization.k8s.io","kind":"Group","name":"{E2E_GROUP}"}}]}}"#
+        );
+        self.kubectl_ok(&["apply", "-f", "-"], Some(&binding));
+    }
+
+    pub fn create_tenant_namespaces(&self) {
+        let ns = |name: &str, host: Option<&str>| -> String {
+            match host {
+                Some(h) => format!(
+                    r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}","labels":{{"namespace.cozystack.io/host":"{h}","namespace.cozystack.io/gateway":"tenant-root"}}}}}}"#
+                ),
+                None => format!(
+                    r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}"}}}}"#
+                ),
+            }
+        };
+        for (name, host) in [
+            ("tenant-root", Some("example.org")),
+            ("tenant-alice", Some("alice.example.org")),
+            ("tenant-bob", Some("bob.example.org")),
+            ("tenant-nolabel", None),
+            ("cozy-dashboard", None),
+        ] {
+            self.kubectl_ok(&["apply", "-f", "-"], Some(&ns(name, host)));
+        }
+    }
+
+    pub fn apply_policies(&self) {
+        let dir = repo_root().join("policies");
+        self.kubectl_ok(
+            &[
+                "apply",
+                "--server-side",
+                "-f",
+                dir.to_str().expect("utf-8 path"),
+            ],
+            None,
+        );
+    }
+
+    pub fn wait_until_denied(&self, user: &str, groups: &[&str], manifest: &str) {
+        wait_for("the policy to take effect", Duration::from_secs(90), || {
+            let o = self.dry_run(user, groups, manifest);
+            (!o.allowed).then_some(())
+        });
+    }
+}
+
+impl Drop for ControlPlane {
+    fn drop(&mut self) {
+        terminate(&mut self.child, Duration::from_secs(30));
+    }
+}
+
+/// `tenant-gateway serve` against the control plane.
+pub struct Webhook {
+    pub port: u16,
+    pub metrics_port: u16,
+    pub ca_pem: String,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Webhook {
+    pub fn start(cp: &ControlPlane) -> Webhook {
+        let dir = cp.dir.path().join("webhook");
+        std::fs::create_dir_all(&dir).expect("webhook dir");
+        let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+        let certs = tenant_gateway::certs::generate(&hosts).expect("dev certs");
+        tenant_gateway::certs::write(&dir, &certs).expect("write certs");
+        let port = free_port();
+        let metrics_port = free_port();
+        let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+            .args(["serve", "--no-controller", "--root-host", "example.org"])
+            .arg("--listen")
+            .arg(format!("127.0.0.1:{port}"))
+            .arg("--metrics-listen")
+            .arg(format!("127.0.0.1:{metrics_port}"))
+            .arg("--tls-cert-file")
+            .arg(dir.join("tls.crt"))
+            .arg("--tls-key-file")
+            .arg(dir.join("tls.key"))
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig())
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tenant-gateway serve starts");
+        let mut hook = Webhook {
+            port,
+            metrics_port,
+            ca_pem: std::fs::read_to_string(dir.join("ca.crt")).expect("ca.crt"),
+            child,
+            dir,
+        };
+        let addr = format!("127.0.0.1:{metrics_port}");
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while http_status(&addr, "/readyz") != Some(200) {
+            if let Ok(Some(st)) = hook.child.try_wait() {
+                panic!("serve exited with {st}: {}", hook.log());
+            }
+            assert!(Instant::now() < deadline, "serve not ready: {}", hook.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        hook
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
+    }
+
+    /// The ValidatingWebhookConfiguration, one webhook per path, by URL with caBundle.
+    pub fn configuration(&self) -> String {
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
+        let hooks: Vec<serde_json::Value> = [
+            (
+                "gateways",
+                "gateway.networking.k8s.io",
+                vec!["v1", "v1beta1"],
+                "Namespaced",
+            ),
+            (
+                "httproutes",
+                "gateway.networking.k8s.io",
+                vec!["v1", "v1beta1"],
+                "Namespaced",
+            ),
+            (
+                "tlsroutes",
+                "gateway.networking.k8s.io",
+                vec!["v1", "v1alpha3", "v1alpha2"],
+                "Namespaced",
+            ),
+            ("ingresses", "networking.k8s.io", vec!["v1"], "Namespaced"),
+            ("namespaces", "", vec!["v1"], "Cluster"),
+            (
+                "tenants",
+                "apps.cozystack.io",
+                vec!["v1alpha1"],
+                "Namespaced",
+            ),
+            ("packages", "cozystack.io", vec!["v1alpha1"], "Cluster"),
+        ]
+        .into_iter()
+        .map(|(resource, group, versions, scope)| {
+            serde_json::json!({
+                "name": format!("{resource}.tenant-gateway.cozystack.io"),
+                "clientConfig": {
+                    "url": format!("https://127.0.0.1:{}/validate/{resource}", self.port),
+                    "caBundle": ca,
+                },
+                "rules": [{
+                    "apiGroups": [group],
+                    "apiVersions": versions,
+                    "resources": [resource],
+                    "operations": ["CREATE", "UPDATE"],
+                    "scope": scope,
+                }],
+                "failurePolicy": "Fail",
+                "matchPolicy": "Equivalent",
+                "sideEffects": "None",
+                "timeoutSeconds": 5,
+                "admissionReviewVersions": ["v1"],
+            })
+        })
+        .collect();
+        serde_json::json!({
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration",
+            "metadata": {"name": "tenant-gateway-e2e"},
+            "webhooks": hooks,
+        })
+        .to_string()
+    }
+
+    /// Register and wait until the API server calls us (a known denial comes back from the
+    /// webhook).
+    pub fn register(&self, cp: &ControlPlane) {
+        cp.kubectl_ok(&["apply", "-f", "-"], Some(&self.configuration()));
+        let probe = r#"{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"probe","namespace":"tenant-alice"},"spec":{"hostnames":["probe.bob.example.org"]}}"#;
+        wait_for("the webhook to be called", Duration::from_secs(60), || {
+            let o = cp.dry_run("alice", &[E2E_GROUP], probe);
+            o.stderr.contains("denied the request").then_some(())
+        });
+    }
+
+    pub fn unregister(&self, cp: &ControlPlane) {
+        cp.kubectl_ok(
+            &[
+                "delete",
+                "validatingwebhookconfiguration",
+                "tenant-gateway-e2e",
+            ],
+            None,
+        );
+        let probe = r#"{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"probe","namespace":"tenant-alice"},"spec":{"hostnames":["probe.bob.example.org"]}}"#;
+        wait_for("the webhook to be gone", Duration::from_secs(60), || {
+            cp.dry_run("alice", &[E2E_GROUP], probe)
+                .allowed
+                .then_some(())
+        });
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        terminate(&mut self.child, Duration::from_secs(20));
+    }
+}
+
+pub fn path_str(p: &Path) -> &str {
+    p.to_str().expect("utf-8 path")
+}
