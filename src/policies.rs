@@ -325,6 +325,22 @@ fn within(h: &str, apex: &str) -> String {
     format!("({h} == {apex} || {h}.endsWith('.' + {apex}))")
 }
 
+/// CEL: `within(h, root)` for a constant, lowercase `root`.
+fn within_lit(h: &str, root: &str) -> String {
+    format!(
+        "({h} == {} || {h}.endsWith({}))",
+        lit(root),
+        lit(&format!(".{root}"))
+    )
+}
+
+/// CEL string concatenation, one operand per line so that long message expressions stay
+/// readable (and serialize as YAML block scalars rather than quoted one-liners).
+fn concat<S: AsRef<str>>(parts: &[S]) -> String {
+    let parts: Vec<&str> = parts.iter().map(AsRef::as_ref).collect();
+    parts.join(" +\n  ")
+}
+
 /// CEL: the values in list `list` (strings) as `"a", "b"` for messages.
 fn quoted_list(list: &str) -> String {
     format!("{list}.map(x, '\"' + x + '\"').join(', ')")
@@ -375,10 +391,10 @@ fn missing_apex(what: &str) -> Validation {
     validation(
         "variables.apex != ''".to_string(),
         &format!("the namespace{tail}"),
-        format!(
-            "variables.objectRef + ': namespace ' + request.namespace + {}",
-            lit(&tail)
-        ),
+        concat(&[
+            "variables.objectRef + ': namespace ' + request.namespace",
+            &lit(&tail),
+        ]),
     )
 }
 
@@ -400,8 +416,12 @@ fn trusted_text(cfg: &PolicyConfig) -> String {
     }
 }
 
+/// What a valid hostname is, for messages (CEL cannot say which rule an invalid one broke).
+const HOSTNAME_RULE: &str = "); a hostname must also be a valid lowercase DNS name, with \"*.\" only as the whole first label";
+
 /// CEL: `request.userInfo.username` quoted for messages.
-const BY_USER: &str = "'\"' + (has(request.userInfo.username) ? request.userInfo.username : '') + '\"'";
+const BY_USER: &str =
+    "'\"' + (has(request.userInfo.username) ? request.userInfo.username : '') + '\"'";
 
 // ---------------------------------------------------------------------------------------------
 // The layers
@@ -439,14 +459,19 @@ fn gateway(cfg: &PolicyConfig) -> PolicyDef {
                 "variables.badHostnames.size() == 0".to_string(),
                 "Gateway listener hostnames must equal the namespace's namespace.cozystack.io/host \
                  label or end with . followed by it, and must be valid lowercase DNS names",
-                format!(
-                    "variables.objectRef + ': listener hostname(s) ' + {} + ' not allowed: \
-                     listener hostnames must equal ' + variables.apexLabel + ' or end with .' + \
-                     variables.apexLabel + ' (the {HOST_LABEL} label of namespace ' + \
-                     request.namespace + '); a hostname must also be a valid lowercase DNS name, \
-                     with \"*.\" only as the whole first label'",
-                    quoted_list("variables.badHostnames")
-                ),
+                concat(&[
+                    format!(
+                        "variables.objectRef + ': listener hostname(s) ' + {}",
+                        quoted_list("variables.badHostnames")
+                    ),
+                    "' not allowed: listener hostnames must equal ' + variables.apexLabel".into(),
+                    "' or end with .' + variables.apexLabel".into(),
+                    format!(
+                        "{} + request.namespace",
+                        lit(&format!(" (the {HOST_LABEL} label of namespace "))
+                    ),
+                    lit(HOSTNAME_RULE),
+                ]),
             ),
         ],
         shape_only: false,
@@ -499,22 +524,24 @@ fn package_shape() -> PolicyDef {
                 "type(variables.attached) == null_type || type(variables.attached) == list"
                     .to_string(),
                 &format!("{ATTACHED_FIELD} must be a list of namespace names"),
-                format!(
-                    "variables.objectRef + ': ' + {}",
-                    lit(&format!("{ATTACHED_FIELD} must be a list of namespace names"))
-                ),
+                concat(&[
+                    "variables.objectRef".to_string(),
+                    lit(&format!(
+                        ": {ATTACHED_FIELD} must be a list of namespace names"
+                    )),
+                ]),
             ),
             validation(
                 "type(variables.attached) != list ||\n  \
                  variables.attached.all(e, type(e) == string)"
                     .to_string(),
                 &format!("{ATTACHED_FIELD} entries must be strings (namespace names)"),
-                format!(
-                    "variables.objectRef + ': ' + {}",
+                concat(&[
+                    "variables.objectRef".to_string(),
                     lit(&format!(
-                        "{ATTACHED_FIELD} entries must be strings (namespace names)"
-                    ))
-                ),
+                        ": {ATTACHED_FIELD} entries must be strings (namespace names)"
+                    )),
+                ]),
             ),
         ],
         shape_only: true,
@@ -560,25 +587,26 @@ fn package(cfg: &PolicyConfig) -> PolicyDef {
             validation(
                 "variables.tenantEntries.size() == 0".to_string(),
                 &format!("{ATTACHED_FIELD}: {rule_text}"),
-                format!(
-                    "variables.objectRef + ': {ATTACHED_FIELD} lists ' + {} + ': ' + {}",
+                concat(&[
+                    format!("variables.objectRef + ': {ATTACHED_FIELD} lists '"),
                     quoted_list("variables.tenantEntries"),
-                    lit(&rule_text)
-                ),
+                    lit(&format!(": {rule_text}")),
+                ]),
             ),
             validation(
                 "variables.invalidEntries.size() == 0".to_string(),
                 &format!(
                     "{ATTACHED_FIELD} entries must be valid namespace names (DNS-1123 labels)"
                 ),
-                format!(
-                    "variables.objectRef + ': {ATTACHED_FIELD} lists ' + {} + ', which are not \
-                     valid namespace names: entries must be existing platform namespace names \
-                     (DNS-1123 labels: lowercase letters, digits and \"-\", at most 63), never \
-                     ' + {} + ' namespaces'",
+                concat(&[
+                    format!("variables.objectRef + ': {ATTACHED_FIELD} lists '"),
                     quoted_list("variables.invalidEntries"),
-                    lit(&format!("{prefix}*"))
-                ),
+                    lit(&format!(
+                        ", which are not valid namespace names: entries must be existing \
+                         platform namespace names (DNS-1123 labels: lowercase letters, digits \
+                         and \"-\", at most 63), never {prefix}* namespaces"
+                    )),
+                ]),
             ),
         ],
         shape_only: false,
@@ -630,7 +658,7 @@ fn tenant_shape() -> PolicyDef {
              type(variables.spec.host) == string || type(variables.spec.host) == null_type"
                 .to_string(),
             "spec.host must be a string",
-            "variables.objectRef + ': spec.host must be a string'".to_string(),
+            concat(&["variables.objectRef", "': spec.host must be a string'"]),
         )],
         shape_only: true,
     }
@@ -764,9 +792,8 @@ fn route(cfg: &PolicyConfig) -> PolicyDef {
              \x20 : object.spec.hostnames.filter(h, !({ok}))"
         ),
     ));
-    let rule_text = format!(
-        "hostnames must equal the namespace's {HOST_LABEL} label or be subdomains of it"
-    );
+    let rule_text =
+        format!("hostnames must equal the namespace's {HOST_LABEL} label or be subdomains of it");
     PolicyDef {
         name: "route-hostnames",
         rules: vec![
@@ -788,13 +815,15 @@ fn route(cfg: &PolicyConfig) -> PolicyDef {
             validation(
                 "variables.badHostnames.size() == 0".to_string(),
                 &format!("{rule_text}, and must be valid lowercase DNS names"),
-                format!(
-                    "variables.objectRef + ': hostname(s) ' + {} + ' not allowed: ' + {} + ' (' + \
-                     variables.apexLabel + '); a hostname must also be a valid lowercase DNS \
-                     name, with \"*.\" only as the whole first label'",
-                    quoted_list("variables.badHostnames"),
-                    lit(&rule_text)
-                ),
+                concat(&[
+                    format!(
+                        "variables.objectRef + ': hostname(s) ' + {}",
+                        quoted_list("variables.badHostnames")
+                    ),
+                    lit(&format!(" not allowed: {rule_text} (")),
+                    "variables.apexLabel".into(),
+                    lit(HOSTNAME_RULE),
+                ]),
             ),
         ],
         shape_only: false,
@@ -804,15 +833,16 @@ fn route(cfg: &PolicyConfig) -> PolicyDef {
 /// Layer 8 — Ingress hostnames (`policy::ingress`), for the platform root `root`
 /// (lowercase, valid).
 fn ingress(cfg: &PolicyConfig, root: &str) -> PolicyDef {
-    let root_lit = lit(root);
     // acceptable(h): valid, and within the apex, or an exact name outside the platform root.
-    let acceptable = |h: &str| {
+    // `indent` lines the continuation up under the expression it is embedded in.
+    let acceptable = |h: &str, indent: &str| {
         format!(
-            "({valid} && ({within_apex} ||\n\
-             \x20     (!{h}.startsWith('*.') && !{within_root})))",
+            "({valid} &&\n\
+             {indent}  ({within_apex} ||\n\
+             {indent}   (!{h}.startsWith('*.') && !{within_root})))",
             valid = valid_hostname(h),
             within_apex = within(h, "variables.apex"),
-            within_root = within(h, &root_lit),
+            within_root = within_lit(h, root),
         )
     };
     let mut variables = apex_variables();
@@ -829,7 +859,8 @@ fn ingress(cfg: &PolicyConfig, root: &str) -> PolicyDef {
             "allowed",
             format!(
                 "'Ingress hosts must be within the namespace apex ' + variables.apexLabel +\n  \
-                 ', or outside the platform root ' + {root_lit}"
+                 {}",
+                lit(&format!(", or outside the platform root {root}"))
             ),
         ),
         // Hosts are judged only with an apex: without one the missing-apex validation denies.
@@ -842,7 +873,7 @@ fn ingress(cfg: &PolicyConfig, root: &str) -> PolicyDef {
                  \x20     .filter(r, has(r.host) && r.host != '' &&\n\
                  \x20       !{})\n\
                  \x20     .map(r, r.host)",
-                acceptable("r.host")
+                acceptable("r.host", "        ")
             ),
         ),
         // One string per spec.tls entry with bad hosts: CEL before Kubernetes 1.34 has no
@@ -856,7 +887,10 @@ fn ingress(cfg: &PolicyConfig, root: &str) -> PolicyDef {
                  \x20     .filter(t, has(t.hosts))\n\
                  \x20     .map(t, {})\n\
                  \x20     .filter(s, s != '')",
-                quoted_list(&format!("t.hosts.filter(h, !{})", acceptable("h")))
+                quoted_list(&format!(
+                    "t.hosts.filter(h,\n        !{})",
+                    acceptable("h", "        ")
+                ))
             ),
         ),
     ]);
@@ -873,41 +907,47 @@ fn ingress(cfg: &PolicyConfig, root: &str) -> PolicyDef {
                 "!has(object.spec) || !has(object.spec.defaultBackend)".to_string(),
                 "spec.defaultBackend is not allowed in tenant namespaces: it catches traffic for \
                  every hostname no rule matches; route with spec.rules[].host instead",
-                "variables.objectRef + ': spec.defaultBackend is not allowed in tenant \
-                 namespaces: it catches traffic for every hostname no rule matches; route with \
-                 spec.rules[].host instead (' + variables.allowed + ')'"
-                    .to_string(),
+                concat(&[
+                    "variables.objectRef",
+                    "': spec.defaultBackend is not allowed in tenant namespaces: it catches \
+                     traffic for every hostname no rule matches; route with spec.rules[].host \
+                     instead ('",
+                    "variables.allowed + ')'",
+                ]),
             ),
             validation(
                 "variables.rules.all(r, has(r.host) && r.host != '')".to_string(),
                 "every Ingress rule in a tenant namespace must carry a host: a rule without a \
                  host catches every hostname",
-                "variables.objectRef + ': ' +\n  \
-                 string(variables.rules.filter(r, !has(r.host) || r.host == '').size()) +\n  \
-                 ' of spec.rules have no host: a rule without a host catches every hostname; \
-                 every rule must carry a host (' + variables.allowed + ')'"
-                    .to_string(),
+                concat(&[
+                    "variables.objectRef + ': '",
+                    "string(variables.rules.filter(r, !has(r.host) || r.host == '').size())",
+                    "' of spec.rules have no host: a rule without a host catches every hostname; \
+                     every rule must carry a host ('",
+                    "variables.allowed + ')'",
+                ]),
             ),
             validation(
                 "variables.badRuleHosts.size() == 0".to_string(),
                 "Ingress hosts in spec.rules must be within the namespace apex, or outside the \
                  platform root",
-                format!(
-                    "variables.objectRef + ': spec.rules[].host ' + {} + ' not allowed: ' +\n  \
-                     variables.allowed + {}",
+                concat(&[
+                    "variables.objectRef + ': spec.rules[].host '".to_string(),
                     quoted_list("variables.badRuleHosts"),
-                    lit(host_rule)
-                ),
+                    "' not allowed: ' + variables.allowed".to_string(),
+                    lit(host_rule),
+                ]),
             ),
             validation(
                 "variables.badTlsHosts.size() == 0".to_string(),
                 "Ingress hosts in spec.tls must be within the namespace apex, or outside the \
                  platform root",
-                format!(
-                    "variables.objectRef + ': spec.tls[].hosts ' + variables.badTlsHosts.join(', ') +\n  \
-                     ' not allowed: ' + variables.allowed + {}",
-                    lit(host_rule)
-                ),
+                concat(&[
+                    "variables.objectRef + ': spec.tls[].hosts '".to_string(),
+                    "variables.badTlsHosts.join(', ')".to_string(),
+                    "' not allowed: ' + variables.allowed".to_string(),
+                    lit(host_rule),
+                ]),
             ),
         ],
         shape_only: false,
@@ -999,7 +1039,12 @@ mod tests {
         assert!(a.starts_with("# Generated by `tenant-gateway policies`"));
         // No trailing whitespace: it would force quoted instead of block scalars.
         for (i, line) in a.lines().enumerate() {
-            assert_eq!(line, line.trim_end(), "line {} has trailing whitespace", i + 1);
+            assert_eq!(
+                line,
+                line.trim_end(),
+                "line {} has trailing whitespace",
+                i + 1
+            );
         }
     }
 
@@ -1038,8 +1083,9 @@ mod tests {
     #[test]
     fn resources_versions_and_operations() {
         let d = render_docs(&committed_config());
-        // (policy, [(group, versions, resources)])
-        let want: Vec<(&str, Vec<(&str, Vec<&str>, Vec<&str>)>)> = vec![
+        // (group, versions, resources) of one resource rule.
+        type Rule<'a> = (&'a str, Vec<&'a str>, Vec<&'a str>);
+        let want: Vec<(&str, Vec<Rule>)> = vec![
             (
                 "tenant-gateway-gateway-hostnames",
                 vec![(
@@ -1126,8 +1172,12 @@ mod tests {
             ..committed_config()
         };
         let d = render_docs(&cfg);
-        let p = find(&d, "ValidatingAdmissionPolicy", "tenant-gateway-route-hostnames")
-            .expect("policy");
+        let p = find(
+            &d,
+            "ValidatingAdmissionPolicy",
+            "tenant-gateway-route-hostnames",
+        )
+        .expect("policy");
         assert_eq!(
             p["spec"]["matchConditions"][0]["expression"],
             r"request.namespace.startsWith('t-\'x')"
@@ -1136,22 +1186,38 @@ mod tests {
 
     #[test]
     fn modes_map_to_validation_actions() {
-        for (mode, action) in [(Mode::Deny, "Deny"), (Mode::Warn, "Warn"), (Mode::Audit, "Audit")] {
+        for (mode, action) in [
+            (Mode::Deny, "Deny"),
+            (Mode::Warn, "Warn"),
+            (Mode::Audit, "Audit"),
+        ] {
             let modes: Vec<(Layer, Mode)> = Layer::ALL.iter().map(|l| (*l, mode)).collect();
             let d = render_docs(&with_modes(&modes));
             for name in ALL_POLICIES {
                 let b = find(&d, "ValidatingAdmissionPolicyBinding", name).expect("binding");
                 // Malformed objects are denied in every mode, as the webhook does.
-                let want = if name.ends_with("-shape") { "Deny" } else { action };
+                let want = if name.ends_with("-shape") {
+                    "Deny"
+                } else {
+                    action
+                };
                 assert_eq!(strings(&b["spec"]["validationActions"]), [want], "{name}");
             }
         }
         let d = render_docs(&with_modes(&[(Layer::Route, Mode::Warn)]));
-        let b = find(&d, "ValidatingAdmissionPolicyBinding", "tenant-gateway-route-hostnames")
-            .expect("binding");
+        let b = find(
+            &d,
+            "ValidatingAdmissionPolicyBinding",
+            "tenant-gateway-route-hostnames",
+        )
+        .expect("binding");
         assert_eq!(strings(&b["spec"]["validationActions"]), ["Warn"]);
-        let b = find(&d, "ValidatingAdmissionPolicyBinding", "tenant-gateway-gateway-hostnames")
-            .expect("binding");
+        let b = find(
+            &d,
+            "ValidatingAdmissionPolicyBinding",
+            "tenant-gateway-gateway-hostnames",
+        )
+        .expect("binding");
         assert_eq!(strings(&b["spec"]["validationActions"]), ["Deny"]);
     }
 
@@ -1180,9 +1246,16 @@ mod tests {
         let cfg = PolicyConfig::default();
         let d = render_docs(&cfg);
         let policies = names(&d, "ValidatingAdmissionPolicy");
-        assert!(!policies.iter().any(|n| n.contains("ingress")), "{policies:?}");
+        assert!(
+            !policies.iter().any(|n| n.contains("ingress")),
+            "{policies:?}"
+        );
         assert_eq!(policies.len(), ALL_POLICIES.len() - 1);
-        assert!(render(&cfg).expect("renders").contains("layer 8, is omitted"));
+        assert!(
+            render(&cfg)
+                .expect("renders")
+                .contains("layer 8, is omitted")
+        );
     }
 
     #[test]
@@ -1192,8 +1265,12 @@ mod tests {
             ..PolicyConfig::default()
         };
         let d = render_docs(&cfg);
-        let p = find(&d, "ValidatingAdmissionPolicy", "tenant-gateway-ingress-hostnames")
-            .expect("policy");
+        let p = find(
+            &d,
+            "ValidatingAdmissionPolicy",
+            "tenant-gateway-ingress-hostnames",
+        )
+        .expect("policy");
         let all = expressions(p).join("\n");
         assert!(all.contains("'example.org'"), "{all}");
         assert!(!all.contains("Example.ORG"));
@@ -1213,19 +1290,40 @@ mod tests {
     fn messages_keep_the_webhook_key_phrases() {
         let d = render_docs(&committed_config());
         let phrases = [
-            ("tenant-gateway-gateway-hostnames", "or end with .' + variables.apexLabel"),
-            ("tenant-gateway-gateway-hostnames", "listener hostnames must equal ' + variables.apexLabel"),
+            (
+                "tenant-gateway-gateway-hostnames",
+                "or end with .' + variables.apexLabel",
+            ),
+            (
+                "tenant-gateway-gateway-hostnames",
+                "listener hostnames must equal ' + variables.apexLabel",
+            ),
             (
                 "tenant-gateway-route-hostnames",
                 r"hostnames must equal the namespace\'s namespace.cozystack.io/host label or be subdomains of it",
             ),
             ("tenant-gateway-ingress-hostnames", "must be within"),
-            ("tenant-gateway-tenant-host", "spec.host can only be set or changed by"),
-            ("tenant-gateway-namespace-guarded-labels", "is immutable once set"),
-            ("tenant-gateway-package-attached-namespaces", "must not contain tenant-*"),
+            (
+                "tenant-gateway-tenant-host",
+                "spec.host can only be set or changed by",
+            ),
+            (
+                "tenant-gateway-namespace-guarded-labels",
+                "is immutable once set",
+            ),
+            (
+                "tenant-gateway-package-attached-namespaces",
+                "must not contain tenant-*",
+            ),
             ("tenant-gateway-gateway-hostnames", "retry in a few seconds"),
-            ("tenant-gateway-route-hostnames", "has no namespace.cozystack.io/host label"),
-            ("tenant-gateway-ingress-hostnames", "has no namespace.cozystack.io/host label"),
+            (
+                "tenant-gateway-route-hostnames",
+                "has no namespace.cozystack.io/host label",
+            ),
+            (
+                "tenant-gateway-ingress-hostnames",
+                "has no namespace.cozystack.io/host label",
+            ),
         ];
         for (name, phrase) in phrases {
             let p = find(&d, "ValidatingAdmissionPolicy", name).expect("policy");
@@ -1242,19 +1340,33 @@ mod tests {
             ..committed_config()
         };
         let d = render_docs(&cfg);
-        let ns = find(&d, "ValidatingAdmissionPolicy", "tenant-gateway-namespace-guarded-labels")
-            .expect("policy");
+        let ns = find(
+            &d,
+            "ValidatingAdmissionPolicy",
+            "tenant-gateway-namespace-guarded-labels",
+        )
+        .expect("policy");
         let all = expressions(ns).join("\n");
         assert!(all.contains("['a/b', 'c'].filter("), "{all}");
         assert!(all.contains(r"g in ['ops', 'it\'s']"), "{all}");
-        let t = find(&d, "ValidatingAdmissionPolicy", "tenant-gateway-tenant-host").expect("policy");
+        let t = find(
+            &d,
+            "ValidatingAdmissionPolicy",
+            "tenant-gateway-tenant-host",
+        )
+        .expect("policy");
         assert!(expressions(t).join("\n").contains("groups: ops, it"));
         let empty = PolicyConfig {
             trusted_groups: Vec::new(),
             ..committed_config()
         };
         let d = render_docs(&empty);
-        let t = find(&d, "ValidatingAdmissionPolicy", "tenant-gateway-tenant-host").expect("policy");
+        let t = find(
+            &d,
+            "ValidatingAdmissionPolicy",
+            "tenant-gateway-tenant-host",
+        )
+        .expect("policy");
         let all = expressions(t).join("\n");
         assert!(all.contains("g in []") && all.contains("no trusted groups are configured"));
     }
@@ -1282,16 +1394,32 @@ mod tests {
                 && labels.iter().all(|l| {
                     !l.is_empty()
                         && l.len() <= 63
-                        && l.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+                        && l.bytes()
+                            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
                         && !l.starts_with('-')
                         && !l.ends_with('-')
                 })
         }
         let long = format!("{}.org", "a".repeat(64));
         let cases = [
-            "example.org", "*.example.org", "*", "*.", "", "a..b", ".a", "a.", "A.org",
-            "a_b.org", "foo.*.org", "*.*.org", "-a.org", "a-.org", "xn--80ak6aa92e.com", &long,
-            "\u{430}.org", "a b.org",
+            "example.org",
+            "*.example.org",
+            "*",
+            "*.",
+            "",
+            "a..b",
+            ".a",
+            "a.",
+            "A.org",
+            "a_b.org",
+            "foo.*.org",
+            "*.*.org",
+            "-a.org",
+            "a-.org",
+            "xn--80ak6aa92e.com",
+            &long,
+            "\u{430}.org",
+            "a b.org",
         ];
         for h in cases {
             assert_eq!(grammar(h), hostname::validate(h).is_ok(), "{h:?}");

@@ -385,8 +385,9 @@ fn webhook_and_policies_through_a_real_api_server() {
         ));
     }
 
-    // Real creates and an UPDATE: the Tenant host is immutable for tenants, not for Flux.
-    let carol = tenant("tenant-alice", "carol", "carol.alice.example.org");
+    // Real creates and an UPDATE (a separate object, so the dry-run set sees the same state in
+    // both phases): the Tenant host is immutable for tenants, not for Flux.
+    let dave = tenant("tenant-alice", "dave", "dave.alice.example.org");
     let created = cp.apply(
         &[
             "--as",
@@ -396,7 +397,7 @@ fn webhook_and_policies_through_a_real_api_server() {
             "--as-group",
             E2E_GROUP,
         ],
-        &carol,
+        &dave,
     );
     if !created.allowed {
         failures.push(format!(
@@ -406,7 +407,7 @@ fn webhook_and_policies_through_a_real_api_server() {
     }
     let changed = cp.apply(
         &["--as", "alice", "--as-group", E2E_GROUP],
-        &tenant("tenant-alice", "carol", "dashboard.example.org"),
+        &tenant("tenant-alice", "dave", "dashboard.example.org"),
     );
     if changed.allowed
         || !changed

@@ -35,7 +35,11 @@ fn committed_policies_match_the_generator() {
         .map(|(i, (a, b))| (i + 1, a.to_string(), b.to_string()))
         .unwrap_or_else(|| {
             let n = got.lines().count().min(want.lines().count()) + 1;
-            (n, "<end or trailing difference>".into(), "<end or trailing difference>".into())
+            (
+                n,
+                "<end or trailing difference>".into(),
+                "<end or trailing difference>".into(),
+            )
         });
     panic!(
         "{COMMITTED_FILE} is out of date with `tenant-gateway policies` (first difference at \

@@ -4,7 +4,7 @@
 use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -253,8 +253,20 @@ async fn serve_connection(
                 },
             };
             let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-            let builder = if h2 { &builders.h2 } else { &builders.h1 };
-            let conn = builder.serve_connection(TokioIo::new(tls_stream), service);
+            let conn = if h2 {
+                // hyper's HTTP/2 server waits for the client preface without a timeout (and
+                // a graceful shutdown waits for it too); a client that negotiated h2 and
+                // then stays silent is dropped after the header timeout, like a slow HTTP/1
+                // request head.
+                activity.start_waiting_for_client();
+                builders
+                    .h2
+                    .serve_connection(TokioIo::new(tls_stream), service)
+            } else {
+                builders
+                    .h1
+                    .serve_connection(TokioIo::new(tls_stream), service)
+            };
             drive(conn, &activity, settings, drain).await;
         }
     }
@@ -275,8 +287,13 @@ async fn drive<C>(
 {
     let mut conn = std::pin::pin!(conn);
     let mut graceful = false;
+    let silent_deadline = tokio::time::sleep(settings.header_read_timeout);
+    let mut silent_deadline = std::pin::pin!(silent_deadline);
     loop {
         tokio::select! {
+            // The connection first, so work it has ready (a GOAWAY just requested) is done
+            // before any timer is looked at.
+            biased;
             res = conn.as_mut() => {
                 if let Err(e) = res {
                     tracing::debug!(listener = settings.name, error = %e, "connection ended with an error");
@@ -286,6 +303,16 @@ async fn drive<C>(
             _ = drain.wait_for(|d| *d), if !graceful => {
                 conn.as_mut().graceful_shutdown();
                 graceful = true;
+                // The peer gets a full idle period to answer the GOAWAY before it is cut.
+                activity.touch();
+            }
+            _ = silent_deadline.as_mut(), if activity.waiting_for_client() => {
+                // The guard was evaluated when this select started; the client may have
+                // spoken since.
+                if activity.waiting_for_client() {
+                    tracing::debug!(listener = settings.name, "client sent nothing after the TLS handshake; dropping the connection");
+                    return;
+                }
             }
             _ = activity.idle_for(settings.idle_timeout) => {
                 if graceful {
@@ -294,6 +321,7 @@ async fn drive<C>(
                 }
                 conn.as_mut().graceful_shutdown();
                 graceful = true;
+                activity.touch();
             }
         }
     }
@@ -301,10 +329,13 @@ async fn drive<C>(
 
 /// Time of the last byte read or written on a connection.
 struct Activity {
-    /// tokio's clock, so paused-time tests and the sleeps below agree.
+    /// tokio's clock, so the sleeps below agree with it.
     start: tokio::time::Instant,
     /// Milliseconds since `start`.
     last_ms: AtomicU64,
+    /// Set after the handshake when the protocol needs the client to speak first; cleared
+    /// by the first byte read.
+    waiting: AtomicBool,
 }
 
 impl Activity {
@@ -312,7 +343,16 @@ impl Activity {
         Activity {
             start: tokio::time::Instant::now(),
             last_ms: AtomicU64::new(0),
+            waiting: AtomicBool::new(false),
         }
+    }
+
+    fn start_waiting_for_client(&self) {
+        self.waiting.store(true, Ordering::Relaxed);
+    }
+
+    fn waiting_for_client(&self) -> bool {
+        self.waiting.load(Ordering::Relaxed)
     }
 
     fn touch(&self) {
@@ -352,6 +392,7 @@ impl AsyncRead for ActivityIo {
         let res = Pin::new(&mut self.inner).poll_read(cx, buf);
         if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.activity.touch();
+            self.activity.waiting.store(false, Ordering::Relaxed);
         }
         res
     }

@@ -8,14 +8,15 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::Body;
 use axum::extract::Request;
-use axum::http::{HeaderValue, StatusCode, header};
+use axum::http::{HeaderValue, StatusCode, Version, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use http_body_util::BodyExt;
 use serde::Deserialize;
 use serde_json::json;
+use tracing::Instrument;
 
 use super::handler::{ReviewHandler, json_reply};
 use crate::admission::{self, Decision, DecisionKind, Reply, WebhookResource};
@@ -56,23 +57,40 @@ async fn review<H: ReviewHandler>(
     target: WebhookResource,
     req: Request,
 ) -> Response {
-    // Refuse early when the client announces an oversized body, before reading any of it.
+    // An HTTP/1 client writes the whole body before it reads the answer: if we answered 413
+    // and closed, it would see a broken pipe instead of the 413. So over-limit HTTP/1
+    // bodies are read and discarded (up to a cap) before answering. HTTP/2 resets just the
+    // stream, and a client that sent `Expect: 100-continue` has not sent the body yet.
+    let drain_excess = req.version() < Version::HTTP_2
+        && !req
+            .headers()
+            .get(header::EXPECT)
+            .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"));
     let declared = req
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
-    if declared.is_some_and(|n| n > ctx.max_body_bytes as u64) {
-        return too_large(ctx.max_body_bytes);
-    }
-
-    let limited = Limited::new(req.into_body(), ctx.max_body_bytes);
-    let body = match tokio::time::timeout(ctx.body_read_timeout, limited.collect()).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => {
-            return too_large(ctx.max_body_bytes);
+    let max = ctx.max_body_bytes;
+    let mut body = req.into_body();
+    // Refuse early when the client announces an oversized body: none of it is buffered.
+    let read = async {
+        if declared.is_some_and(|n| n > max as u64) {
+            BodyRead::TooLarge
+        } else {
+            read_limited(&mut body, max).await
         }
-        Ok(Err(e)) => {
+    };
+    let body = match tokio::time::timeout(ctx.body_read_timeout, read).await {
+        Ok(BodyRead::Complete(bytes)) => bytes,
+        Ok(BodyRead::TooLarge) => {
+            if drain_excess {
+                let cap = max.saturating_mul(DRAIN_FACTOR);
+                let _ = tokio::time::timeout(ctx.body_read_timeout, discard(&mut body, cap)).await;
+            }
+            return too_large(max);
+        }
+        Ok(BodyRead::Failed(e)) => {
             tracing::debug!(error = %e, path = %target.path(), "reading request body failed");
             return error(
                 StatusCode::BAD_REQUEST,
@@ -94,8 +112,10 @@ async fn review<H: ReviewHandler>(
     // answered with the request's uid.
     let handler = ctx.handler.clone();
     let input = body.clone();
+    let span = tracing::debug_span!("review", resource = target.resource(), bytes = body.len());
     let outcome = AssertUnwindSafe(async move { handler.handle(target, input).await })
         .catch_unwind()
+        .instrument(span)
         .await;
     match outcome {
         Ok(reply) => reply_response(reply),
@@ -145,6 +165,66 @@ fn panicked(
             json_reply(200, &admission::response_json(&uid, &decision))
         }
         None => json_reply(500, &json!({ "error": message })),
+    }
+}
+
+/// How much past the limit an HTTP/1 body is read and thrown away so the client can see
+/// the 413; beyond it the connection is closed instead.
+const DRAIN_FACTOR: usize = 4;
+
+enum BodyRead {
+    Complete(Bytes),
+    TooLarge,
+    Failed(String),
+}
+
+/// Collect the body, stopping as soon as it exceeds `max`.
+async fn read_limited(body: &mut Body, max: usize) -> BodyRead {
+    // Most reviews arrive in one frame: keep it without copying, and only start a buffer
+    // when a second frame comes.
+    let mut first: Option<Bytes> = None;
+    let mut rest: Option<BytesMut> = None;
+    let mut len = 0usize;
+    while let Some(frame) = body.frame().await {
+        let frame = match frame {
+            Ok(f) => f,
+            Err(e) => return BodyRead::Failed(e.to_string()),
+        };
+        let Ok(data) = frame.into_data() else {
+            continue; // trailers carry nothing a review needs
+        };
+        len = len.saturating_add(data.len());
+        if len > max {
+            return BodyRead::TooLarge;
+        }
+        match (&mut first, &mut rest) {
+            (None, _) => first = Some(data),
+            (Some(f), None) => {
+                let mut buf = BytesMut::with_capacity(len);
+                buf.extend_from_slice(f);
+                buf.extend_from_slice(&data);
+                rest = Some(buf);
+            }
+            (Some(_), Some(buf)) => buf.extend_from_slice(&data),
+        }
+    }
+    BodyRead::Complete(match (first, rest) {
+        (_, Some(buf)) => buf.freeze(),
+        (Some(f), None) => f,
+        (None, None) => Bytes::new(),
+    })
+}
+
+/// Read and drop up to `cap` more bytes of `body`.
+async fn discard(body: &mut Body, cap: usize) {
+    let mut seen = 0usize;
+    while let Some(Ok(frame)) = body.frame().await {
+        if let Ok(data) = frame.into_data() {
+            seen = seen.saturating_add(data.len());
+            if seen > cap {
+                return;
+            }
+        }
     }
 }
 

@@ -71,7 +71,8 @@ func startControllers(ctx context.Context, cfg *rest.Config) (waitStopped func(t
 		wg.Add(1)
 		go func() { defer wg.Done(); f() }()
 	}
-	const syncPeriod = 30 * time.Second
+	// kube-controller-manager uses 30s; 5s lets GC notice new CRD kinds quickly in tests.
+	const syncPeriod = 5 * time.Second
 	run(func() { wait.Until(mapper.Reset, syncPeriod, ctx.Done()) })
 	run(func() { gc.Run(ctx, 10, syncPeriod) })
 	run(func() { gc.Sync(ctx, dc, syncPeriod) })

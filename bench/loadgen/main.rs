@@ -1,0 +1,539 @@
+//! Admission benchmark load generator (SPEC §8; see bench/README.md).
+//!
+//! `throughput`: the real handler ([`Admission`]) and the do-nothing [`AlwaysAllow`] are
+//! served in this process by `server::bind` on 127.0.0.1:0, on a server tokio runtime of
+//! their own (as many workers as `serve` gets: one per core); the client runs on a separate
+//! runtime. Both handlers get the identical client, connections and payload, in the same run.
+//!
+//! `rss`: starts the real `tenant-gateway serve` binary with a generated 10,000-namespace
+//! snapshot, measures startup-to-ready, drives load and reads VmRSS/VmHWM.
+
+mod client;
+mod payload;
+mod prom;
+mod rss;
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand};
+use tenant_gateway::admission::Admission;
+use tenant_gateway::certs;
+use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces};
+use tenant_gateway::metrics::Metrics;
+use tenant_gateway::policy::PolicyConfig;
+use tenant_gateway::server::{self, AlwaysAllow, ReviewHandler, ServeOptions, health::Readiness};
+use tokio::runtime::Runtime;
+
+use client::{PhaseResult, Pool, Proto, Target};
+use prom::Buckets;
+
+#[derive(Debug, Parser)]
+#[command(name = "loadgen", about = "tenant-gateway admission benchmarks (SPEC §8)")]
+struct Cli {
+    #[command(subcommand)]
+    cmd: Cmd,
+}
+
+#[derive(Debug, Subcommand)]
+enum Cmd {
+    /// Peak req/s and latency of the real handler vs AlwaysAllow, over HTTP/2 and HTTP/1.1.
+    Throughput(ThroughputArgs),
+    /// Startup-to-ready and RSS of the real `tenant-gateway serve` process under load.
+    Rss(RssArgs),
+}
+
+#[derive(Debug, Clone, Args)]
+pub struct LoadArgs {
+    /// Requests in flight (HTTP/2 streams in total; HTTP/1.1 connections).
+    #[arg(long, default_value_t = 64)]
+    pub concurrency: usize,
+    /// HTTP/2 connections the streams are spread over.
+    #[arg(long, default_value_t = 2)]
+    pub h2_conns: usize,
+    /// Worker threads of the client runtime.
+    #[arg(long, default_value_t = 2)]
+    pub client_threads: usize,
+    /// Namespaces in the snapshot (tenant-alice among them).
+    #[arg(long, default_value_t = 10_000)]
+    pub namespaces: usize,
+    /// Protocols to drive, in order.
+    #[arg(long, value_delimiter = ',', default_value = "h2,h1", value_parser = parse_proto)]
+    pub protocols: Vec<Proto>,
+}
+
+#[derive(Debug, Args)]
+struct ThroughputArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    /// Seconds of closed-loop load before the measured window.
+    #[arg(long, default_value_t = 2.0)]
+    warmup: f64,
+    /// Seconds of the measured closed-loop (peak) window.
+    #[arg(long, default_value_t = 10.0)]
+    duration: f64,
+    /// Seconds of the open-loop run at half the real handler's peak.
+    #[arg(long, default_value_t = 10.0)]
+    open_duration: f64,
+    /// Peak measurements per handler and protocol; the order alternates between rounds and
+    /// the median is reported.
+    #[arg(long, default_value_t = 1)]
+    rounds: usize,
+    /// Worker threads of the server runtime (`serve` uses one per core).
+    #[arg(long, default_value_t = default_threads())]
+    server_threads: usize,
+    /// Exit 3 when a target is missed (failures always exit 1).
+    #[arg(long)]
+    enforce_targets: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RssArgs {
+    #[command(flatten)]
+    pub load: LoadArgs,
+    /// The `tenant-gateway` binary to start.
+    #[arg(long, default_value = "target/release/tenant-gateway")]
+    pub binary: PathBuf,
+    /// Seconds of closed-loop load per protocol.
+    #[arg(long, default_value_t = 5.0)]
+    pub duration: f64,
+    /// Keep the temporary folder (snapshot, certificates, server log).
+    #[arg(long)]
+    pub keep_dir: bool,
+    /// Exit 3 when a target is missed.
+    #[arg(long)]
+    pub enforce_targets: bool,
+}
+
+fn default_threads() -> usize {
+    std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+fn parse_proto(s: &str) -> Result<Proto, String> {
+    match s {
+        "h2" => Ok(Proto::H2),
+        "h1" => Ok(Proto::H1),
+        _ => Err(format!("{s:?}: expected h2 or h1")),
+    }
+}
+
+pub fn runtime(name: &str, threads: usize) -> Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(threads.max(1))
+        .thread_name(name)
+        .enable_all()
+        .build()
+        .expect("a tokio runtime starts")
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.cmd {
+        Cmd::Throughput(a) => throughput(a),
+        Cmd::Rss(a) => rss::run(a),
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Which {
+    Real,
+    Always,
+}
+
+impl Which {
+    fn label(self) -> &'static str {
+        match self {
+            Which::Real => "real (Admission)",
+            Which::Always => "AlwaysAllow",
+        }
+    }
+}
+
+/// One server bound in this process.
+struct InProcess {
+    webhook: SocketAddr,
+    metrics: SocketAddr,
+    stop: tokio::sync::oneshot::Sender<()>,
+    task: tokio::task::JoinHandle<Result<(), server::ServerError>>,
+}
+
+fn start<H: ReviewHandler>(
+    rt: &Runtime,
+    handler: Arc<H>,
+    metrics: Metrics,
+    cert: &std::path::Path,
+    key: &std::path::Path,
+) -> InProcess {
+    let opts = ServeOptions {
+        listen: "127.0.0.1:0".parse().expect("loopback address"),
+        metrics_listen: "127.0.0.1:0".parse().expect("loopback address"),
+        tls_cert_file: cert.to_path_buf(),
+        tls_key_file: key.to_path_buf(),
+        client_ca_file: None,
+        tls_reload_interval: Duration::from_secs(3600),
+        shutdown_grace: Duration::from_secs(2),
+        max_connections: server::DEFAULT_MAX_CONNECTIONS,
+    };
+    let bound = rt
+        .block_on(server::bind(
+            opts,
+            handler,
+            Arc::new(Readiness::new()),
+            metrics,
+        ))
+        .expect("the benchmark server binds");
+    let (webhook, metrics) = (bound.webhook_addr(), bound.metrics_addr());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = rt.spawn(bound.serve(async move {
+        let _ = stopped.await;
+    }));
+    InProcess {
+        webhook,
+        metrics,
+        stop,
+        task,
+    }
+}
+
+impl InProcess {
+    fn shutdown(self, rt: &Runtime) {
+        let _ = self.stop.send(());
+        if let Err(e) = rt.block_on(self.task) {
+            eprintln!("warning: benchmark server task failed: {e}");
+        }
+    }
+}
+
+/// One measured phase, with the server-side histogram delta when the handler records one.
+struct Measured {
+    result: PhaseResult,
+    server: Option<Buckets>,
+}
+
+async fn scrape(addr: SocketAddr) -> Buckets {
+    match prom::get(addr, "/metrics").await {
+        Ok((200, text)) => Buckets::parse(&text, "httproutes"),
+        Ok((s, _)) => panic!("GET /metrics answered {s}"),
+        Err(e) => panic!("GET /metrics failed: {e}"),
+    }
+}
+
+pub fn fmt_ns(ns: u64) -> String {
+    if ns >= 1_000_000 {
+        format!("{:.2} ms", ns as f64 / 1e6)
+    } else {
+        format!("{:.0} µs", ns as f64 / 1e3)
+    }
+}
+
+fn fmt_secs(s: Option<f64>) -> String {
+    s.map_or("-".to_string(), |s| fmt_ns((s * 1e9) as u64))
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n == 0 {
+        0.0
+    } else if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+pub fn load_line(tag: &str, r: &PhaseResult) -> String {
+    let mut s = format!(
+        "{tag}: {:.0} req/s ({} ok in {:.1} s), client p50 {} p99 {} max {}",
+        r.rps(),
+        r.ok,
+        r.secs,
+        fmt_ns(r.latency.value_at_quantile(0.5)),
+        fmt_ns(r.latency.value_at_quantile(0.99)),
+        fmt_ns(r.latency.max()),
+    );
+    if let Some(l) = &r.lag {
+        s.push_str(&format!(
+            ", issue lag p99 {}",
+            fmt_ns(l.value_at_quantile(0.99))
+        ));
+    }
+    if r.failures.total() > 0 {
+        s.push_str(&format!(
+            ", FAILURES {} (transport {}, status {}, not allowed {}; first: {})",
+            r.failures.total(),
+            r.failures.transport,
+            r.failures.status,
+            r.failures.not_allowed,
+            r.failures.first.as_deref().unwrap_or("")
+        ));
+    }
+    s
+}
+
+fn throughput(a: ThroughputArgs) -> ExitCode {
+    let review = payload::httproute_review();
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
+    certs::write(dir.path(), &dev).expect("certificates written");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+
+    let mut snapshot = StaticNamespaces::default();
+    for n in payload::namespaces(a.load.namespaces) {
+        snapshot.insert(&n.name, n.labels);
+    }
+    let cfg = PolicyConfig {
+        root_host: Some(payload::ROOT_HOST.to_string()),
+        ..PolicyConfig::default()
+    };
+    let real_metrics = Metrics::new();
+    let real = Arc::new(Admission::new(
+        Arc::new(cfg),
+        NamespaceSource::Static(Arc::new(snapshot)),
+        real_metrics.clone(),
+    ));
+
+    let server_rt = runtime("server", a.server_threads);
+    let client_rt = runtime("client", a.load.client_threads);
+    let real_srv = start(&server_rt, real, real_metrics, &cert, &key);
+    let always_srv = start(
+        &server_rt,
+        Arc::new(AlwaysAllow),
+        Metrics::new(),
+        &cert,
+        &key,
+    );
+    let target = |w: Which| Target {
+        addr: match w {
+            Which::Real => real_srv.webhook,
+            Which::Always => always_srv.webhook,
+        },
+        ca_pem: dev.ca_cert_pem.clone(),
+    };
+    let metrics_of = |w: Which| match w {
+        Which::Real => Some(real_srv.metrics),
+        // AlwaysAllow records no admission histogram.
+        Which::Always => None,
+    };
+
+    println!(
+        "payload: {} bytes HTTPRoute AdmissionReview CREATE in {} -> {}; snapshot {} namespaces",
+        review.len(),
+        payload::TENANT_NS,
+        payload::PATH,
+        a.load.namespaces
+    );
+    println!(
+        "server runtime {} workers, client runtime {} workers, {} in flight, HTTP/2 over {} connection(s); warm-up {} s, peak window {} s, open loop {} s, {} round(s)",
+        a.server_threads,
+        a.load.client_threads,
+        a.load.concurrency,
+        a.load.h2_conns,
+        a.warmup,
+        a.duration,
+        a.open_duration,
+        a.rounds
+    );
+
+    let warmup = Duration::from_secs_f64(a.warmup);
+    let window = Duration::from_secs_f64(a.duration);
+    let open_window = Duration::from_secs_f64(a.open_duration);
+    let mut failures = 0u64;
+    let mut rows_peak = Vec::new();
+    let mut rows_half = Vec::new();
+    let mut verdicts = Vec::new();
+
+    for &proto in &a.load.protocols {
+        let mut peaks: Vec<(Which, Measured)> = Vec::new();
+        for round in 0..a.rounds.max(1) {
+            let order = if round % 2 == 0 {
+                [Which::Real, Which::Always]
+            } else {
+                [Which::Always, Which::Real]
+            };
+            for w in order {
+                let m = client_rt.block_on(async {
+                    let mut pool = Pool::open(&target(w), proto, a.load.concurrency, a.load.h2_conns)
+                        .await
+                        .expect("connections open");
+                    let before = match metrics_of(w) {
+                        Some(addr) => Some(scrape(addr).await),
+                        None => None,
+                    };
+                    let result = client::closed_loop(&mut pool, &review, warmup, window).await;
+                    let server = match (metrics_of(w), before) {
+                        (Some(addr), Some(b)) => Some(scrape(addr).await.since(&b)),
+                        _ => None,
+                    };
+                    Measured { result, server }
+                });
+                failures += m.result.failures.total();
+                println!(
+                    "{}",
+                    load_line(
+                        &format!("[{} peak r{}] {}", proto.label(), round + 1, w.label()),
+                        &m.result
+                    )
+                );
+                peaks.push((w, m));
+            }
+        }
+        let rps_of = |w: Which| {
+            median(
+                peaks
+                    .iter()
+                    .filter(|(x, _)| *x == w)
+                    .map(|(_, m)| m.result.rps())
+                    .collect(),
+            )
+        };
+        let (real_rps, always_rps) = (rps_of(Which::Real), rps_of(Which::Always));
+        let ratio = real_rps / always_rps;
+        for w in [Which::Real, Which::Always] {
+            // Latency columns from the round whose req/s is closest to the median.
+            let rps = rps_of(w);
+            let Some((_, m)) = peaks
+                .iter()
+                .filter(|(x, _)| *x == w)
+                .min_by(|(_, x), (_, y)| {
+                    (x.result.rps() - rps)
+                        .abs()
+                        .total_cmp(&(y.result.rps() - rps).abs())
+                })
+            else {
+                continue;
+            };
+            rows_peak.push(format!(
+                "| {} | {} | {:.0} | {} | {} | {} | {} |",
+                proto.label(),
+                w.label(),
+                rps,
+                fmt_ns(m.result.latency.value_at_quantile(0.5)),
+                fmt_ns(m.result.latency.value_at_quantile(0.99)),
+                fmt_secs(m.server.as_ref().and_then(|b| b.quantile(0.99))),
+                if w == Which::Real {
+                    format!("{ratio:.3}")
+                } else {
+                    String::new()
+                },
+            ));
+        }
+        verdicts.push(format!(
+            "{} ratio real/AlwaysAllow req/s = {:.3} (target >= 0.80): {}",
+            proto.label(),
+            ratio,
+            pass(ratio >= 0.8)
+        ));
+
+        let rate = real_rps / 2.0;
+        for w in [Which::Real, Which::Always] {
+            let m = client_rt.block_on(async {
+                let mut pool = Pool::open(&target(w), proto, a.load.concurrency, a.load.h2_conns)
+                    .await
+                    .expect("connections open");
+                // A second at the target rate first, so the run starts in steady state.
+                let warm = client::open_loop(&mut pool, &review, rate, Duration::from_secs(1)).await;
+                let before = match metrics_of(w) {
+                    Some(addr) => Some(scrape(addr).await),
+                    None => None,
+                };
+                let mut result = client::open_loop(&mut pool, &review, rate, open_window).await;
+                result.failures.transport += warm.failures.transport;
+                result.failures.status += warm.failures.status;
+                result.failures.not_allowed += warm.failures.not_allowed;
+                let server = match (metrics_of(w), before) {
+                    (Some(addr), Some(b)) => Some(scrape(addr).await.since(&b)),
+                    _ => None,
+                };
+                Measured { result, server }
+            });
+            failures += m.result.failures.total();
+            let mut line = load_line(
+                &format!("[{} open @{:.0}/s] {}", proto.label(), rate, w.label()),
+                &m.result,
+            );
+            if let Some(b) = &m.server {
+                line.push_str(&format!(
+                    "; server n={} p50 {} p99 {} share<=1ms {:.4}",
+                    b.count(),
+                    fmt_secs(b.quantile(0.5)),
+                    fmt_secs(b.quantile(0.99)),
+                    b.fraction_le(0.001).unwrap_or(0.0)
+                ));
+            }
+            println!("{line}");
+            rows_half.push(format!(
+                "| {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+                proto.label(),
+                w.label(),
+                rate,
+                m.result.rps(),
+                fmt_ns(m.result.latency.value_at_quantile(0.5)),
+                fmt_ns(m.result.latency.value_at_quantile(0.99)),
+                fmt_ns(
+                    m.result
+                        .lag
+                        .as_ref()
+                        .map_or(0, |l| l.value_at_quantile(0.99))
+                ),
+                fmt_secs(m.server.as_ref().and_then(|b| b.quantile(0.99))),
+                m.server
+                    .as_ref()
+                    .and_then(|b| b.fraction_le(0.001))
+                    .map_or(String::new(), |f| format!("{:.2} %", f * 100.0)),
+            ));
+            if w == Which::Real {
+                let p99 = m.server.as_ref().and_then(|b| b.quantile(0.99));
+                verdicts.push(format!(
+                    "{} server-side p99 at half peak = {} (target < 1 ms): {}",
+                    proto.label(),
+                    fmt_secs(p99),
+                    pass(p99.is_some_and(|p| p < 0.001))
+                ));
+            }
+        }
+    }
+
+    real_srv.shutdown(&server_rt);
+    always_srv.shutdown(&server_rt);
+
+    println!();
+    println!("### Peak (closed loop, {} in flight)", a.load.concurrency);
+    println!();
+    println!(
+        "| protocol | handler | req/s | client p50 | client p99 | server p99 | ratio real/AA |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|");
+    for r in &rows_peak {
+        println!("{r}");
+    }
+    println!();
+    println!("### Half of the real handler's peak (open loop, fixed-interval schedule)");
+    println!();
+    println!(
+        "| protocol | handler | target req/s | achieved req/s | client p50 | client p99 | issue lag p99 | server p99 | server <= 1 ms |"
+    );
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    for r in &rows_half {
+        println!("{r}");
+    }
+    println!();
+    for v in &verdicts {
+        println!("{v}");
+    }
+    if failures > 0 {
+        println!("INVALID RUN: {failures} request(s) failed (see the lines above)");
+        return ExitCode::from(1);
+    }
+    if a.enforce_targets && verdicts.iter().any(|v| v.ends_with("MISS")) {
+        return ExitCode::from(3);
+    }
+    ExitCode::SUCCESS
+}
+
+pub fn pass(ok: bool) -> &'static str {
+    if ok { "PASS" } else { "MISS" }
+}
