@@ -46,7 +46,7 @@ pub enum CertsError {
 pub struct DevCerts {
     /// `ca.crt`: what clients (the API server's `caBundle`, test clients) trust.
     pub ca_cert_pem: String,
-    /// The CA's private key, kept so tests can sign client certificates; [`write`] does not
+    /// The CA's private key, kept so tests can sign client certificates; [`write()`] does not
     /// write it.
     pub ca_key_pem: String,
     /// `tls.crt`.

@@ -67,6 +67,24 @@ enum Command {
         #[command(flatten)]
         policy: PolicyArgs,
     },
+    /// Print the ValidatingAdmissionPolicy manifests equivalent to the webhook layers.
+    Policies {
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
+    /// Print a ValidatingWebhookConfiguration that registers the webhook by URL (for a
+    /// webhook running outside the cluster; the chart renders the in-cluster form).
+    WebhookConfiguration {
+        /// Base URL of the webhook, e.g. https://127.0.0.1:8443.
+        #[arg(long)]
+        url: String,
+        /// CA certificate (PEM) that signed the serving certificate.
+        #[arg(long)]
+        ca_file: PathBuf,
+        /// Object name.
+        #[arg(long, default_value = "tenant-gateway")]
+        name: String,
+    },
     /// Write a development CA and serving certificate.
     Certs {
         /// Output folder.
@@ -164,6 +182,28 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             } else {
                 ExitCode::from(1)
             })
+        }
+        Command::Policies { mut policy } => {
+            // Without a root host the Ingress policy cannot be written; leave it out rather
+            // than refuse, and say so.
+            if policy.root_host.as_deref().is_none_or(|h| h.trim().is_empty()) {
+                eprintln!(
+                    "note: no --root-host given: the ingress hostname policy (layer 8) is left out"
+                );
+                policy.enforcement.push("ingress=off".to_string());
+            }
+            let cfg = policy.policy_config()?;
+            print!("{}", tenant_gateway::policies::render(&cfg)?);
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::WebhookConfiguration { url, ca_file, name } => {
+            use base64::Engine as _;
+            let ca = std::fs::read(&ca_file)
+                .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", ca_file.display()))?;
+            let ca = base64::engine::general_purpose::STANDARD.encode(ca);
+            let v = tenant_gateway::admission::registration::by_url(&name, &url, &ca);
+            println!("{}", serde_json::to_string_pretty(&v)?);
+            Ok(ExitCode::SUCCESS)
         }
         Command::Certs { out, hosts } => {
             let hosts = if hosts.is_empty() {

@@ -224,7 +224,7 @@ pub struct Ns {
 /// tenant-root/alice/bob, and numbered tenants with host and gateway labels.
 pub fn namespaces(count: usize) -> Vec<Ns> {
     let mut out = Vec::with_capacity(count);
-    let mut push = |name: String, host: Option<String>| {
+    let push = |out: &mut Vec<Ns>, name: String, host: Option<String>| {
         let mut labels = BTreeMap::new();
         labels.insert("kubernetes.io/metadata.name".to_string(), name.clone());
         if let Some(h) = host {
@@ -243,14 +243,18 @@ pub fn namespaces(count: usize) -> Vec<Ns> {
         "cozy-dashboard",
         "cozy-cert-manager",
     ] {
-        push(sys.to_string(), None);
+        push(&mut out, sys.to_string(), None);
     }
-    push("tenant-root".to_string(), Some(ROOT_HOST.to_string()));
-    push(TENANT_NS.to_string(), Some(TENANT_APEX.to_string()));
-    push("tenant-bob".to_string(), Some(format!("bob.{ROOT_HOST}")));
+    push(&mut out, "tenant-root".to_string(), Some(ROOT_HOST.to_string()));
+    push(&mut out, TENANT_NS.to_string(), Some(TENANT_APEX.to_string()));
+    push(&mut out, "tenant-bob".to_string(), Some(format!("bob.{ROOT_HOST}")));
     let mut i = 0usize;
     while out.len() < count {
-        push(format!("tenant-t{i:05}"), Some(format!("t{i:05}.{ROOT_HOST}")));
+        push(
+            &mut out,
+            format!("tenant-t{i:05}"),
+            Some(format!("t{i:05}.{ROOT_HOST}")),
+        );
         i += 1;
     }
     out.truncate(count.max(1));

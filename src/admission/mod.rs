@@ -15,6 +15,7 @@ use crate::cluster::NamespaceSource;
 use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
+pub mod registration;
 pub mod resource;
 
 pub use resource::WebhookResource;
@@ -422,6 +423,12 @@ impl Admission {
             }
             _ => None,
         };
+        // For cluster-scoped kinds the API server fills request.namespace with the object's
+        // own name (Namespaces); it is not a scope, so messages say `Namespace x`, not `x/x`.
+        let cluster_scoped = matches!(
+            resource,
+            WebhookResource::Namespaces | WebhookResource::Packages
+        );
         let namespace = request
             .namespace
             .as_deref()
@@ -431,6 +438,7 @@ impl Admission {
                     .pointer("/metadata/namespace")
                     .and_then(Value::as_str)
             })
+            .filter(|_| !cluster_scoped)
             .unwrap_or("");
         let name = request
             .name

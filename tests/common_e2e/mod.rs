@@ -331,68 +331,16 @@ impl Webhook {
         std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
     }
 
-    /// The ValidatingWebhookConfiguration, one webhook per path, by URL with caBundle.
+    /// The ValidatingWebhookConfiguration, one webhook per path, by URL with caBundle: the
+    /// same object `tenant-gateway webhook-configuration` prints.
     pub fn configuration(&self) -> String {
         use base64::Engine as _;
         let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
-        let hooks: Vec<serde_json::Value> = [
-            (
-                "gateways",
-                "gateway.networking.k8s.io",
-                vec!["v1", "v1beta1"],
-                "Namespaced",
-            ),
-            (
-                "httproutes",
-                "gateway.networking.k8s.io",
-                vec!["v1", "v1beta1"],
-                "Namespaced",
-            ),
-            (
-                "tlsroutes",
-                "gateway.networking.k8s.io",
-                vec!["v1", "v1alpha3", "v1alpha2"],
-                "Namespaced",
-            ),
-            ("ingresses", "networking.k8s.io", vec!["v1"], "Namespaced"),
-            ("namespaces", "", vec!["v1"], "Cluster"),
-            (
-                "tenants",
-                "apps.cozystack.io",
-                vec!["v1alpha1"],
-                "Namespaced",
-            ),
-            ("packages", "cozystack.io", vec!["v1alpha1"], "Cluster"),
-        ]
-        .into_iter()
-        .map(|(resource, group, versions, scope)| {
-            serde_json::json!({
-                "name": format!("{resource}.tenant-gateway.cozystack.io"),
-                "clientConfig": {
-                    "url": format!("https://127.0.0.1:{}/validate/{resource}", self.port),
-                    "caBundle": ca,
-                },
-                "rules": [{
-                    "apiGroups": [group],
-                    "apiVersions": versions,
-                    "resources": [resource],
-                    "operations": ["CREATE", "UPDATE"],
-                    "scope": scope,
-                }],
-                "failurePolicy": "Fail",
-                "matchPolicy": "Equivalent",
-                "sideEffects": "None",
-                "timeoutSeconds": 5,
-                "admissionReviewVersions": ["v1"],
-            })
-        })
-        .collect();
-        serde_json::json!({
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingWebhookConfiguration",
-            "metadata": {"name": "tenant-gateway-e2e"},
-            "webhooks": hooks,
-        })
+        tenant_gateway::admission::registration::by_url(
+            "tenant-gateway-e2e",
+            &format!("https://127.0.0.1:{}", self.port),
+            &ca,
+        )
         .to_string()
     }
 
