@@ -268,8 +268,11 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
         .trim_end_matches('s')
         .parse()
         .map_err(|_| format!("{s:?} is not a number of seconds"))?;
-    if !(0.0..=3600.0).contains(&v) {
-        return Err(format!("{s:?} must be between 0 and 3600 seconds"));
+    // Zero would make the reload poll spin and the drain cut every request.
+    if !(v > 0.0 && v <= 3600.0) {
+        return Err(format!(
+            "{s:?} must be more than 0 and at most 3600 seconds"
+        ));
     }
     Ok(Duration::from_secs_f64(v))
 }

@@ -13,4 +13,5 @@ pub mod metrics;
 pub mod offline;
 pub mod policies;
 pub mod policy;
+pub mod reconcile;
 pub mod server;

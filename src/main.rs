@@ -67,6 +67,8 @@ enum Command {
         #[command(flatten)]
         policy: PolicyArgs,
     },
+    /// Print the TenantGateway CustomResourceDefinition generated from the Rust types.
+    Crd,
     /// Print the ValidatingAdmissionPolicy manifests equivalent to the webhook layers.
     Policies {
         #[command(flatten)]
@@ -183,10 +185,18 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 ExitCode::from(1)
             })
         }
+        Command::Crd => {
+            print!("{}", tenant_gateway::reconcile::api::crd_yaml()?);
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Policies { mut policy } => {
             // Without a root host the Ingress policy cannot be written; leave it out rather
             // than refuse, and say so.
-            if policy.root_host.as_deref().is_none_or(|h| h.trim().is_empty()) {
+            if policy
+                .root_host
+                .as_deref()
+                .is_none_or(|h| h.trim().is_empty())
+            {
                 eprintln!(
                     "note: no --root-host given: the ingress hostname policy (layer 8) is left out"
                 );

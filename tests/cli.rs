@@ -29,8 +29,11 @@ fn run(args: &[&str], stdin: &str) -> Output {
 
 fn review_doc(uid: &str, host: &str) -> String {
     let mut v: Value = serde_json::from_str(
-        &std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/examples/reviews/httproute-hijack.json"))
-            .expect("example review"),
+        &std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/examples/reviews/httproute-hijack.json"
+        ))
+        .expect("example review"),
     )
     .expect("json");
     v["request"]["uid"] = Value::from(uid);
@@ -38,14 +41,23 @@ fn review_doc(uid: &str, host: &str) -> String {
     v.to_string()
 }
 
-const NS: &[&str] = &["--namespaces", "examples/namespaces.yaml", "--root-host", "example.org"];
+const NS: &[&str] = &[
+    "--namespaces",
+    "examples/namespaces.yaml",
+    "--root-host",
+    "example.org",
+];
 
 #[test]
 fn review_single_document_in_single_document_out() {
     let mut args = vec!["review"];
     args.extend_from_slice(NS);
     let out = run(&args, &review_doc("u-1", "shop.bob.example.org"));
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(v["response"]["uid"], "u-1");
     assert_eq!(v["response"]["allowed"], false);
@@ -63,7 +75,11 @@ fn review_ndjson_in_ndjson_out_line_per_line() {
     let mut args = vec!["review"];
     args.extend_from_slice(NS);
     let out = run(&args, &input);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
@@ -72,25 +88,44 @@ fn review_ndjson_in_ndjson_out_line_per_line() {
         .iter()
         .map(|v| {
             (
-                v["response"]["uid"].as_str().unwrap_or_default().to_string(),
+                v["response"]["uid"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string(),
                 v["response"]["allowed"].as_bool().unwrap_or(true),
             )
         })
         .collect();
-    assert_eq!(got, vec![("a".into(), true), ("b".into(), false), ("c".into(), true)]);
+    assert_eq!(
+        got,
+        vec![("a".into(), true), ("b".into(), false), ("c".into(), true)]
+    );
 }
 
 #[test]
 fn review_refuses_to_start_without_root_host_while_ingress_layer_is_on() {
-    let out = run(&["review", "--namespaces", "examples/namespaces.yaml"], "{}");
+    let out = run(
+        &["review", "--namespaces", "examples/namespaces.yaml"],
+        "{}",
+    );
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("--root-host"), "{err}");
     let out = run(
-        &["review", "--namespaces", "examples/namespaces.yaml", "--enforcement", "ingress=off"],
+        &[
+            "review",
+            "--namespaces",
+            "examples/namespaces.yaml",
+            "--enforcement",
+            "ingress=off",
+        ],
         &review_doc("x", "alice.example.org"),
     );
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[test]
@@ -103,30 +138,70 @@ fn review_of_non_json_exits_2() {
 
 #[test]
 fn check_prints_one_verdict_per_object_and_exits_1_on_denial() {
-    let mut args = vec!["check", "-f", "examples/", "--as", "alice", "--as-group", "tenant-alice-admins"];
+    let mut args = vec![
+        "check",
+        "-f",
+        "examples/",
+        "--as",
+        "alice",
+        "--as-group",
+        "tenant-alice-admins",
+    ];
     args.extend_from_slice(NS);
     let out = run(&args, "");
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let text = String::from_utf8_lossy(&out.stdout);
     let lines: Vec<&str> = text.lines().collect();
     // Every manifest under examples/ except the namespace snapshot, one line each.
-    let expected = ["tenant-alice/web", "tenant-alice/hijack", "tenant-alice/custom", "tenant-alice/carol"];
+    let expected = [
+        "tenant-alice/web",
+        "tenant-alice/hijack",
+        "tenant-alice/custom",
+        "tenant-alice/carol",
+    ];
     assert_eq!(lines.len(), expected.len(), "{text}");
     for name in expected {
-        assert!(lines.iter().any(|l| l.contains(name)), "{name} missing: {text}");
+        assert!(
+            lines.iter().any(|l| l.contains(name)),
+            "{name} missing: {text}"
+        );
     }
-    let hijack = lines.iter().find(|l| l.contains("/hijack")).expect("hijack line");
-    assert!(hijack.contains("DENIED") && hijack.contains("shop.bob.example.org"), "{hijack}");
+    let hijack = lines
+        .iter()
+        .find(|l| l.contains("/hijack"))
+        .expect("hijack line");
+    assert!(
+        hijack.contains("DENIED") && hijack.contains("shop.bob.example.org"),
+        "{hijack}"
+    );
     let web = lines.iter().find(|l| l.contains("/web")).expect("web line");
     assert!(web.contains("ALLOWED"), "{web}");
 }
 
 #[test]
 fn check_json_output_and_exit_0_when_all_allowed() {
-    let mut args = vec!["check", "-f", "examples/httproute-allowed.yaml", "-o", "json", "--as", "alice"];
+    let mut args = vec![
+        "check",
+        "-f",
+        "examples/httproute-allowed.yaml",
+        "-o",
+        "json",
+        "--as",
+        "alice",
+    ];
     args.extend_from_slice(NS);
     let out = run(&args, "");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let v: Value = serde_json::from_slice(&out.stdout).expect("json array");
     assert_eq!(v.as_array().map(Vec::len), Some(1));
     assert_eq!(v[0]["allowed"], true);
@@ -136,12 +211,22 @@ fn check_json_output_and_exit_0_when_all_allowed() {
 #[test]
 fn check_trusted_group_may_set_tenant_host() {
     let mut args = vec![
-        "check", "-f", "examples/tenant-host-change.yaml", "--as", "flux",
-        "--as-group", "system:serviceaccounts:cozy-fluxcd",
+        "check",
+        "-f",
+        "examples/tenant-host-change.yaml",
+        "--as",
+        "flux",
+        "--as-group",
+        "system:serviceaccounts:cozy-fluxcd",
     ];
     args.extend_from_slice(NS);
     let out = run(&args, "");
-    assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
 }
 
 #[test]
@@ -157,8 +242,15 @@ fn check_reads_stdin_and_reports_bad_input_with_exit_2() {
 fn certs_writes_a_ca_and_serving_pair() {
     let dir = tempfile::tempdir().expect("tmp");
     let out_dir = dir.path().to_str().expect("utf-8");
-    let out = run(&["certs", "--out", out_dir, "--hosts", "localhost,127.0.0.1"], "");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let out = run(
+        &["certs", "--out", out_dir, "--hosts", "localhost,127.0.0.1"],
+        "",
+    );
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     for f in ["ca.crt", "tls.crt", "tls.key"] {
         let text = std::fs::read_to_string(dir.path().join(f)).expect(f);
         assert!(text.contains("-----BEGIN"), "{f}");

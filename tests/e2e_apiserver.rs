@@ -331,6 +331,8 @@ fn webhook_and_policies_through_a_real_api_server() {
     cp.install_crds();
     cp.grant_impersonated_users();
     cp.create_tenant_namespaces();
+    let mut failures = Vec::new();
+    check_tenantgateway_crd(&cp, &mut failures);
 
     // --- the webhook ---
     let hook = Webhook::start(&cp);
@@ -340,7 +342,6 @@ fn webhook_and_policies_through_a_real_api_server() {
         .iter()
         .map(|c| cp.dry_run(c.user, c.groups, &c.manifest))
         .collect();
-    let mut failures = Vec::new();
     for (c, r) in cases.iter().zip(&webhook_results) {
         if r.allowed != c.allowed {
             failures.push(format!(
@@ -497,4 +498,50 @@ fn webhook_and_policies_through_a_real_api_server() {
         failures.len(),
         failures.join("\n")
     );
+}
+
+/// The generated TenantGateway CRD is accepted by a real API server and its CEL rules reject
+/// an inconsistent spec up front.
+fn check_tenantgateway_crd(cp: &ControlPlane, failures: &mut Vec<String>) {
+    let tgw = |spec: &str| {
+        format!(
+            r#"{{"apiVersion":"gateway.cozystack.io/v1alpha1","kind":"TenantGateway","metadata":{{"name":"tgw","namespace":"tenant-root"}},"spec":{spec}}}"#
+        )
+    };
+    let ok = cp.dry_run(
+        "admin",
+        &["system:masters"],
+        &tgw(r#"{"apex":"example.org"}"#),
+    );
+    if !ok.allowed {
+        failures.push(format!(
+            "crd: minimal TenantGateway rejected: {}",
+            ok.stderr
+        ));
+    }
+    for (spec, phrase) in [
+        (
+            r#"{"apex":"example.org","certMode":"dns01"}"#,
+            "certMode dns01 requires the dns01 block",
+        ),
+        (
+            r#"{"apex":"example.org","certMode":"existingSecret"}"#,
+            "requires wildcardSecretRef",
+        ),
+        (
+            r#"{"apex":"example.org","certMode":"dns01","dns01":{"provider":"route53"}}"#,
+            "provider route53 requires the route53 block",
+        ),
+        (
+            r#"{"apex":"example.org","certMode":"tls-magic"}"#,
+            "Unsupported value",
+        ),
+    ] {
+        let o = cp.dry_run("admin", &["system:masters"], &tgw(spec));
+        if o.allowed || !o.stderr.contains(phrase) {
+            failures.push(format!(
+                "crd: {spec} should be rejected with {phrase:?}: {o:?}"
+            ));
+        }
+    }
 }

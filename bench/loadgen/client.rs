@@ -116,7 +116,6 @@ async fn connect(target: &Target, cfg: Arc<ClientConfig>, proto: Proto) -> anyho
 pub struct Pool {
     builder: RequestBuilder,
     senders: Vec<Sender>,
-    pub connections: usize,
 }
 
 impl Pool {
@@ -129,7 +128,7 @@ impl Pool {
     ) -> anyhow::Result<Pool> {
         let cfg = tls_config(&target.ca_pem, proto);
         let mut senders = Vec::with_capacity(workers);
-        let connections = match proto {
+        match proto {
             Proto::H2 => {
                 let n = h2_conns.clamp(1, workers.max(1));
                 let mut conns = Vec::with_capacity(n);
@@ -142,7 +141,6 @@ impl Pool {
                 for i in 0..workers {
                     senders.push(Sender::H2(conns[i % n].clone()));
                 }
-                n
             }
             Proto::H1 => {
                 let opened = futures::future::join_all(
@@ -152,13 +150,11 @@ impl Pool {
                 for s in opened {
                     senders.push(s?);
                 }
-                workers
             }
-        };
+        }
         Ok(Pool {
             builder: RequestBuilder::new(proto, target.addr.port()),
             senders,
-            connections,
         })
     }
 }
@@ -253,12 +249,8 @@ struct WorkerOut {
     lag: Histogram<u64>,
 }
 
-fn record(
-    out: &mut WorkerOut,
-    outcome: Outcome,
-    latency: Duration,
-    in_window: bool,
-) -> bool /* keep going */ {
+fn record(out: &mut WorkerOut, outcome: Outcome, latency: Duration, in_window: bool) -> bool /* keep going */
+{
     let nanos = u64::try_from(latency.as_nanos()).unwrap_or(u64::MAX);
     match outcome {
         Outcome::Ok => {

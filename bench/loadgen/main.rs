@@ -32,7 +32,10 @@ use client::{PhaseResult, Pool, Proto, Target};
 use prom::Buckets;
 
 #[derive(Debug, Parser)]
-#[command(name = "loadgen", about = "tenant-gateway admission benchmarks (SPEC §8)")]
+#[command(
+    name = "loadgen",
+    about = "tenant-gateway admission benchmarks (SPEC §8)"
+)]
 struct Cli {
     #[command(subcommand)]
     cmd: Cmd,
@@ -356,9 +359,10 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
             };
             for w in order {
                 let m = client_rt.block_on(async {
-                    let mut pool = Pool::open(&target(w), proto, a.load.concurrency, a.load.h2_conns)
-                        .await
-                        .expect("connections open");
+                    let mut pool =
+                        Pool::open(&target(w), proto, a.load.concurrency, a.load.h2_conns)
+                            .await
+                            .expect("connections open");
                     let before = match metrics_of(w) {
                         Some(addr) => Some(scrape(addr).await),
                         None => None,
@@ -435,7 +439,8 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                     .await
                     .expect("connections open");
                 // A second at the target rate first, so the run starts in steady state.
-                let warm = client::open_loop(&mut pool, &review, rate, Duration::from_secs(1)).await;
+                let warm =
+                    client::open_loop(&mut pool, &review, rate, Duration::from_secs(1)).await;
                 let before = match metrics_of(w) {
                     Some(addr) => Some(scrape(addr).await),
                     None => None,

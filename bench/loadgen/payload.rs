@@ -63,9 +63,7 @@ pub fn httproute_review() -> Review {
         .map(|h| format!("{h}.{TENANT_APEX}"))
         .chain(std::iter::once(TENANT_APEX.to_string()))
         .collect();
-    let backend = |name: &str, port: u16, weight: u32| {
-        json!({"group": "", "kind": "Service", "name": name, "port": port, "weight": weight})
-    };
+    let backend = |name: &str, port: u16, weight: u32| json!({"group": "", "kind": "Service", "name": name, "port": port, "weight": weight});
     let rules = json!([
         {
             "matches": [
@@ -197,7 +195,8 @@ pub fn httproute_review() -> Review {
         }
     });
     let bytes = serde_json::to_vec(&review).expect("a json! value serialises");
-    let uid_at = find(&bytes, UID_PLACEHOLDER.as_bytes()).expect("the uid placeholder is in the body");
+    let uid_at =
+        find(&bytes, UID_PLACEHOLDER.as_bytes()).expect("the uid placeholder is in the body");
     Review { bytes, uid_at }
 }
 
@@ -245,9 +244,21 @@ pub fn namespaces(count: usize) -> Vec<Ns> {
     ] {
         push(&mut out, sys.to_string(), None);
     }
-    push(&mut out, "tenant-root".to_string(), Some(ROOT_HOST.to_string()));
-    push(&mut out, TENANT_NS.to_string(), Some(TENANT_APEX.to_string()));
-    push(&mut out, "tenant-bob".to_string(), Some(format!("bob.{ROOT_HOST}")));
+    push(
+        &mut out,
+        "tenant-root".to_string(),
+        Some(ROOT_HOST.to_string()),
+    );
+    push(
+        &mut out,
+        TENANT_NS.to_string(),
+        Some(TENANT_APEX.to_string()),
+    );
+    push(
+        &mut out,
+        "tenant-bob".to_string(),
+        Some(format!("bob.{ROOT_HOST}")),
+    );
     let mut i = 0usize;
     while out.len() < count {
         push(

@@ -150,7 +150,11 @@ tenant_gateway_admission_duration_seconds_bucket{resource=\"gateways\",le=\"+Inf
 ";
         let b = Buckets::parse(text, "httproutes");
         assert_eq!(b.count(), 200);
-        let d = b.since(&Buckets(vec![(0.0001, 50), (0.001, 50), (f64::INFINITY, 100)]));
+        let d = b.since(&Buckets(vec![
+            (0.0001, 50),
+            (0.001, 50),
+            (f64::INFINITY, 100),
+        ]));
         assert_eq!(d.0, vec![(0.0001, 0), (0.001, 100), (f64::INFINITY, 100)]);
         // rank 50 of 100, all in (0.0001, 0.001]: halfway through that bucket.
         let p50 = d.quantile(0.5).expect("some");

@@ -201,7 +201,10 @@ pub fn run(a: RssArgs) -> ExitCode {
         startup.as_secs_f64() * 1e3,
         pass(startup < Duration::from_secs(2))
     );
-    println!("| VmRSS idle after ready | {:.1} MiB | |", idle_rss as f64 / MIB);
+    println!(
+        "| VmRSS idle after ready | {:.1} MiB | |",
+        idle_rss as f64 / MIB
+    );
     println!(
         "| VmRSS peak sampled under load | {:.1} MiB | <= 40 MiB: {} |",
         sampled_peak as f64 / MIB,

@@ -17,7 +17,8 @@ pub fn by_url(name: &str, base_url: &str, ca_bundle_b64: &str) -> Value {
     let webhooks: Vec<Value> = WebhookResource::ALL
         .into_iter()
         .map(|r| {
-            let cluster_scoped = matches!(r, WebhookResource::Namespaces | WebhookResource::Packages);
+            let cluster_scoped =
+                matches!(r, WebhookResource::Namespaces | WebhookResource::Packages);
             let mut hook = json!({
                 "name": format!("{}.tenant-gateway.cozystack.io", r.resource()),
                 "clientConfig": {
@@ -73,7 +74,10 @@ mod tests {
         let hooks = v["webhooks"].as_array().expect("webhooks");
         assert_eq!(hooks.len(), WebhookResource::ALL.len());
         for (h, r) in hooks.iter().zip(WebhookResource::ALL) {
-            assert_eq!(h["clientConfig"]["url"], format!("https://127.0.0.1:8443/validate/{}", r.resource()));
+            assert_eq!(
+                h["clientConfig"]["url"],
+                format!("https://127.0.0.1:8443/validate/{}", r.resource())
+            );
             assert_eq!(h["failurePolicy"], "Fail");
             assert_eq!(h["sideEffects"], "None");
             assert_eq!(h["matchPolicy"], "Equivalent");

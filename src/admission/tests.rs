@@ -74,7 +74,12 @@ fn message(v: &Value) -> String {
 #[tokio::test]
 async fn allow_and_deny_echo_uid_with_forbidden_status() {
     let a = admission();
-    let (status, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", "tenant-alice", &["shop.alice.example.org"])).await;
+    let (status, v) = post(
+        &a,
+        WebhookResource::HttpRoutes,
+        &route_review("CREATE", "tenant-alice", &["shop.alice.example.org"]),
+    )
+    .await;
     assert_eq!(status, 200);
     assert_eq!(v["apiVersion"], "admission.k8s.io/v1");
     assert_eq!(v["kind"], "AdmissionReview");
@@ -82,7 +87,12 @@ async fn allow_and_deny_echo_uid_with_forbidden_status() {
     assert!(allowed(&v), "{v}");
     assert!(v["response"].get("status").is_none());
 
-    let (status, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", "tenant-alice", &["shop.bob.example.org"])).await;
+    let (status, v) = post(
+        &a,
+        WebhookResource::HttpRoutes,
+        &route_review("CREATE", "tenant-alice", &["shop.bob.example.org"]),
+    )
+    .await;
     assert_eq!(status, 200);
     assert!(!allowed(&v));
     assert_eq!(v["response"]["uid"], "uid-1");
@@ -95,7 +105,12 @@ async fn allow_and_deny_echo_uid_with_forbidden_status() {
 async fn delete_connect_and_subresources_are_allowed() {
     let a = admission();
     for op in ["DELETE", "CONNECT"] {
-        let (_, v) = post(&a, WebhookResource::HttpRoutes, &route_review(op, "tenant-alice", &["shop.bob.example.org"])).await;
+        let (_, v) = post(
+            &a,
+            WebhookResource::HttpRoutes,
+            &route_review(op, "tenant-alice", &["shop.bob.example.org"]),
+        )
+        .await;
         assert!(allowed(&v), "{op} must be allowed: {v}");
     }
     let mut r = route_review("UPDATE", "tenant-alice", &["shop.bob.example.org"]);
@@ -116,11 +131,21 @@ async fn dry_run_is_evaluated_like_any_request() {
 #[tokio::test]
 async fn path_resource_mismatch_is_denied_naming_the_misconfiguration() {
     let a = admission();
-    let (status, v) = post(&a, WebhookResource::Gateways, &route_review("CREATE", "tenant-alice", &["shop.alice.example.org"])).await;
+    let (status, v) = post(
+        &a,
+        WebhookResource::Gateways,
+        &route_review("CREATE", "tenant-alice", &["shop.alice.example.org"]),
+    )
+    .await;
     assert_eq!(status, 200);
     assert!(!allowed(&v));
     let m = message(&v);
-    assert!(m.contains("misconfiguration") && m.contains("/validate/gateways") && m.contains("httproutes"), "{m}");
+    assert!(
+        m.contains("misconfiguration")
+            && m.contains("/validate/gateways")
+            && m.contains("httproutes"),
+        "{m}"
+    );
 }
 
 #[tokio::test]
@@ -130,7 +155,10 @@ async fn served_versions_are_accepted_unknown_ones_denied() {
         let mut r = route_review("CREATE", "tenant-alice", &["shop.bob.example.org"]);
         r["request"]["resource"]["version"] = json!(version);
         let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
-        assert!(message(&v).contains("hostnames must equal"), "{version}: {v}");
+        assert!(
+            message(&v).contains("hostnames must equal"),
+            "{version}: {v}"
+        );
     }
     let mut r = route_review("CREATE", "tenant-alice", &["shop.alice.example.org"]);
     r["request"]["resource"]["version"] = json!("v9");
@@ -141,7 +169,10 @@ async fn served_versions_are_accepted_unknown_ones_denied() {
         r["request"]["resource"] = json!({"group": "gateway.networking.k8s.io", "version": version, "resource": "tlsroutes"});
         r["request"]["kind"]["kind"] = json!("TLSRoute");
         let (_, v) = post(&a, WebhookResource::TlsRoutes, &r).await;
-        assert!(!allowed(&v) && message(&v).starts_with("TLSRoute"), "{version}: {v}");
+        assert!(
+            !allowed(&v) && message(&v).starts_with("TLSRoute"),
+            "{version}: {v}"
+        );
     }
 }
 
@@ -149,11 +180,31 @@ async fn served_versions_are_accepted_unknown_ones_denied() {
 async fn unusable_reviews_are_denied_with_200_and_the_uid_when_readable() {
     let a = admission();
     let cases: Vec<(Value, &str, &str)> = vec![
-        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}), "", "request"),
-        (json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": route_review("CREATE", "tenant-alice", &[])["request"]}), "uid-1", "v1beta1"),
-        (json!({"kind": "AdmissionReview", "request": route_review("CREATE", "tenant-alice", &[])["request"]}), "uid-1", "apiVersion"),
-        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u2", "kind": {}, "resource": {}, "operation": 5}}), "u2", "AdmissionReview"),
-        (json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"kind": {}, "resource": {}, "operation": "CREATE"}}), "", "uid"),
+        (
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}),
+            "",
+            "request",
+        ),
+        (
+            json!({"apiVersion": "admission.k8s.io/v1beta1", "kind": "AdmissionReview", "request": route_review("CREATE", "tenant-alice", &[])["request"]}),
+            "uid-1",
+            "v1beta1",
+        ),
+        (
+            json!({"kind": "AdmissionReview", "request": route_review("CREATE", "tenant-alice", &[])["request"]}),
+            "uid-1",
+            "apiVersion",
+        ),
+        (
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"uid": "u2", "kind": {}, "resource": {}, "operation": 5}}),
+            "u2",
+            "AdmissionReview",
+        ),
+        (
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": {"kind": {}, "resource": {}, "operation": "CREATE"}}),
+            "",
+            "uid",
+        ),
         (json!([1, 2, 3]), "", "AdmissionReview"),
         (json!("just a string"), "", "AdmissionReview"),
     ];
@@ -195,7 +246,10 @@ async fn non_json_is_a_400_with_a_json_error() {
         let reply = a.handle(Some(WebhookResource::HttpRoutes), body).await;
         assert_eq!(reply.status, 400);
         let v: Value = serde_json::from_slice(&reply.body).expect("error body is JSON");
-        assert!(v["error"].as_str().is_some_and(|e| e.contains("not JSON")), "{v}");
+        assert!(
+            v["error"].as_str().is_some_and(|e| e.contains("not JSON")),
+            "{v}"
+        );
     }
 }
 
@@ -216,17 +270,29 @@ async fn enforcement_modes() {
         let a = admission_with(cfg);
         let (_, v) = post(&a, WebhookResource::HttpRoutes, &deny_body).await;
         assert_eq!(allowed(&v), allowed_expected, "{mode:?}: {v}");
-        let warnings = v["response"]["warnings"].as_array().cloned().unwrap_or_default();
+        let warnings = v["response"]["warnings"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if mode == Mode::Warn {
             assert_eq!(warnings.len(), 1, "{v}");
             let w = warnings[0].as_str().unwrap_or_default();
-            assert!(w.chars().count() <= MAX_WARNING_LEN && w.contains("shop.bob.example.org"), "{w}");
+            assert!(
+                w.chars().count() <= MAX_WARNING_LEN && w.contains("shop.bob.example.org"),
+                "{w}"
+            );
         } else {
             assert!(warnings.is_empty(), "{mode:?}: {v}");
         }
         let text = a.metrics().render();
         let line = format!("decision=\"{decision}\"");
-        assert!(text.lines().any(|l| l.starts_with("tenant_gateway_admission_requests_total") && l.contains(&line) && l.contains("layer=\"route\"")), "{mode:?}: {text}");
+        assert!(
+            text.lines()
+                .any(|l| l.starts_with("tenant_gateway_admission_requests_total")
+                    && l.contains(&line)
+                    && l.contains("layer=\"route\"")),
+            "{mode:?}: {text}"
+        );
     }
 }
 
@@ -234,11 +300,21 @@ async fn enforcement_modes() {
 async fn missing_namespace_fails_closed_for_tenant_scope_only() {
     let a = admission();
     for ns in ["tenant-gone", "tenant-nolabel"] {
-        let (_, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", ns, &[])).await;
+        let (_, v) = post(
+            &a,
+            WebhookResource::HttpRoutes,
+            &route_review("CREATE", ns, &[]),
+        )
+        .await;
         assert!(!allowed(&v), "{ns}: {v}");
         assert!(message(&v).contains(crate::policy::HOST_LABEL), "{v}");
     }
-    let (_, v) = post(&a, WebhookResource::HttpRoutes, &route_review("CREATE", "cozy-dashboard", &["dashboard.example.org"])).await;
+    let (_, v) = post(
+        &a,
+        WebhookResource::HttpRoutes,
+        &route_review("CREATE", "cozy-dashboard", &["dashboard.example.org"]),
+    )
+    .await;
     assert!(allowed(&v), "{v}");
 }
 

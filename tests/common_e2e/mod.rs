@@ -213,6 +213,25 @@ impl ControlPlane {
             ],
             None,
         );
+        let crd = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+            .arg("crd")
+            .output()
+            .expect("tenant-gateway crd runs");
+        assert!(crd.status.success(), "tenant-gateway crd failed");
+        self.kubectl_ok(
+            &["apply", "--server-side", "-f", "-"],
+            Some(&String::from_utf8_lossy(&crd.stdout)),
+        );
+        self.kubectl_ok(
+            &[
+                "wait",
+                "--for",
+                "condition=established",
+                "--timeout=60s",
+                "crd/tenantgateways.gateway.cozystack.io",
+            ],
+            None,
+        );
     }
 
     pub fn grant_impersonated_users(&self) {
