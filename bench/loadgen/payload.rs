@@ -89,7 +89,9 @@ pub fn httproute_review() -> Review {
         {
             "matches": [
                 {"path": {"type": "PathPrefix", "value": "/api"}},
-                {"path": {"type": "Exact", "value": "/healthz"}, "method": "GET"}
+                {"path": {"type": "Exact", "value": "/healthz"}, "method": "GET"},
+                {"path": {"type": "PathPrefix", "value": "/api"},
+                 "headers": [{"type": "RegularExpression", "name": "user-agent", "value": "^shop-mobile/[0-9.]+$"}]}
             ],
             "filters": [
                 {"type": "ResponseHeaderModifier",
@@ -143,7 +145,8 @@ pub fn httproute_review() -> Review {
             "annotations": {
                 "meta.helm.sh/release-name": "storefront-prod",
                 "meta.helm.sh/release-namespace": TENANT_NS,
-                "cozystack.io/owner": "alice"
+                "cozystack.io/owner": "alice",
+                "cozystack.io/description": "Public storefront of the shop: catalogue, checkout API and static assets"
             }
         },
         "spec": {
