@@ -118,7 +118,7 @@ func (cp *controlPlane) main(logFile string, stdinEOF bool, readyTimeout time.Du
 	if stdinEOF {
 		go func() {
 			_, _ = io.Copy(io.Discard, os.Stdin)
-			logf("stdin closed, shutting down")
+			logf("stdin closed")
 			stop()
 		}()
 	}
@@ -243,7 +243,7 @@ func (cp *controlPlane) run(ctx context.Context, readyTimeout time.Duration) int
 	code := 0
 	select {
 	case <-ctx.Done():
-		logf("signal received, shutting down")
+		logf("shutting down")
 	case err := <-apiDone:
 		logf("kube-apiserver exited unexpectedly: %v", err)
 		apiDone <- err // let shutdown() see it
