@@ -10,6 +10,7 @@ use std::time::Instant;
 
 use serde::Deserialize;
 use serde_json::{Value, json};
+use tracing::Instrument;
 
 use crate::cluster::NamespaceSource;
 use crate::metrics::Metrics;
@@ -224,7 +225,13 @@ impl Admission {
     /// request's own resource.
     pub async fn handle(&self, target: Option<WebhookResource>, body: &[u8]) -> Reply {
         let started = Instant::now();
-        let (reply, resource_label) = self.handle_inner(target, body).await;
+        // A span per review at debug level: free when debug logging is off.
+        let span = tracing::debug_span!(
+            "review",
+            resource = target.map(WebhookResource::resource).unwrap_or("unknown"),
+            uid = tracing::field::Empty,
+        );
+        let (reply, resource_label) = self.handle_inner(target, body).instrument(span).await;
         self.metrics
             .admission_duration
             .with_label_values(&[resource_label])
@@ -282,6 +289,7 @@ impl Admission {
             return (review_reply("", &d), target_label);
         };
         let uid = request.uid.as_str();
+        tracing::Span::current().record("uid", uid);
         if let Err(msg) = check_envelope(&envelope) {
             self.count(
                 target_label,
