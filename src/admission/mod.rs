@@ -245,12 +245,27 @@ impl Admission {
         body: &[u8],
     ) -> (Reply, &'static str) {
         let target_label = target.map(WebhookResource::resource).unwrap_or("unknown");
-        let envelope: Envelope = match serde_json::from_slice(body) {
+        // serde skips unknown fields without checking their UTF-8, so check the whole body
+        // first: JSON is UTF-8, and anything else is "not JSON" (400), not a review.
+        let body = match std::str::from_utf8(body) {
+            Ok(b) => b,
+            Err(e) => {
+                self.count(target_label, "unknown", None, DecisionKind::Error);
+                return (
+                    bad_request(&format!(
+                        "request body is not JSON: invalid UTF-8 at byte {}",
+                        e.valid_up_to()
+                    )),
+                    target_label,
+                );
+            }
+        };
+        let envelope: Envelope = match serde_json::from_str(body) {
             Ok(e) => e,
             Err(typed_err) => {
                 // Distinguish "not JSON at all" (400) from "JSON, but not a usable review"
                 // (200 + denial, with the uid when one can be read).
-                return match serde_json::from_slice::<Value>(body) {
+                return match serde_json::from_str::<Value>(body) {
                     Err(e) => {
                         self.count(target_label, "unknown", None, DecisionKind::Error);
                         (

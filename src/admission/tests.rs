@@ -242,7 +242,17 @@ async fn object_of_the_wrong_shape_is_denied_even_in_warn_mode() {
 #[tokio::test]
 async fn non_json_is_a_400_with_a_json_error() {
     let a = admission();
-    for body in [&b"not json"[..], b"{\"apiVersion\":", b"", b"\xff\xfe"] {
+    // The last one is a usable review but for invalid UTF-8 in a field nobody reads.
+    let mut junk = serde_json::to_vec(&route_review("CREATE", "tenant-alice", &[])).expect("json");
+    junk.pop();
+    junk.extend_from_slice(b",\"junk\":\"\xfe\xff\"}");
+    for body in [
+        &b"not json"[..],
+        b"{\"apiVersion\":",
+        b"",
+        b"\xff\xfe",
+        &junk,
+    ] {
         let reply = a.handle(Some(WebhookResource::HttpRoutes), body).await;
         assert_eq!(reply.status, 400);
         let v: Value = serde_json::from_slice(&reply.body).expect("error body is JSON");

@@ -125,16 +125,19 @@ impl Violations {
     }
 }
 
-/// `s` in double quotes with escapes, cut to a readable length.
+/// `s` in double quotes with escapes, cut to a readable length. The budget counts the
+/// escaped text: control characters escape to up to 10 bytes each, and a message must stay
+/// bounded whatever the input.
 pub(super) fn quoted(s: &str) -> String {
-    if s.len() <= MAX_QUOTED {
-        return format!("{s:?}");
+    let escaped = format!("{s:?}");
+    if escaped.len() <= MAX_QUOTED + 2 {
+        return escaped;
     }
-    let mut end = MAX_QUOTED;
-    while !s.is_char_boundary(end) {
+    let mut end = MAX_QUOTED + 1;
+    while !escaped.is_char_boundary(end) {
         end -= 1;
     }
-    format!("{:?}... ({} bytes in all)", &s[..end], s.len())
+    format!("{}\"... ({} bytes in all)", &escaped[..end], s.len())
 }
 
 /// Shortens `s` to at most `max` bytes, marking the cut with "...". Used for warnings, which
@@ -278,6 +281,17 @@ pub(super) mod testing {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn quoted_values_stay_bounded_after_escaping() {
+        let controls: String = std::iter::repeat_n('\u{1}', 1000).collect();
+        let q = super::quoted(&controls);
+        assert!(q.len() < 400, "{} bytes", q.len());
+        assert!(q.starts_with('"') && q.contains("1000 bytes in all"), "{q}");
+        assert_eq!(super::quoted("short"), "\"short\"");
+        let long = "é".repeat(400);
+        assert!(super::quoted(&long).len() < 400);
+    }
+
     use serde_json::json;
 
     use super::*;
