@@ -177,7 +177,7 @@ impl Failures {
         self.transport + self.status + self.not_allowed
     }
 
-    fn merge(&mut self, o: Failures) {
+    pub fn merge(&mut self, o: Failures) {
         self.transport += o.transport;
         self.status += o.status;
         self.not_allowed += o.not_allowed;

@@ -47,6 +47,18 @@ enum Cmd {
     Throughput(ThroughputArgs),
     /// Startup-to-ready and RSS of the real `tenant-gateway serve` process under load.
     Rss(RssArgs),
+    /// CPU time per review of each handler alone (no TLS, no HTTP), single thread.
+    Micro(MicroArgs),
+}
+
+#[derive(Debug, Args)]
+struct MicroArgs {
+    /// Reviews per measurement.
+    #[arg(long, default_value_t = 20_000)]
+    iterations: u32,
+    /// Namespaces in the snapshot.
+    #[arg(long, default_value_t = 10_000)]
+    namespaces: usize,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -137,6 +149,7 @@ fn main() -> ExitCode {
     match cli.cmd {
         Cmd::Throughput(a) => throughput(a),
         Cmd::Rss(a) => rss::run(a),
+        Cmd::Micro(a) => micro(a),
     }
 }
 
@@ -214,6 +227,37 @@ impl InProcess {
 struct Measured {
     result: PhaseResult,
     server: Option<Buckets>,
+    /// CPU time of the server and client runtimes' threads during the phase, ns.
+    cpu: (u64, u64),
+}
+
+/// Total on-CPU time (ns, from /proc/self/task/*/schedstat) of this process's threads whose
+/// name is `name`: the tokio runtimes name theirs "server" and "client".
+fn cpu_ns(name: &str) -> u64 {
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return 0;
+    };
+    let mut total = 0;
+    for t in tasks.flatten() {
+        let dir = t.path();
+        let comm = std::fs::read_to_string(dir.join("comm")).unwrap_or_default();
+        if comm.trim_end() != name {
+            continue;
+        }
+        total += std::fs::read_to_string(dir.join("schedstat"))
+            .ok()
+            .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+            .unwrap_or(0u64);
+    }
+    total
+}
+
+/// CPU µs per successful request, for the report.
+fn per_req(cpu_ns: u64, ok: u64) -> String {
+    if ok == 0 {
+        return "-".to_string();
+    }
+    format!("{:.1} µs", cpu_ns as f64 / ok as f64 / 1e3)
 }
 
 async fn scrape(addr: SocketAddr) -> Buckets {
@@ -230,10 +274,6 @@ pub fn fmt_ns(ns: u64) -> String {
     } else {
         format!("{:.0} µs", ns as f64 / 1e3)
     }
-}
-
-fn fmt_secs(s: Option<f64>) -> String {
-    s.map_or("-".to_string(), |s| fmt_ns((s * 1e9) as u64))
 }
 
 fn median(mut v: Vec<f64>) -> f64 {
@@ -277,6 +317,99 @@ pub fn load_line(tag: &str, r: &PhaseResult) -> String {
     s
 }
 
+fn real_handler(namespaces: usize, metrics: Metrics) -> Admission {
+    let mut snapshot = StaticNamespaces::default();
+    for n in payload::namespaces(namespaces) {
+        snapshot.insert(&n.name, n.labels);
+    }
+    let cfg = PolicyConfig {
+        root_host: Some(payload::ROOT_HOST.to_string()),
+        ..PolicyConfig::default()
+    };
+    Admission::new(
+        Arc::new(cfg),
+        NamespaceSource::Static(Arc::new(snapshot)),
+        metrics,
+    )
+}
+
+/// Mean wall time of `f` over `n` calls on this (otherwise idle) thread, in ns.
+fn time_per_call(n: u32, mut f: impl FnMut(u32)) -> f64 {
+    for i in 0..n.min(1000) {
+        f(i);
+    }
+    let t = std::time::Instant::now();
+    for i in 0..n {
+        f(i);
+    }
+    t.elapsed().as_nanos() as f64 / f64::from(n.max(1))
+}
+
+fn micro(a: MicroArgs) -> ExitCode {
+    let review = payload::httproute_review();
+    let real = real_handler(a.namespaces, Metrics::new());
+    let bodies: Vec<Vec<u8>> = (0..64u32)
+        .map(|w| review.with_uid(&payload::uid(w, 0)))
+        .collect();
+    let body = |i: u32| &bodies[i as usize % bodies.len()];
+    let mut ok = true;
+    let mut rows = Vec::new();
+    let mut run = |name: &str, f: &mut dyn FnMut(u32)| {
+        let ns = time_per_call(a.iterations, f);
+        rows.push(format!("| {name} | {:.1} µs |", ns / 1e3));
+    };
+    run(
+        "AlwaysAllow::decide (scan the body, read the uid, write the answer)",
+        &mut |i| {
+            let r = AlwaysAllow::decide(body(i));
+            std::hint::black_box(r);
+        },
+    );
+    run(
+        "Admission::handle (the real handler, whole decision)",
+        &mut |i| {
+            let r = futures::executor::block_on(real.handle(
+                Some(tenant_gateway::admission::WebhookResource::HttpRoutes),
+                body(i),
+            ));
+            ok &= r.status == 200 && payload::allowed_for(&r.body, &payload::uid(i % 64, 0));
+            std::hint::black_box(r);
+        },
+    );
+    run(
+        "reference: serde_json::from_slice::<IgnoredAny> (validate only)",
+        &mut |i| {
+            let r: serde::de::IgnoredAny =
+                serde_json::from_slice(body(i)).expect("the payload is JSON");
+            std::hint::black_box(r);
+        },
+    );
+    run(
+        "reference: serde_json::from_slice::<Value> + drop (whole body as a DOM)",
+        &mut |i| {
+            let v: serde_json::Value =
+                serde_json::from_slice(body(i)).expect("the payload is JSON");
+            std::hint::black_box(v);
+        },
+    );
+    println!(
+        "payload {} bytes, {} iterations each, one thread, no TLS/HTTP",
+        review.len(),
+        a.iterations
+    );
+    println!();
+    println!("| operation | time per review |");
+    println!("|---|---:|");
+    for r in &rows {
+        println!("{r}");
+    }
+    if !ok {
+        println!("INVALID RUN: the real handler did not allow the review");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
+}
+
 fn throughput(a: ThroughputArgs) -> ExitCode {
     let review = payload::httproute_review();
     let dir = tempfile::tempdir().expect("a temporary folder");
@@ -284,20 +417,8 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
     certs::write(dir.path(), &dev).expect("certificates written");
     let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
 
-    let mut snapshot = StaticNamespaces::default();
-    for n in payload::namespaces(a.load.namespaces) {
-        snapshot.insert(&n.name, n.labels);
-    }
-    let cfg = PolicyConfig {
-        root_host: Some(payload::ROOT_HOST.to_string()),
-        ..PolicyConfig::default()
-    };
     let real_metrics = Metrics::new();
-    let real = Arc::new(Admission::new(
-        Arc::new(cfg),
-        NamespaceSource::Static(Arc::new(snapshot)),
-        real_metrics.clone(),
-    ));
+    let real = Arc::new(real_handler(a.load.namespaces, real_metrics.clone()));
 
     let server_rt = runtime("server", a.server_threads);
     let client_rt = runtime("client", a.load.client_threads);
@@ -363,24 +484,41 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                         Pool::open(&target(w), proto, a.load.concurrency, a.load.h2_conns)
                             .await
                             .expect("connections open");
+                    // The warm-up runs first, so the server histogram and the CPU times
+                    // cover the measured window only.
+                    let warm =
+                        client::closed_loop(&mut pool, &review, warmup, Duration::ZERO).await;
                     let before = match metrics_of(w) {
                         Some(addr) => Some(scrape(addr).await),
                         None => None,
                     };
-                    let result = client::closed_loop(&mut pool, &review, warmup, window).await;
+                    let cpu0 = (cpu_ns("server"), cpu_ns("client"));
+                    let mut result =
+                        client::closed_loop(&mut pool, &review, Duration::ZERO, window).await;
+                    result.failures.merge(warm.failures);
+                    let cpu = (
+                        cpu_ns("server").saturating_sub(cpu0.0),
+                        cpu_ns("client").saturating_sub(cpu0.1),
+                    );
                     let server = match (metrics_of(w), before) {
                         (Some(addr), Some(b)) => Some(scrape(addr).await.since(&b)),
                         _ => None,
                     };
-                    Measured { result, server }
+                    Measured {
+                        result,
+                        server,
+                        cpu,
+                    }
                 });
                 failures += m.result.failures.total();
                 println!(
-                    "{}",
+                    "{}; CPU per request: server {}, client {}",
                     load_line(
                         &format!("[{} peak r{}] {}", proto.label(), round + 1, w.label()),
                         &m.result
-                    )
+                    ),
+                    per_req(m.cpu.0, m.result.ok),
+                    per_req(m.cpu.1, m.result.ok),
                 );
                 peaks.push((w, m));
             }
@@ -411,13 +549,17 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                 continue;
             };
             rows_peak.push(format!(
-                "| {} | {} | {:.0} | {} | {} | {} | {} |",
+                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
                 proto.label(),
                 w.label(),
                 rps,
+                per_req(m.cpu.0, m.result.ok),
+                per_req(m.cpu.1, m.result.ok),
                 fmt_ns(m.result.latency.value_at_quantile(0.5)),
                 fmt_ns(m.result.latency.value_at_quantile(0.99)),
-                fmt_secs(m.server.as_ref().and_then(|b| b.quantile(0.99))),
+                m.server
+                    .as_ref()
+                    .map_or("-".to_string(), |b| b.quantile_text(0.99)),
                 if w == Which::Real {
                     format!("{ratio:.3}")
                 } else {
@@ -446,14 +588,16 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                     None => None,
                 };
                 let mut result = client::open_loop(&mut pool, &review, rate, open_window).await;
-                result.failures.transport += warm.failures.transport;
-                result.failures.status += warm.failures.status;
-                result.failures.not_allowed += warm.failures.not_allowed;
+                result.failures.merge(warm.failures);
                 let server = match (metrics_of(w), before) {
                     (Some(addr), Some(b)) => Some(scrape(addr).await.since(&b)),
                     _ => None,
                 };
-                Measured { result, server }
+                Measured {
+                    result,
+                    server,
+                    cpu: (0, 0),
+                }
             });
             failures += m.result.failures.total();
             let mut line = load_line(
@@ -464,8 +608,8 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                 line.push_str(&format!(
                     "; server n={} p50 {} p99 {} share<=1ms {:.4}",
                     b.count(),
-                    fmt_secs(b.quantile(0.5)),
-                    fmt_secs(b.quantile(0.99)),
+                    b.quantile_text(0.5),
+                    b.quantile_text(0.99),
                     b.fraction_le(0.001).unwrap_or(0.0)
                 ));
             }
@@ -484,7 +628,9 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                         .as_ref()
                         .map_or(0, |l| l.value_at_quantile(0.99))
                 ),
-                fmt_secs(m.server.as_ref().and_then(|b| b.quantile(0.99))),
+                m.server
+                    .as_ref()
+                    .map_or("-".to_string(), |b| b.quantile_text(0.99)),
                 m.server
                     .as_ref()
                     .and_then(|b| b.fraction_le(0.001))
@@ -495,7 +641,9 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                 verdicts.push(format!(
                     "{} server-side p99 at half peak = {} (target < 1 ms): {}",
                     proto.label(),
-                    fmt_secs(p99),
+                    m.server
+                        .as_ref()
+                        .map_or("-".to_string(), |b| b.quantile_text(0.99)),
                     pass(p99.is_some_and(|p| p < 0.001))
                 ));
             }
@@ -509,9 +657,9 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
     println!("### Peak (closed loop, {} in flight)", a.load.concurrency);
     println!();
     println!(
-        "| protocol | handler | req/s | client p50 | client p99 | server p99 | ratio real/AA |"
+        "| protocol | handler | req/s | server CPU/req | client CPU/req | client p50 | client p99 | server p99 | ratio real/AA |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|");
+    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows_peak {
         println!("{r}");
     }

@@ -106,6 +106,20 @@ impl Buckets {
         Some(at as f64 / total as f64)
     }
 
+    /// The quantile formatted with its resolution: `≤ 50 µs` when it falls in the first
+    /// bucket (the interpolated value would be an artefact there), else `~value`.
+    pub fn quantile_text(&self, q: f64) -> String {
+        let Some(v) = self.quantile(q) else {
+            return "-".to_string();
+        };
+        let first = self.0.first().map_or(0.0, |&(le, _)| le);
+        if v <= first {
+            format!("≤ {}", crate::fmt_ns((first * 1e9) as u64))
+        } else {
+            format!("~{}", crate::fmt_ns((v * 1e9) as u64))
+        }
+    }
+
     /// The `q` quantile in seconds, interpolated linearly inside its bucket as Prometheus'
     /// `histogram_quantile` does (the first bucket's lower bound is 0; a quantile landing in
     /// `+Inf` reports the highest finite bound).
