@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tracing::Instrument;
 
@@ -16,6 +17,7 @@ use crate::cluster::NamespaceSource;
 use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
+pub mod project;
 pub mod registration;
 pub mod resource;
 
@@ -134,10 +136,11 @@ pub struct AdmissionRequest {
     operation: String,
     #[serde(default)]
     user_info: UserInfo,
+    /// Kept raw: only the fields the layer reads are decoded (`project`).
     #[serde(default)]
-    object: Option<Value>,
+    object: Option<Box<RawValue>>,
     #[serde(default)]
-    old_object: Option<Value>,
+    old_object: Option<Box<RawValue>>,
 }
 
 impl AdmissionRequest {
@@ -178,7 +181,8 @@ impl AdmissionRequest {
                 username: Some(username),
                 groups: Some(groups),
             },
-            object: Some(object),
+            // A Value always serializes, so this only fails on allocation failure.
+            object: serde_json::value::to_raw_value(&object).ok(),
             old_object: None,
         }
     }
@@ -427,25 +431,44 @@ impl Admission {
         } else {
             request.kind.kind.as_str()
         };
-        let Some(object) = request.object.as_ref().filter(|o| o.is_object()) else {
-            return Decision::error(
-                Some(layer),
-                format!(
-                    "{kind}: request.object must be a JSON object for {}",
-                    operation.as_str()
-                ),
-            );
-        };
-        let old_object = match (operation, request.old_object.as_ref()) {
-            (Operation::Update, Some(o)) if o.is_object() => Some(o),
-            (Operation::Update, Some(o)) if !o.is_null() => {
+        let paths = project::layer_paths(layer);
+        let object = match request
+            .object
+            .as_deref()
+            .map(|raw| project::project(raw, paths))
+        {
+            Some(Ok(o)) if o.is_object() => o,
+            Some(Err(e)) => {
                 return Decision::error(
                     Some(layer),
-                    format!("{kind}: request.oldObject must be a JSON object"),
+                    format!("{kind}: request.object is not valid JSON: {e}"),
                 );
             }
+            _ => {
+                return Decision::error(
+                    Some(layer),
+                    format!(
+                        "{kind}: request.object must be a JSON object for {}",
+                        operation.as_str()
+                    ),
+                );
+            }
+        };
+        let object = &object;
+        let old_projected = match (operation, request.old_object.as_deref()) {
+            (Operation::Update, Some(raw)) => match project::project(raw, paths) {
+                Ok(o) if o.is_object() => Some(o),
+                Ok(Value::Null) => None,
+                _ => {
+                    return Decision::error(
+                        Some(layer),
+                        format!("{kind}: request.oldObject must be a JSON object"),
+                    );
+                }
+            },
             _ => None,
         };
+        let old_object = old_projected.as_ref();
         // For cluster-scoped kinds the API server fills request.namespace with the object's
         // own name (Namespaces); it is not a scope, so messages say `Namespace x`, not `x/x`.
         let cluster_scoped = matches!(

@@ -1,0 +1,326 @@
+//! Decode only what a layer reads. An admitted object is mostly fields no layer looks at
+//! (rules, filters, backendRefs, managedFields); building a `serde_json::Value` for all of it
+//! cost more than the whole policy decision (bench/RESULTS.md). This walks the raw JSON once,
+//! skipping unread fields without allocating (they are still syntax-checked), and keeps the
+//! read ones with their original JSON types, so the layers' shape checks see exactly what was
+//! sent.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
+
+use crate::policy::Layer;
+
+/// A path of object keys. Arrays are transparent: `["spec", "rules", "host"]` keeps `host`
+/// of every element of `spec.rules`. A path ends at the value kept whole.
+pub type Path = &'static [&'static str];
+
+/// Read by the admission codec for every kind (messages name the object).
+const METADATA: [Path; 3] = [
+    &["metadata", "name"],
+    &["metadata", "namespace"],
+    &["metadata", "generateName"],
+];
+
+/// The fields each layer reads (see `crate::policy`). A layer that starts reading another
+/// field must list it here; the `projection_keeps_what_layers_read` test guards the known ones.
+pub fn layer_paths(layer: Layer) -> &'static [Path] {
+    const GATEWAY: &[Path] = &[
+        METADATA[0],
+        METADATA[1],
+        METADATA[2],
+        &["spec", "listeners", "name"],
+        &["spec", "listeners", "hostname"],
+    ];
+    const ROUTE: &[Path] = &[
+        METADATA[0],
+        METADATA[1],
+        METADATA[2],
+        &["spec", "hostnames"],
+    ];
+    const INGRESS: &[Path] = &[
+        METADATA[0],
+        METADATA[1],
+        METADATA[2],
+        &["spec", "defaultBackend"],
+        &["spec", "rules", "host"],
+        &["spec", "tls", "hosts"],
+    ];
+    const NAMESPACE: &[Path] = &[
+        METADATA[0],
+        METADATA[1],
+        METADATA[2],
+        &["metadata", "labels"],
+    ];
+    const TENANT: &[Path] = &[METADATA[0], METADATA[1], METADATA[2], &["spec", "host"]];
+    const PACKAGE: &[Path] = &[
+        METADATA[0],
+        METADATA[1],
+        METADATA[2],
+        &[
+            "spec",
+            "components",
+            "platform",
+            "values",
+            "gateway",
+            "attachedNamespaces",
+        ],
+    ];
+    match layer {
+        Layer::Gateway => GATEWAY,
+        Layer::Route => ROUTE,
+        Layer::Ingress => INGRESS,
+        Layer::Namespace => NAMESPACE,
+        Layer::Tenant => TENANT,
+        Layer::Package => PACKAGE,
+    }
+}
+
+/// The parts of `raw` on `paths`, with the same shape. A top level that is not an object is
+/// returned whole (it is small, and the caller rejects it).
+pub fn project(raw: &RawValue, paths: &[Path]) -> Result<Value, serde_json::Error> {
+    let mut de = serde_json::Deserializer::from_str(raw.get());
+    let v = Projector { paths, depth: 0 }.deserialize(&mut de)?;
+    de.end()?;
+    Ok(v)
+}
+
+#[derive(Clone, Copy)]
+struct Projector<'p> {
+    /// Paths whose first `depth` keys match the keys above this value.
+    paths: &'p [Path],
+    depth: usize,
+}
+
+impl<'de> DeserializeSeed<'de> for Projector<'_> {
+    type Value = Value;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+/// An object key, borrowed from the input when it has no escapes.
+struct Key<'de>(Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Key<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct KeyVisitor;
+        impl<'de> Visitor<'de> for KeyVisitor {
+            type Value = Key<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("an object key")
+            }
+            fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Borrowed(v)))
+            }
+            fn visit_str<E>(self, v: &str) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v.to_string())))
+            }
+            fn visit_string<E>(self, v: String) -> Result<Key<'de>, E> {
+                Ok(Key(Cow::Owned(v)))
+            }
+        }
+        d.deserialize_str(KeyVisitor)
+    }
+}
+
+impl<'de> Visitor<'de> for Projector<'_> {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        // Arrays are transparent: every element is projected with the same paths.
+        let mut out = Vec::new();
+        while let Some(v) = seq.next_element_seed(self)? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = Map::new();
+        while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
+            let mut wanted = false;
+            let mut whole = false;
+            for p in self.paths {
+                if p.get(self.depth) == Some(&key.as_ref()) {
+                    wanted = true;
+                    whole |= p.len() == self.depth + 1;
+                }
+            }
+            if !wanted {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            }
+            let value = if whole {
+                map.next_value::<Value>()?
+            } else {
+                // Few paths share a prefix; a tiny Vec only along the wanted keys.
+                let below: Vec<Path> = self
+                    .paths
+                    .iter()
+                    .copied()
+                    .filter(|p| p.get(self.depth) == Some(&key.as_ref()))
+                    .collect();
+                map.next_value_seed(Projector {
+                    paths: &below,
+                    depth: self.depth + 1,
+                })?
+            };
+            out.insert(key.into_owned(), value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn raw(v: &Value) -> Box<RawValue> {
+        serde_json::value::to_raw_value(v).expect("raw")
+    }
+
+    #[test]
+    fn keeps_read_fields_with_their_types_and_drops_the_rest() {
+        let obj = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": "tenant-alice", "labels": {"a": "b"},
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"hostnames": ["a.example.org", 5, null], "rules": [{"backendRefs": [{"name": "x"}]}]}
+        });
+        let p = project(&raw(&obj), layer_paths(Layer::Route)).expect("projects");
+        assert_eq!(
+            p,
+            json!({"metadata": {"name": "web", "namespace": "tenant-alice"},
+                   "spec": {"hostnames": ["a.example.org", 5, null]}})
+        );
+    }
+
+    #[test]
+    fn arrays_are_transparent_and_wrong_types_survive() {
+        let obj = json!({"spec": {
+            "rules": [{"host": "a", "http": {"paths": [1, 2]}}, "not-an-object", {"host": 7}],
+            "tls": {"hosts": ["x"]},
+            "defaultBackend": {"service": {"name": "s"}}
+        }});
+        let p = project(&raw(&obj), layer_paths(Layer::Ingress)).expect("projects");
+        assert_eq!(
+            p,
+            json!({"spec": {
+                "rules": [{"host": "a"}, "not-an-object", {"host": 7}],
+                "tls": {"hosts": ["x"]},
+                "defaultBackend": {"service": {"name": "s"}}
+            }})
+        );
+        let p =
+            project(&raw(&json!({"spec": "x"})), layer_paths(Layer::Ingress)).expect("projects");
+        assert_eq!(p, json!({"spec": "x"}));
+        let p = project(&raw(&json!([1, 2])), layer_paths(Layer::Ingress)).expect("projects");
+        assert_eq!(p, json!([1, 2]));
+    }
+
+    #[test]
+    fn escaped_keys_match_and_invalid_json_fails() {
+        let text = r#"{"spe\u0063": {"host": "a\"b"}}"#;
+        let r: Box<RawValue> = serde_json::from_str(text).expect("raw");
+        let p = project(&r, layer_paths(Layer::Tenant)).expect("projects");
+        assert_eq!(p, json!({"spec": {"host": "a\"b"}}));
+    }
+
+    /// Every layer decides the same on the projection as on the whole object.
+    #[test]
+    fn projection_keeps_what_layers_read() {
+        use crate::policy::{self, HOST_LABEL, NamespaceContext, Operation, PolicyConfig, Review};
+        use std::collections::BTreeMap;
+        let cfg = PolicyConfig {
+            root_host: Some("example.org".into()),
+            ..PolicyConfig::default()
+        };
+        let ns = NamespaceContext::Found {
+            labels: BTreeMap::from([(HOST_LABEL.to_string(), "alice.example.org".to_string())]),
+        };
+        let objects = [
+            (
+                Layer::Gateway,
+                json!({"metadata": {"name": "g", "namespace": "tenant-alice"}, "spec": {"gatewayClassName": "c", "listeners": [{"name": "a", "port": 443, "hostname": "x.bob.example.org"}, {"name": "b", "hostname": 5}]}}),
+            ),
+            (
+                Layer::Route,
+                json!({"metadata": {"name": "r"}, "spec": {"hostnames": ["x.bob.example.org"], "rules": []}}),
+            ),
+            (
+                Layer::Ingress,
+                json!({"metadata": {"name": "i"}, "spec": {"defaultBackend": {}, "rules": [{"http": {}}, {"host": "dashboard.example.org"}], "tls": [{"hosts": ["*.customer.com"], "secretName": "s"}]}}),
+            ),
+            (
+                Layer::Namespace,
+                json!({"metadata": {"name": "tenant-x", "labels": {HOST_LABEL: "evil.org", "team": "a"}}}),
+            ),
+            (
+                Layer::Tenant,
+                json!({"metadata": {"name": "t"}, "spec": {"host": "dashboard.example.org", "gateway": true}}),
+            ),
+            (
+                Layer::Package,
+                json!({"metadata": {"name": "p"}, "spec": {"components": {"platform": {"values": {"gateway": {"attachedNamespaces": ["tenant-root", "Bad_Name"]}, "other": 1}}}}}),
+            ),
+        ];
+        for (layer, obj) in objects {
+            let projected = project(&raw(&obj), layer_paths(layer)).expect("projects");
+            let groups = vec!["tenant-alice-admins".to_string()];
+            let review = |o| Review {
+                operation: Operation::Create,
+                kind: "K",
+                namespace: "tenant-alice",
+                name: "n",
+                object: o,
+                old_object: None,
+                username: "alice",
+                groups: &groups,
+            };
+            let (a, b) = (review(&obj), review(&projected));
+            let da = policy::evaluate(layer, &a, &ns, &cfg);
+            let db = policy::evaluate(layer, &b, &ns, &cfg);
+            assert_eq!(da, db, "{layer}");
+            assert!(
+                da.as_ref()
+                    .map(|f| !f.violations.is_empty())
+                    .unwrap_or(true),
+                "{layer}: the sample must be denied"
+            );
+        }
+    }
+}
