@@ -273,12 +273,16 @@ pub async fn check(admission: &Admission, manifests: &[Manifest], caller: &Calle
                     .to_string(),
             )
         };
+        // Serializing a Value cannot fail (its keys are strings); if it ever did, the request
+        // would carry no object and be denied, never admitted.
+        let raw = serde_json::value::to_raw_value(&m.object).ok();
+        let null = serde_json::value::RawValue::NULL;
         let request = AdmissionRequest::create_for(
             format!("check-{i}"),
             target,
             &api_version,
             namespace.clone(),
-            m.object.clone(),
+            raw.as_deref().unwrap_or(null),
             caller.username.clone(),
             caller.groups.clone(),
         );

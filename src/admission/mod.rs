@@ -4,6 +4,7 @@
 //! `review` (the CLI hands us each document) and `check` (which builds a request from a
 //! manifest). Policy work itself lives in `crate::policy` and never sees JSON envelopes.
 
+use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
@@ -95,27 +96,28 @@ impl Decision {
     }
 }
 
-/// `request.kind` / `request.resource` as sent by the API server.
+/// `request.kind` / `request.resource` as sent by the API server. Strings borrow from the
+/// body where they have no escapes: a review is decoded with a handful of allocations.
 #[derive(Debug, Clone, Default, Deserialize)]
-struct GroupVersionKind {
-    #[serde(default)]
-    kind: String,
+struct GroupVersionKind<'a> {
+    #[serde(borrow, default)]
+    kind: Cow<'a, str>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-struct GroupVersionResource {
-    #[serde(default)]
-    group: String,
-    #[serde(default)]
-    version: String,
-    #[serde(default)]
-    resource: String,
+struct GroupVersionResource<'a> {
+    #[serde(borrow, default)]
+    group: Cow<'a, str>,
+    #[serde(borrow, default)]
+    version: Cow<'a, str>,
+    #[serde(borrow, default)]
+    resource: Cow<'a, str>,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
-struct UserInfo {
-    #[serde(default)]
-    username: Option<String>,
+struct UserInfo<'a> {
+    #[serde(borrow, default)]
+    username: Option<Cow<'a, str>>,
     #[serde(default)]
     groups: Option<Vec<String>>,
 }
@@ -123,66 +125,66 @@ struct UserInfo {
 /// The fields of `request` we read; everything else is ignored.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest {
-    uid: String,
-    kind: GroupVersionKind,
-    resource: GroupVersionResource,
-    #[serde(default)]
-    sub_resource: Option<String>,
-    #[serde(default)]
-    name: Option<String>,
-    #[serde(default)]
-    namespace: Option<String>,
-    operation: String,
-    #[serde(default)]
-    user_info: UserInfo,
-    /// Kept raw: only the fields the layer reads are decoded (`project`).
-    #[serde(default)]
-    object: Option<Box<RawValue>>,
-    #[serde(default)]
-    old_object: Option<Box<RawValue>>,
+pub struct AdmissionRequest<'a> {
+    #[serde(borrow)]
+    uid: Cow<'a, str>,
+    #[serde(borrow)]
+    kind: GroupVersionKind<'a>,
+    #[serde(borrow)]
+    resource: GroupVersionResource<'a>,
+    #[serde(borrow, default)]
+    sub_resource: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    name: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    namespace: Option<Cow<'a, str>>,
+    #[serde(borrow)]
+    operation: Cow<'a, str>,
+    #[serde(borrow, default)]
+    user_info: UserInfo<'a>,
+    /// Kept raw and borrowed: only the fields the layer reads are decoded (`project`).
+    #[serde(borrow, default)]
+    object: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    old_object: Option<&'a RawValue>,
 }
 
-impl AdmissionRequest {
+impl<'a> AdmissionRequest<'a> {
     /// A CREATE request for `object` by the given caller: what `check` evaluates.
     pub fn create_for(
         uid: String,
         target: WebhookResource,
         api_version: &str,
         namespace: Option<String>,
-        object: Value,
+        object: &'a RawValue,
         username: String,
         groups: Vec<String>,
-    ) -> AdmissionRequest {
+    ) -> AdmissionRequest<'a> {
         let version = api_version
             .rsplit('/')
             .next()
             .unwrap_or_default()
             .to_string();
-        let name = object
-            .pointer("/metadata/name")
-            .and_then(Value::as_str)
-            .map(str::to_string);
         AdmissionRequest {
-            uid,
+            uid: uid.into(),
             kind: GroupVersionKind {
-                kind: target.kind().to_string(),
+                kind: target.kind().into(),
             },
             resource: GroupVersionResource {
-                group: target.group().to_string(),
-                version,
-                resource: target.resource().to_string(),
+                group: target.group().into(),
+                version: version.into(),
+                resource: target.resource().into(),
             },
             sub_resource: None,
-            name,
-            namespace,
-            operation: "CREATE".to_string(),
+            // The projection reads metadata.name when the request carries none.
+            name: None,
+            namespace: namespace.map(Cow::Owned),
+            operation: "CREATE".into(),
             user_info: UserInfo {
-                username: Some(username),
+                username: Some(username.into()),
                 groups: Some(groups),
             },
-            // A Value always serializes, so this only fails on allocation failure.
-            object: serde_json::value::to_raw_value(&object).ok(),
+            object: Some(object),
             old_object: None,
         }
     }
@@ -190,13 +192,13 @@ impl AdmissionRequest {
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-struct Envelope {
-    #[serde(default)]
-    api_version: Option<String>,
-    #[serde(default)]
-    kind: Option<String>,
-    #[serde(default)]
-    request: Option<AdmissionRequest>,
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    api_version: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    kind: Option<Cow<'a, str>>,
+    #[serde(borrow, default)]
+    request: Option<AdmissionRequest<'a>>,
 }
 
 /// The decision path: policy configuration plus where namespace labels come from.
@@ -307,7 +309,7 @@ impl Admission {
             );
             return (review_reply("", &d), target_label);
         };
-        let uid = request.uid.as_str();
+        let uid = request.uid.as_ref();
         tracing::Span::current().record("uid", uid);
         if let Err(msg) = check_envelope(&envelope) {
             self.count(
@@ -327,7 +329,7 @@ impl Admission {
     pub async fn decide(
         &self,
         target: Option<WebhookResource>,
-        request: &AdmissionRequest,
+        request: &AdmissionRequest<'_>,
     ) -> (Decision, &'static str) {
         let requested = WebhookResource::from_group_resource(
             &request.resource.group,
@@ -350,7 +352,7 @@ impl Admission {
         &self,
         target: Option<WebhookResource>,
         requested: Option<WebhookResource>,
-        request: &AdmissionRequest,
+        request: &AdmissionRequest<'_>,
     ) -> Decision {
         let resource = match (target, requested) {
             (Some(t), Some(r)) if t == r => t,
@@ -407,7 +409,7 @@ impl Admission {
         }
         if !resource
             .versions()
-            .contains(&request.resource.version.as_str())
+            .contains(&request.resource.version.as_ref())
         {
             return Decision::error(
                 Some(layer),
@@ -429,7 +431,7 @@ impl Admission {
         let kind = if request.kind.kind.is_empty() {
             resource.kind()
         } else {
-            request.kind.kind.as_str()
+            request.kind.kind.as_ref()
         };
         let paths = project::layer_paths(layer);
         let object = match request
@@ -455,7 +457,7 @@ impl Admission {
             }
         };
         let object = &object;
-        let old_projected = match (operation, request.old_object.as_deref()) {
+        let old_projected = match (operation, request.old_object) {
             (Operation::Update, Some(raw)) => match project::project(raw, paths) {
                 Ok(o) if o.is_object() => Some(o),
                 Ok(Value::Null) => None,
@@ -558,7 +560,7 @@ impl Admission {
             .inc();
     }
 
-    fn log(&self, request: &AdmissionRequest, d: &Decision) {
+    fn log(&self, request: &AdmissionRequest<'_>, d: &Decision) {
         let layer = d.layer.map(Layer::as_str).unwrap_or("none");
         let user = request.user_info.username.as_deref().unwrap_or("");
         let ns = request.namespace.as_deref().unwrap_or("");
