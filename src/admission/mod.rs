@@ -142,11 +142,11 @@ pub struct AdmissionRequest<'a> {
     operation: Cow<'a, str>,
     #[serde(borrow, default)]
     user_info: UserInfo<'a>,
-    /// Kept raw and borrowed: only the fields the layer reads are decoded (`project`).
+    /// Only the fields the layer reads are decoded (`project`).
     #[serde(borrow, default)]
-    object: Option<&'a RawValue>,
+    object: Option<project::ObjectField<'a>>,
     #[serde(borrow, default)]
-    old_object: Option<&'a RawValue>,
+    old_object: Option<project::ObjectField<'a>>,
 }
 
 impl<'a> AdmissionRequest<'a> {
@@ -184,7 +184,7 @@ impl<'a> AdmissionRequest<'a> {
                 username: Some(username.into()),
                 groups: Some(groups),
             },
-            object: Some(object),
+            object: Some(project::ObjectField::Raw(object)),
             old_object: None,
         }
     }
@@ -266,7 +266,9 @@ impl Admission {
                 );
             }
         };
-        let envelope: Envelope = match serde_json::from_str(body) {
+        // With the path known, the object is projected while the envelope is parsed.
+        let paths = target.map(|t| project::layer_paths(t.layer()));
+        let envelope: Envelope = match project::decode_with(paths, || serde_json::from_str(body)) {
             Ok(e) => e,
             Err(typed_err) => {
                 // Distinguish "not JSON at all" (400) from "JSON, but not a usable review"
@@ -434,11 +436,7 @@ impl Admission {
             request.kind.kind.as_ref()
         };
         let paths = project::layer_paths(layer);
-        let object = match request
-            .object
-            .as_deref()
-            .map(|raw| project::project(raw, paths))
-        {
+        let object = match request.object.as_ref().map(|o| o.projected(paths)) {
             Some(Ok(o)) if o.is_object() => o,
             Some(Err(e)) => {
                 return Decision::error(
@@ -456,11 +454,11 @@ impl Admission {
                 );
             }
         };
-        let object = &object;
-        let old_projected = match (operation, request.old_object) {
-            (Operation::Update, Some(raw)) => match project::project(raw, paths) {
+        let object: &Value = &object;
+        let old_projected = match (operation, request.old_object.as_ref()) {
+            (Operation::Update, Some(old)) => match old.projected(paths) {
                 Ok(o) if o.is_object() => Some(o),
-                Ok(Value::Null) => None,
+                Ok(o) if o.is_null() => None,
                 _ => {
                     return Decision::error(
                         Some(layer),
@@ -470,7 +468,7 @@ impl Admission {
             },
             _ => None,
         };
-        let old_object = old_projected.as_ref();
+        let old_object: Option<&Value> = old_projected.as_deref();
         // For cluster-scoped kinds the API server fills request.namespace with the object's
         // own name (Namespaces); it is not a scope, so messages say `Namespace x`, not `x/x`.
         let cluster_scoped = matches!(

@@ -6,6 +6,7 @@
 //! sent.
 
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::fmt;
 
 use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
@@ -60,14 +61,7 @@ pub fn layer_paths(layer: Layer) -> &'static [Path] {
         METADATA[0],
         METADATA[1],
         METADATA[2],
-        &[
-            "spec",
-            "components",
-            "platform",
-            "values",
-            "gateway",
-            "attachedNamespaces",
-        ],
+        &crate::policy::package::PATH,
     ];
     match layer {
         Layer::Gateway => GATEWAY,
@@ -86,6 +80,55 @@ pub fn project(raw: &RawValue, paths: &[Path]) -> Result<Value, serde_json::Erro
     let v = Projector { paths, depth: 0 }.deserialize(&mut de)?;
     de.end()?;
     Ok(v)
+}
+
+thread_local! {
+    /// The paths to project `request.object` / `request.oldObject` on while an envelope is
+    /// being decoded on this thread. serde's derive has no way to hand a runtime choice to a
+    /// field's `Deserialize`; the decode is synchronous, so a scoped thread-local is exact.
+    static DECODE_PATHS: Cell<Option<&'static [Path]>> = const { Cell::new(None) };
+}
+
+/// Run `decode` with objects projected on `paths` as they are parsed (one pass over the
+/// body), or kept raw when `paths` is `None` (the layer is not known yet).
+pub fn decode_with<T>(paths: Option<&'static [Path]>, decode: impl FnOnce() -> T) -> T {
+    struct Reset(Option<&'static [Path]>);
+    impl Drop for Reset {
+        fn drop(&mut self) {
+            DECODE_PATHS.with(|c| c.set(self.0));
+        }
+    }
+    let _reset = Reset(DECODE_PATHS.with(|c| c.replace(paths)));
+    decode()
+}
+
+/// `request.object` / `request.oldObject` as decoded: projected during the envelope decode
+/// when the layer was known, else raw (borrowed) for a projection later.
+#[derive(Debug, Clone)]
+pub enum ObjectField<'a> {
+    Projected(Value),
+    Raw(&'a RawValue),
+}
+
+impl<'de: 'a, 'a> de::Deserialize<'de> for ObjectField<'a> {
+    fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        match DECODE_PATHS.with(Cell::get) {
+            Some(paths) => Projector { paths, depth: 0 }
+                .deserialize(d)
+                .map(ObjectField::Projected),
+            None => <&'de RawValue>::deserialize(d).map(ObjectField::Raw),
+        }
+    }
+}
+
+impl ObjectField<'_> {
+    /// The projection on `paths` (the layer's: a `Projected` field was made with them).
+    pub fn projected(&self, paths: &[Path]) -> Result<Cow<'_, Value>, serde_json::Error> {
+        match self {
+            ObjectField::Projected(v) => Ok(Cow::Borrowed(v)),
+            ObjectField::Raw(raw) => project(raw, paths).map(Cow::Owned),
+        }
+    }
 }
 
 #[derive(Clone, Copy)]
@@ -258,6 +301,44 @@ mod tests {
         let r: Box<RawValue> = serde_json::from_str(text).expect("raw");
         let p = project(&r, layer_paths(Layer::Tenant)).expect("projects");
         assert_eq!(p, json!({"spec": {"host": "a\"b"}}));
+    }
+
+    #[test]
+    fn one_pass_decode_equals_raw_then_project_and_resets() {
+        #[derive(serde::Deserialize)]
+        struct Doc<'a> {
+            #[serde(borrow)]
+            object: Option<ObjectField<'a>>,
+        }
+        let text = r#"{"object": {"metadata": {"name": "r", "uid": "x"}, "spec": {"hostnames": ["a"], "rules": [1]}}}"#;
+        let paths = layer_paths(Layer::Route);
+        let one: Doc<'_> =
+            decode_with(Some(paths), || serde_json::from_str(text)).expect("decodes");
+        let two: Doc<'_> = serde_json::from_str(text).expect("decodes");
+        assert!(matches!(one.object, Some(ObjectField::Projected(_))));
+        assert!(
+            matches!(two.object, Some(ObjectField::Raw(_))),
+            "the paths must not leak past decode_with"
+        );
+        let a = one
+            .object
+            .as_ref()
+            .expect("object")
+            .projected(paths)
+            .expect("ok")
+            .into_owned();
+        let b = two
+            .object
+            .as_ref()
+            .expect("object")
+            .projected(paths)
+            .expect("ok")
+            .into_owned();
+        assert_eq!(a, b);
+        assert_eq!(
+            a,
+            json!({"metadata": {"name": "r"}, "spec": {"hostnames": ["a"]}})
+        );
     }
 
     /// Every layer decides the same on the projection as on the whole object.

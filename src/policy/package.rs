@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::util::{Violations, namespace_name_problem, quoted, shape_error};
 use super::{Findings, LayerResult, PolicyConfig, Review, object_ref};
 
-const PATH: [&str; 6] = [
+/// Where the Package keeps the namespaces attached to the platform Gateway (also the field
+/// the admission projection keeps for this layer).
+pub const PATH: [&str; 6] = [
     "spec",
     "components",
     "platform",
