@@ -6,7 +6,7 @@
 
 use serde_json::{Map, Value};
 
-use super::util::{as_object, as_str, get, quoted, root, trusted_groups};
+use super::util::{as_object, as_str, get, quoted, side_root, trusted_groups};
 use super::{Findings, LayerResult, PolicyConfig, Review, ShapeError, object_ref};
 
 pub fn evaluate(review: &Review<'_>, cfg: &PolicyConfig) -> LayerResult {
@@ -60,15 +60,7 @@ fn labels<'a>(
     let Some(object) = object else {
         return Ok(None);
     };
-    let object = root(
-        review,
-        object,
-        if prefix.is_empty() {
-            "object"
-        } else {
-            "oldObject"
-        },
-    )?;
+    let object = side_root(review, object, prefix)?;
     let metadata = as_object(review, get(object, "metadata"), || {
         format!("{prefix}metadata")
     })?;

@@ -4,7 +4,7 @@
 //! chart copies it into the namespace host label, which every hostname layer trusts. So only
 //! trusted platform automation may set, change or clear it.
 
-use super::util::{as_object, as_str, get, quoted, root, trusted_groups};
+use super::util::{as_object, as_str, get, quoted, side_root, trusted_groups};
 use super::{Findings, LayerResult, PolicyConfig, Review, object_ref};
 
 pub fn evaluate(review: &Review<'_>, cfg: &PolicyConfig) -> LayerResult {
@@ -41,15 +41,7 @@ fn host<'a>(
     let Some(object) = object else {
         return Ok("");
     };
-    let object = root(
-        review,
-        object,
-        if prefix.is_empty() {
-            "object"
-        } else {
-            "oldObject"
-        },
-    )?;
+    let object = side_root(review, object, prefix)?;
     let spec = as_object(review, get(object, "spec"), || format!("{prefix}spec"))?;
     let host = as_str(review, get(spec, "host"), || format!("{prefix}spec.host"))?;
     Ok(host.unwrap_or(""))

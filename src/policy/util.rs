@@ -89,6 +89,24 @@ pub(super) fn root<'a>(
     as_object(review, Some(v), || name.to_string())
 }
 
+/// `root` for layers that read both sides of an UPDATE: `prefix` is `""` for the new object
+/// and `"oldObject."` for the old one, and names the side in shape errors.
+pub(super) fn side_root<'a>(
+    review: &Review<'_>,
+    v: &'a Value,
+    prefix: &str,
+) -> Result<Option<&'a Map<String, Value>>, ShapeError> {
+    root(
+        review,
+        v,
+        if prefix.is_empty() {
+            "object"
+        } else {
+            "oldObject"
+        },
+    )
+}
+
 /// Most violations listed for one object. Every problem is listed up to this count; beyond it
 /// a hostile or broken object (say 100,000 bad Ingress hosts) would turn a 3 MiB request into a
 /// response of tens of megabytes, which helps nobody.
