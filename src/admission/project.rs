@@ -369,6 +369,19 @@ mod tests {
                 Layer::Ingress,
                 json!({"metadata": {"name": "i"}, "spec": {"defaultBackend": {}, "rules": [{"http": {}}, {"host": "dashboard.example.org"}], "tls": [{"hosts": ["*.customer.com"], "secretName": "s"}]}}),
             ),
+            // Only the annotations are wrong: the projection must keep them.
+            (
+                Layer::Ingress,
+                json!({"metadata": {"name": "i", "annotations": {"nginx.ingress.kubernetes.io/server-alias": "x.bob.example.org", "other": "y"}}, "spec": {"rules": [{"host": "a.alice.example.org"}]}}),
+            ),
+            (
+                Layer::Ingress,
+                json!({"metadata": {"name": "i", "annotations": {"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers x;"}}, "spec": {"rules": [{"host": "a.alice.example.org"}]}}),
+            ),
+            (
+                Layer::Route,
+                json!({"metadata": {"name": "r"}, "spec": {"rules": [{"matches": [{"method": {"service": "s"}}]}]}}),
+            ),
             (
                 Layer::Namespace,
                 json!({"metadata": {"name": "tenant-x", "labels": {HOST_LABEL: "evil.org", "team": "a"}}}),
