@@ -795,7 +795,11 @@ fn subresource_cases(cp: &ControlPlane) -> Vec<SubCase> {
     // The Ingress whose status ingrid writes.
     cp.kubectl_ok(
         &["apply", "-f", "-"],
-        Some(&ingress("tenant-alice", "status-web", "www.alice.example.org")),
+        Some(&ingress(
+            "tenant-alice",
+            "status-web",
+            "www.alice.example.org",
+        )),
     );
     let mut finalize_body: serde_json::Value = serde_json::from_str(
         &cp.kubectl_ok(&["get", "ns", "tenant-bob", "-o", "json"], None)
@@ -1037,7 +1041,10 @@ fn check_subresource_strategies(cp: &ControlPlane, failures: &mut Vec<String>) {
         args.extend(["-p", &patch]);
         let o = cp.kubectl(&args, None);
         if !o.allowed {
-            failures.push(format!("strategy {what}: status patch failed: {}", o.stderr));
+            failures.push(format!(
+                "strategy {what}: status patch failed: {}",
+                o.stderr
+            ));
             continue;
         }
         let mut get = vec!["get", kind, name, "-o", "json"];

@@ -124,6 +124,10 @@ mod tests {
             ing["rules"][0]["resources"],
             json!(["ingresses", "ingresses/status"])
         );
+        assert_eq!(
+            hook(&v, "tenants")["rules"][0]["resources"],
+            json!(["tenants", "tenants/status"])
+        );
         // CRD status subresources reset everything but status: not registered.
         assert_eq!(
             hook(&v, "httproutes")["rules"][0]["resources"],
@@ -151,7 +155,10 @@ mod tests {
             ])
         );
         let grpc = hook(&v, "grpcroutes");
-        assert_eq!(grpc["rules"][0]["apiGroups"], json!(["gateway.networking.k8s.io"]));
+        assert_eq!(
+            grpc["rules"][0]["apiGroups"],
+            json!(["gateway.networking.k8s.io"])
+        );
         assert_eq!(grpc["rules"][0]["apiVersions"], json!(["v1"]));
         assert!(grpc["namespaceSelector"].is_object());
     }
