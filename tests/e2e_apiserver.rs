@@ -534,16 +534,21 @@ fn cases() -> Vec<Case> {
 
 #[test]
 fn webhook_and_policies_through_a_real_api_server() {
+    let t0 = Instant::now();
+    let phase = |what: &str| eprintln!("e2e: {what} done at {:.1?}", t0.elapsed());
     let Some(cp) = ControlPlane::start_or_skip() else {
         return;
     };
+    phase("control plane");
     cp.install_crds();
     cp.grant_impersonated_users();
     cp.create_tenant_namespaces();
     let mut failures = Vec::new();
     check_tenantgateway_crd(&cp, &mut failures);
+    phase("setup");
     check_subresource_strategies(&cp, &mut failures);
     let subresource_cases = subresource_cases(&cp);
+    phase("subresource strategies");
 
     // --- the webhook ---
     let hook = Webhook::start(&cp);
@@ -554,7 +559,9 @@ fn webhook_and_policies_through_a_real_api_server() {
     {
         check_subresource_outcome("webhook", c, &o, &mut failures);
     }
+    phase("webhook subresource cases");
     cache_miss_flood(&cp, &hook, &mut failures);
+    phase("cache-miss flood");
     let cases = cases();
     let webhook_results: Vec<Outcome> =
         par_map(&cases, |c| cp.dry_run(c.user, c.groups, &c.manifest));
@@ -576,6 +583,10 @@ fn webhook_and_policies_through_a_real_api_server() {
             ));
         }
     }
+
+    phase("webhook cases");
+    apex_index_follows_the_watch(&cp, &mut failures);
+    phase("apex index");
 
     // A namespace created a moment before a route in it must not be denied for cache lag.
     cp.kubectl_ok(
@@ -675,6 +686,7 @@ fn webhook_and_policies_through_a_real_api_server() {
     }
     hook.unregister(&cp);
     drop(hook);
+    phase("webhook phase");
 
     // --- the same requests with only policies/ ---
     cp.apply_policies();
@@ -714,6 +726,7 @@ fn webhook_and_policies_through_a_real_api_server() {
         }
     }
     failures.extend(differences);
+    phase("policies phase");
     assert!(
         failures.is_empty(),
         "{} problems:\n{}",
@@ -976,7 +989,7 @@ fn check_subresource_strategies(cp: &ControlPlane, failures: &mut Vec<String>) {
         &["apply", "-f", "-"],
         Some(&namespace("scratch-status", &[("team", "a")])),
     );
-    for (what, manifest, kind, ns, spec_patch) in [
+    let items = [
         (
             "httproutes",
             route(
@@ -1024,8 +1037,11 @@ fn check_subresource_strategies(cp: &ControlPlane, failures: &mut Vec<String>) {
             "",
             r#"{"finalizers":["example.com/evil"]}"#,
         ),
-    ] {
-        cp.kubectl_ok(&["apply", "-f", "-"], Some(&manifest));
+    ];
+    let results = par_map(&items, |item| -> Option<String> {
+        let (what, manifest, kind, ns, spec_patch) =
+            (item.0, item.1.as_str(), item.2, item.3, item.4);
+        cp.kubectl_ok(&["apply", "-f", "-"], Some(manifest));
         let name = if kind == "namespace" {
             "scratch-status"
         } else {
@@ -1041,11 +1057,10 @@ fn check_subresource_strategies(cp: &ControlPlane, failures: &mut Vec<String>) {
         args.extend(["-p", &patch]);
         let o = cp.kubectl(&args, None);
         if !o.allowed {
-            failures.push(format!(
+            return Some(format!(
                 "strategy {what}: status patch failed: {}",
                 o.stderr
             ));
-            continue;
         }
         let mut get = vec!["get", kind, name, "-o", "json"];
         if !ns.is_empty() {
@@ -1059,12 +1074,13 @@ fn check_subresource_strategies(cp: &ControlPlane, failures: &mut Vec<String>) {
         // Built-in Namespace and Ingress status strategies reset spec only; the CRD status
         // strategy keeps nothing but status.
         let keeps_metadata = matches!(what, "namespaces" | "ingresses");
-        if label_kept != keeps_metadata || annotation_kept != keeps_metadata || spec_changed {
-            failures.push(format!(
+        (label_kept != keeps_metadata || annotation_kept != keeps_metadata || spec_changed).then(|| {
+            format!(
                 "strategy {what}: after a /status patch labels kept={label_kept}, annotations kept={annotation_kept}, spec changed={spec_changed} (expected metadata kept={keeps_metadata}, spec unchanged): {after}"
-            ));
-        }
-    }
+            )
+        })
+    });
+    failures.extend(results.into_iter().flatten());
 }
 
 /// SPEC §2.2 / issue 6 item 10: thousands of reviews for unknown tenant namespaces, sent
@@ -1191,4 +1207,43 @@ fn cache_miss_flood(cp: &ControlPlane, hook: &Webhook, failures: &mut Vec<String
             break;
         }
     }
+}
+
+/// The webhook's apex → namespaces index follows the namespace watch: a custom apex handed to
+/// a new namespace is taken from other tenants at once, and freed when the label goes.
+fn apex_index_follows_the_watch(cp: &ControlPlane, failures: &mut Vec<String>) {
+    let probe = ingress("tenant-alice", "watch", "shop.customer2.io");
+    let mut wait = |what: &str, denied: bool| {
+        let started = Instant::now();
+        loop {
+            let o = cp.dry_run("alice", TENANT, &probe);
+            if o.allowed != denied && (!denied || o.stderr.contains("another tenant's namespace")) {
+                return;
+            }
+            if started.elapsed() > Duration::from_secs(10) {
+                failures.push(format!("apex index: {what}: {o:?}"));
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    };
+    wait("custom domain before any namespace owns it", false);
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(&namespace(
+            "tenant-cust2",
+            &[("namespace.cozystack.io/host", "customer2.io")],
+        )),
+    );
+    wait("custom domain after tenant-cust2 got customer2.io", true);
+    cp.kubectl_ok(
+        &[
+            "label",
+            "ns",
+            "tenant-cust2",
+            "namespace.cozystack.io/host-",
+        ],
+        None,
+    );
+    wait("custom domain after the label was removed", false);
 }
