@@ -33,8 +33,8 @@ use arbitrary::{Arbitrary, Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use serde_json::{Map, Value};
 use tenant_gateway::policy::{
-    self, DEFAULT_TRUSTED_GROUPS, GATEWAY_LABEL, HOST_LABEL, Layer, NamespaceContext, Operation,
-    PolicyConfig, Review,
+    self, ApexOwners, DEFAULT_TRUSTED_GROUPS, GATEWAY_LABEL, HOST_LABEL, Layer, NamespaceContext,
+    NoApexOwners, Operation, PolicyConfig, Review,
 };
 
 /// `policy::util::MAX_VIOLATIONS` (private): violations listed before the summary line.
@@ -81,6 +81,10 @@ enum Key {
     Values,
     Gateway,
     AttachedNamespaces,
+    Annotations,
+    ServerAlias,
+    ServerSnippet,
+    ConfigurationSnippet,
     Other(String),
 }
 
@@ -110,6 +114,10 @@ impl Key {
             Key::Values => "values",
             Key::Gateway => "gateway",
             Key::AttachedNamespaces => "attachedNamespaces",
+            Key::Annotations => "annotations",
+            Key::ServerAlias => "nginx.ingress.kubernetes.io/server-alias",
+            Key::ServerSnippet => "nginx.ingress.kubernetes.io/server-snippet",
+            Key::ConfigurationSnippet => "nginx.ingress.kubernetes.io/configuration-snippet",
             Key::Other(s) => return s,
         }
         .to_string()
@@ -126,6 +134,10 @@ enum Str {
     WildcardRoot,
     OtherTenant,
     CustomDomain,
+    /// Within the apex another namespace carries (`OtherOwners`).
+    OtherApex,
+    /// Several server-alias entries, comma and space separated.
+    AliasList,
     Uppercase,
     TrailingDot,
     Star,
@@ -149,6 +161,8 @@ impl Str {
             Str::WildcardRoot => "*.example.org".into(),
             Str::OtherTenant => "shop.bob.example.org".into(),
             Str::CustomDomain => "shop.customer.com".into(),
+            Str::OtherApex => "shop.customer1.io".into(),
+            Str::AliasList => "shop.alice.example.org, customer1.io  shop.customer.com".into(),
             Str::Uppercase => "Shop.Alice.Example.ORG".into(),
             Str::TrailingDot => "shop.alice.example.org.".into(),
             Str::Star => "*".into(),
@@ -238,6 +252,15 @@ fn contexts() -> &'static [NamespaceContext; 5] {
     })
 }
 
+/// `customer1.io` is the apex of `tenant-cust` (layer 8's other-tenant branch).
+struct OtherOwners;
+
+impl ApexOwners for OtherOwners {
+    fn owned_by_other(&self, apex: &str, except: &str) -> bool {
+        apex == "customer1.io" && except != "tenant-cust"
+    }
+}
+
 fn strict_messages() -> bool {
     static S: OnceLock<bool> = OnceLock::new();
     *S.get_or_init(|| std::env::var_os("TG_FUZZ_STRICT").is_some_and(|v| v == "1"))
@@ -272,8 +295,14 @@ fn documents(header: u8, body: &[u8]) -> Option<(Value, Option<Value>)> {
     Some((object, old))
 }
 
-fn check(layer: Layer, review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) {
-    let result = policy::evaluate(layer, review, ns, cfg);
+fn check(
+    layer: Layer,
+    review: &Review<'_>,
+    ns: &NamespaceContext,
+    others: &dyn ApexOwners,
+    cfg: &PolicyConfig,
+) {
+    let result = policy::evaluate_with(layer, review, ns, others, cfg);
     let findings = match result {
         Err(shape) => {
             assert!(
@@ -381,10 +410,13 @@ fuzz_target!(|data: &[u8]| {
         for layer in Layer::ALL {
             if matches!(layer, Layer::Gateway | Layer::Route | Layer::Ingress) {
                 for ns in contexts() {
-                    check(layer, &review, ns, cfg);
+                    check(layer, &review, ns, &NoApexOwners, cfg);
+                    if layer == Layer::Ingress {
+                        check(layer, &review, ns, &OtherOwners, cfg);
+                    }
                 }
             } else {
-                check(layer, &review, &NamespaceContext::NotFound, cfg);
+                check(layer, &review, &NamespaceContext::NotFound, &NoApexOwners, cfg);
             }
         }
     }
