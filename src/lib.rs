@@ -15,3 +15,4 @@ pub mod policies;
 pub mod policy;
 pub mod reconcile;
 pub mod server;
+pub mod yaml;

@@ -188,6 +188,14 @@ impl<'a> AdmissionRequest<'a> {
             old_object: None,
         }
     }
+
+    /// The same request as an UPDATE of `old` (what `check` sends for an object that
+    /// already exists in the cluster it reads).
+    pub fn into_update(mut self, old: &'a RawValue) -> AdmissionRequest<'a> {
+        self.operation = "UPDATE".into();
+        self.old_object = Some(project::ObjectField::Raw(old));
+        self
+    }
 }
 
 #[derive(Debug, Deserialize)]
