@@ -82,6 +82,16 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// Validate the flags into the configuration every layer reads.
     pub fn policy_config(&self) -> Result<PolicyConfig, ConfigError> {
+        let cfg = self.policy_config_offline()?;
+        if cfg.root_host.is_none() && cfg.enforcement.mode(Layer::Ingress) != Mode::Off {
+            return Err(ConfigError::MissingRootHost);
+        }
+        Ok(cfg)
+    }
+
+    /// The configuration for the offline commands, which need `--root-host` only when they
+    /// meet an Ingress (they refuse that object then, naming the flag).
+    pub fn policy_config_offline(&self) -> Result<PolicyConfig, ConfigError> {
         let mut enforcement = Enforcement::default();
         for item in &self.enforcement {
             let (layer, mode) = item
@@ -129,9 +139,6 @@ impl PolicyArgs {
                 Some(lower)
             }
         };
-        if root_host.is_none() && enforcement.mode(Layer::Ingress) != Mode::Off {
-            return Err(ConfigError::MissingRootHost);
-        }
         Ok(PolicyConfig {
             tenant_prefix: self.tenant_prefix.clone(),
             system_prefix: self.system_prefix.clone(),
@@ -298,6 +305,10 @@ mod tests {
         let e = args(&[], None).policy_config().expect_err("no root host");
         assert!(matches!(e, ConfigError::MissingRootHost));
         assert!(e.to_string().contains("--root-host"));
+        let cfg = args(&[], None)
+            .policy_config_offline()
+            .expect("offline commands check the root host per object");
+        assert_eq!(cfg.root_host, None);
         let cfg = args(&["ingress=off"], None)
             .policy_config()
             .expect("layer off");

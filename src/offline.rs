@@ -471,6 +471,11 @@ fn cluster_scoped(target: WebhookResource) -> bool {
     )
 }
 
+/// True when objects of `target` live in a namespace.
+pub fn namespaced(target: WebhookResource) -> bool {
+    !cluster_scoped(target)
+}
+
 /// Layers that only look at tenant namespaces.
 fn tenant_scoped(layer: Layer) -> bool {
     matches!(layer, Layer::Gateway | Layer::Route | Layer::Ingress)

@@ -1,5 +1,6 @@
 //! Cluster-facing state: the namespace index the admission layers read (SPEC §2.2).
 
 pub mod namespaces;
+pub mod objects;
 
 pub use namespaces::{LiveNamespaces, LookupError, NamespaceSource, StaticNamespaces};
