@@ -140,6 +140,101 @@ fn one_line(s: &str) -> String {
     s.split_whitespace().collect::<Vec<_>>().join(" ")
 }
 
+/// A document as sigs.k8s.io/yaml turns it into JSON: like `serde_json::Value`, except that
+/// mapping keys are resolved as scalars first and then written as text, so a plain `yes:` key
+/// becomes `"true"`, `0x1F:` becomes `"31"`, and a `null` key is an error. (A quoted key stays
+/// as written; keys that become equal keep the last value.)
+struct KubeValue(Value);
+
+impl<'de> serde::Deserialize<'de> for KubeValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        d.deserialize_any(KubeVisitor).map(KubeValue)
+    }
+}
+
+struct KubeVisitor;
+
+impl<'de> serde::de::Visitor<'de> for KubeVisitor {
+    type Value = Value;
+
+    fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+        f.write_str("any YAML value")
+    }
+
+    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+        Ok(Value::Bool(v))
+    }
+
+    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+        Ok(Value::from(v))
+    }
+
+    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+        // JSON has no NaN or infinity; kubectl fails on them too.
+        Ok(serde_json::Number::from_f64(v).map_or(Value::Null, Value::Number))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+        Ok(Value::String(v.to_string()))
+    }
+
+    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+        Ok(Value::String(v))
+    }
+
+    fn visit_bytes<E>(self, v: &[u8]) -> Result<Value, E> {
+        Ok(Value::String(String::from_utf8_lossy(v).into_owned()))
+    }
+
+    fn visit_none<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_unit<E>(self) -> Result<Value, E> {
+        Ok(Value::Null)
+    }
+
+    fn visit_some<D: serde::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
+        d.deserialize_any(KubeVisitor)
+    }
+
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
+        let mut out = Vec::new();
+        while let Some(KubeValue(v)) = seq.next_element()? {
+            out.push(v);
+        }
+        Ok(Value::Array(out))
+    }
+
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        let mut out = serde_json::Map::new();
+        while let Some(KubeValue(key)) = map.next_key()? {
+            let key = match key {
+                Value::String(s) => s,
+                Value::Bool(b) => b.to_string(),
+                Value::Number(n) => n.to_string(),
+                Value::Null => {
+                    return Err(serde::de::Error::custom(
+                        "a mapping key is null (kubectl refuses it too)",
+                    ));
+                }
+                Value::Array(_) | Value::Object(_) => {
+                    return Err(serde::de::Error::custom(
+                        "a mapping key is a sequence or mapping; JSON keys are strings",
+                    ));
+                }
+            };
+            let KubeValue(value) = map.next_value()?;
+            out.insert(key, value);
+        }
+        Ok(Value::Object(out))
+    }
+}
+
 /// One document of a manifest file, parsed.
 #[derive(Debug)]
 pub struct Document {
@@ -186,11 +281,11 @@ pub fn read_documents(text: &str) -> Vec<Document> {
                 index,
                 value: Err(e),
             }),
-            Ok(chunk) => match from_document::<Value>(chunk.text) {
-                Ok(Value::Null) => None,
+            Ok(chunk) => match from_document::<KubeValue>(chunk.text) {
+                Ok(KubeValue(Value::Null)) => None,
                 value => Some(Document {
                     index: chunk.index,
-                    value,
+                    value: value.map(|KubeValue(v)| v),
                 }),
             },
         })
@@ -282,6 +377,10 @@ mod tests {
             json!({"a": true, "b": false, "c": 493, "d": 1000, "e": "0755", "f": null,
                    "g": "2001-12-14", "h": 1.5, "i": "k", "k": 2})
         );
+        // Keys resolve like values, then become text; quoted keys stay as written.
+        let v = values("yes: 1\n'no': 2\n0x1F: 3\non: 4\n")[0].1.clone().expect("parses");
+        assert_eq!(v, json!({"true": 4, "no": 2, "31": 3}));
+        assert!(values("~: 1\n")[0].1.is_err(), "null key");
     }
 
     #[test]
