@@ -16,8 +16,6 @@ use tenant_gateway::offline::{self, Caller, DefaultNamespace};
 use tenant_gateway::policy::PolicyConfig;
 use tenant_gateway::server::{self, ServeOptions, health::Readiness};
 
-
-
 #[derive(Debug, Parser)]
 #[command(
     name = "tenant-gateway",
@@ -118,7 +116,11 @@ struct CheckArgs {
     #[arg(long = "as", env = "TENANT_GATEWAY_AS", default_value = "check-user")]
     as_user: String,
     /// Group of that user (repeatable).
-    #[arg(long = "as-group", env = "TENANT_GATEWAY_AS_GROUP", value_delimiter = ',')]
+    #[arg(
+        long = "as-group",
+        env = "TENANT_GATEWAY_AS_GROUP",
+        value_delimiter = ','
+    )]
     as_groups: Vec<String>,
     /// Namespace for namespaced objects that name none (default: the kubeconfig context's
     /// namespace when --kubeconfig or $KUBECONFIG is in use, else `default`, as kubectl).
@@ -297,17 +299,21 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
     }
     let default_namespace = match &check.namespace {
         Some(n) if !n.trim().is_empty() => DefaultNamespace::Flag(n.trim().to_string()),
-        _ => match objects::context_namespace(check.kubeconfig.as_deref(), check.context.as_deref())
-        {
-            Ok(Some((context, namespace))) => DefaultNamespace::Context { context, namespace },
-            Ok(None) => DefaultNamespace::Default,
-            // Only $KUBECONFIG was in use: the namespace is a convenience, not worth failing.
-            Err(e) if !cluster => {
-                eprintln!("note: {e}; objects without a namespace are evaluated in \"default\"");
-                DefaultNamespace::Default
+        _ => {
+            match objects::context_namespace(check.kubeconfig.as_deref(), check.context.as_deref())
+            {
+                Ok(Some((context, namespace))) => DefaultNamespace::Context { context, namespace },
+                Ok(None) => DefaultNamespace::Default,
+                // Only $KUBECONFIG was in use: the namespace is a convenience, not worth failing.
+                Err(e) if !cluster => {
+                    eprintln!(
+                        "note: {e}; objects without a namespace are evaluated in \"default\""
+                    );
+                    DefaultNamespace::Default
+                }
+                Err(e) => return Err(e.into()),
             }
-            Err(e) => return Err(e.into()),
-        },
+        }
     };
     let caller = Caller {
         username: check.as_user,
@@ -324,7 +330,8 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                 let Some(target) = offline::target_of(object) else {
                     continue;
                 };
-                let namespace = offline::namespaced(target).then(|| offline::namespace_of(object, &caller).0);
+                let namespace =
+                    offline::namespaced(target).then(|| offline::namespace_of(object, &caller).0);
                 let name = object
                     .pointer("/metadata/name")
                     .and_then(serde_json::Value::as_str)
@@ -333,8 +340,9 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                     .get("apiVersion")
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or("");
-                m.live = objects::live_object(&client, target, api_version, namespace.as_deref(), name)
-                    .await?;
+                m.live =
+                    objects::live_object(&client, target, api_version, namespace.as_deref(), name)
+                        .await?;
             }
         }
         Admission::new(

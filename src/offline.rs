@@ -92,7 +92,9 @@ fn needs_root_host(cfg: &PolicyConfig, doc: &str) -> bool {
         return false;
     }
     serde_json::from_str::<Value>(doc).is_ok_and(|v| {
-        v.pointer("/request/resource/resource").and_then(Value::as_str) == Some("ingresses")
+        v.pointer("/request/resource/resource")
+            .and_then(Value::as_str)
+            == Some("ingresses")
     })
 }
 
@@ -210,9 +212,9 @@ pub fn read_manifests(
     for p in paths {
         let mut found = Found::default();
         collect_files(p, recursive, &mut found)?;
-        found
-            .files
-            .retain(|f| f == Path::new("-") || skip.is_none() || std::fs::canonicalize(f).ok() != skip);
+        found.files.retain(|f| {
+            f == Path::new("-") || skip.is_none() || std::fs::canonicalize(f).ok() != skip
+        });
         if found.files.is_empty() {
             return Err(OfflineError::NoManifest(no_manifest_reason(p, &found)));
         }
@@ -286,7 +288,10 @@ fn read_file(f: &Path, out: &mut Vec<Manifest>) {
                     document: doc.index,
                     item: None,
                 },
-                object: Err(format!("document {} is not valid YAML/JSON: {e}", doc.index)),
+                object: Err(format!(
+                    "document {} is not valid YAML/JSON: {e}",
+                    doc.index
+                )),
                 live: None,
             }),
             Ok(value) => {
@@ -522,7 +527,11 @@ pub fn namespace_of(object: &Value, caller: &Caller) -> (String, bool) {
 /// The validated kind an object is, if any.
 pub fn target_of(object: &Value) -> Option<WebhookResource> {
     let id = identity(object);
-    let group = id.api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+    let group = id
+        .api_version
+        .rsplit_once('/')
+        .map(|(g, _)| g)
+        .unwrap_or("");
     WebhookResource::from_group_kind(group, &id.kind)
 }
 
@@ -544,7 +553,8 @@ pub fn unnamespaced(manifests: &[Manifest]) -> usize {
 
 /// The stderr note for objects evaluated in a namespace they do not name.
 pub fn unnamespaced_note(count: usize, caller: &Caller, cfg: &PolicyConfig) -> Option<String> {
-    if count == 0 {
+    // With -n the user said where they go: nothing to point out.
+    if count == 0 || matches!(caller.default_namespace, DefaultNamespace::Flag(_)) {
         return None;
     }
     let ns = caller.default_namespace.name();

@@ -147,7 +147,11 @@ pub async fn run(
         out,
         "{} expectation{} in {} suite file{}: {} passed, {} failed",
         report.passed + report.failed,
-        if report.passed + report.failed == 1 { "" } else { "s" },
+        if report.passed + report.failed == 1 {
+            ""
+        } else {
+            "s"
+        },
         files.len(),
         if files.len() == 1 { "" } else { "s" },
         report.passed,
@@ -175,10 +179,8 @@ fn collect(p: &Path, out: &mut Vec<PathBuf>) -> Result<(), SuiteError> {
     for e in entries {
         if e.is_dir() {
             collect(&e, out)?;
-        } else if matches!(
-            e.extension().and_then(|x| x.to_str()),
-            Some("yaml" | "yml")
-        ) && is_suite(&e)
+        } else if matches!(e.extension().and_then(|x| x.to_str()), Some("yaml" | "yml"))
+            && is_suite(&e)
         {
             out.push(e);
         }
@@ -260,7 +262,11 @@ async fn run_file(
         }
         let manifests = load_manifests(base, &shown, test).map_err(&bad)?;
         let caller = Caller {
-            username: test.caller.user.clone().unwrap_or_else(|| "test-user".into()),
+            username: test
+                .caller
+                .user
+                .clone()
+                .unwrap_or_else(|| "test-user".into()),
             groups: test.caller.groups.clone(),
             default_namespace: match &test.namespace {
                 Some(n) => DefaultNamespace::Flag(n.clone()),

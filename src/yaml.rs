@@ -41,7 +41,7 @@ pub enum YamlError {
 /// error here (kubectl would substitute U+FFFD and carry on).
 pub fn decode(bytes: Vec<u8>) -> Result<String, YamlError> {
     fn utf16(rest: &[u8], unit: fn([u8; 2]) -> u16) -> Result<String, YamlError> {
-        if rest.len() % 2 != 0 {
+        if !rest.len().is_multiple_of(2) {
             return Err(YamlError::Encoding(
                 "UTF-16 text with an odd number of bytes".to_string(),
             ));
@@ -57,7 +57,9 @@ pub fn decode(bytes: Vec<u8>) -> Result<String, YamlError> {
             .map_err(|e| YamlError::Encoding(format!("invalid UTF-8: {e}"))),
         [0xFF, 0xFE, rest @ ..] => utf16(rest, u16::from_le_bytes),
         [0xFE, 0xFF, rest @ ..] => utf16(rest, u16::from_be_bytes),
-        _ => String::from_utf8(bytes).map_err(|e| YamlError::Encoding(format!("invalid UTF-8: {e}"))),
+        _ => {
+            String::from_utf8(bytes).map_err(|e| YamlError::Encoding(format!("invalid UTF-8: {e}")))
+        }
     }
 }
 
@@ -378,7 +380,10 @@ mod tests {
                    "g": "2001-12-14", "h": 1.5, "i": "k", "k": 2})
         );
         // Keys resolve like values, then become text; quoted keys stay as written.
-        let v = values("yes: 1\n'no': 2\n0x1F: 3\non: 4\n")[0].1.clone().expect("parses");
+        let v = values("yes: 1\n'no': 2\n0x1F: 3\non: 4\n")[0]
+            .1
+            .clone()
+            .expect("parses");
         assert_eq!(v, json!({"true": 4, "no": 2, "31": 3}));
         assert!(values("~: 1\n")[0].1.is_err(), "null key");
     }

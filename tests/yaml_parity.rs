@@ -181,7 +181,9 @@ fn normalize(v: &Value) -> Value {
             _ => v.clone(),
         },
         Value::Array(a) => Value::Array(a.iter().map(normalize).collect()),
-        Value::Object(m) => Value::Object(m.iter().map(|(k, v)| (k.clone(), normalize(v))).collect()),
+        Value::Object(m) => {
+            Value::Object(m.iter().map(|(k, v)| (k.clone(), normalize(v))).collect())
+        }
         other => other.clone(),
     }
 }
@@ -239,10 +241,7 @@ fn yaml_parity_merge_key_and_live_context_on_a_real_api_server() {
     };
     cp.kubectl_ok(&["apply", "-f", "-"], Some(HTTPROUTE_CRD));
     let tenant_crd = repo_root().join("tests/k8s/crds/tenants.apps.cozystack.io.yaml");
-    cp.kubectl_ok(
-        &["apply", "-f", tenant_crd.to_str().expect("utf-8")],
-        None,
-    );
+    cp.kubectl_ok(&["apply", "-f", tenant_crd.to_str().expect("utf-8")], None);
     cp.kubectl_ok(
         &[
             "wait",
@@ -299,7 +298,9 @@ fn yaml_parity_merge_key_and_live_context_on_a_real_api_server() {
         None,
     );
     if live.allowed || !live.stderr.contains("\"admin.example.org\" is not allowed") {
-        failures.push(format!("live webhook did not deny the merge-key route: {live:?}"));
+        failures.push(format!(
+            "live webhook did not deny the merge-key route: {live:?}"
+        ));
     }
     let offline = tenant_gateway(&[
         "check",
@@ -312,11 +313,15 @@ fn yaml_parity_merge_key_and_live_context_on_a_real_api_server() {
     ]);
     let table = String::from_utf8_lossy(&offline.stdout);
     if offline.status.code() != Some(1)
-        || !table
-            .lines()
-            .any(|l| l.contains("tenant-alice/merged") && l.contains("DENIED") && l.contains("\"admin.example.org\" is not allowed"))
+        || !table.lines().any(|l| {
+            l.contains("tenant-alice/merged")
+                && l.contains("DENIED")
+                && l.contains("\"admin.example.org\" is not allowed")
+        })
     {
-        failures.push(format!("offline check did not deny the merge-key route: {table}"));
+        failures.push(format!(
+            "offline check did not deny the merge-key route: {table}"
+        ));
     }
 
     // --- check --kubeconfig: namespaces and live objects from the cluster ---
@@ -337,7 +342,17 @@ fn yaml_parity_merge_key_and_live_context_on_a_real_api_server() {
     let r = routes.to_str().expect("utf-8");
 
     // Unchanged host on an existing Tenant: an UPDATE that keeps it, allowed.
-    let update = tenant_gateway(&["check", "-f", m, "--as", "alice", "--kubeconfig", kc, "-o", "json"]);
+    let update = tenant_gateway(&[
+        "check",
+        "-f",
+        m,
+        "--as",
+        "alice",
+        "--kubeconfig",
+        kc,
+        "-o",
+        "json",
+    ]);
     let v: Value = serde_json::from_slice(&update.stdout).unwrap_or(Value::Null);
     if update.status.code() != Some(0)
         || v["items"][0]["operation"] != "UPDATE"
@@ -350,7 +365,18 @@ fn yaml_parity_merge_key_and_live_context_on_a_real_api_server() {
         ));
     }
     // --create-only: the same object as a CREATE that sets the host, denied.
-    let create = tenant_gateway(&["check", "-f", m, "--as", "alice", "--kubeconfig", kc, "--create-only", "-o", "json"]);
+    let create = tenant_gateway(&[
+        "check",
+        "-f",
+        m,
+        "--as",
+        "alice",
+        "--kubeconfig",
+        kc,
+        "--create-only",
+        "-o",
+        "json",
+    ]);
     let v: Value = serde_json::from_slice(&create.stdout).unwrap_or(Value::Null);
     if create.status.code() != Some(1)
         || v["items"][0]["operation"] != "CREATE"
@@ -364,7 +390,13 @@ fn yaml_parity_merge_key_and_live_context_on_a_real_api_server() {
     // Namespaces come from the cluster (no snapshot given): bob's apex is known.
     let ns = tenant_gateway(&["check", "-f", r, "--as", "bob", "--kubeconfig", kc]);
     let table = String::from_utf8_lossy(&ns.stdout);
-    let line = |name: &str| table.lines().find(|l| l.contains(name)).unwrap_or("").to_string();
+    let line = |name: &str| {
+        table
+            .lines()
+            .find(|l| l.contains(name))
+            .unwrap_or("")
+            .to_string()
+    };
     if ns.status.code() != Some(1)
         || !line("tenant-bob/r ").contains("ALLOWED")
         || !line("tenant-bob/r2").contains("DENIED")

@@ -157,8 +157,11 @@ mod tests {
         assert!(text.contains("BEGIN CERTIFICATE"), "{text}");
         assert!(!text.contains("PRIVATE KEY"), "{text}");
         assert_eq!(text.trim(), dev.ca_cert_pem.trim());
-        let e = ca_bundle("x", b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n")
-            .expect_err("not x509");
+        let e = ca_bundle(
+            "x",
+            b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .expect_err("not x509");
         assert!(matches!(e, RegistrationError::BadCertificate { .. }), "{e}");
     }
 
@@ -166,7 +169,14 @@ mod tests {
     fn url_must_be_https_with_a_host() {
         assert!(check_url("https://127.0.0.1:8443").is_ok());
         assert!(check_url("https://webhook.example.org/base").is_ok());
-        for bad in ["http://127.0.0.1:8443", "127.0.0.1:8443", "HTTPS//x", "https://", "https://:8443", "https:///x"] {
+        for bad in [
+            "http://127.0.0.1:8443",
+            "127.0.0.1:8443",
+            "HTTPS//x",
+            "https://",
+            "https://:8443",
+            "https:///x",
+        ] {
             assert!(check_url(bad).is_err(), "{bad} must be refused");
         }
     }

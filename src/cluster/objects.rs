@@ -22,9 +22,12 @@ pub enum ClusterReadError {
     #[error("cannot connect with the kubeconfig: {0}")]
     Connect(String),
     #[error("cannot list namespaces: {0}")]
-    Namespaces(kube::Error),
+    Namespaces(Box<kube::Error>),
     #[error("cannot read {what} from the cluster: {source}")]
-    Get { what: String, source: kube::Error },
+    Get {
+        what: String,
+        source: Box<kube::Error>,
+    },
 }
 
 /// The kubeconfig kubectl would use: the named file, else `$KUBECONFIG` (its list of files
@@ -38,14 +41,12 @@ fn load(path: Option<&Path>) -> Result<Option<Kubeconfig>, ClusterReadError> {
                 path: p.display().to_string(),
                 reason: e.to_string(),
             }),
-        None if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) => {
-            Kubeconfig::read()
-                .map(Some)
-                .map_err(|e| ClusterReadError::Kubeconfig {
-                    path: "$KUBECONFIG".to_string(),
-                    reason: e.to_string(),
-                })
-        }
+        None if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) => Kubeconfig::read()
+            .map(Some)
+            .map_err(|e| ClusterReadError::Kubeconfig {
+                path: "$KUBECONFIG".to_string(),
+                reason: e.to_string(),
+            }),
         None => Ok(None),
     }
 }
@@ -78,7 +79,10 @@ pub fn context_namespace(
 }
 
 /// A client for the selected kubeconfig and context.
-pub async fn client(path: Option<&Path>, context: Option<&str>) -> Result<Client, ClusterReadError> {
+pub async fn client(
+    path: Option<&Path>,
+    context: Option<&str>,
+) -> Result<Client, ClusterReadError> {
     let kc = match load(path)? {
         Some(kc) => kc,
         None => Kubeconfig::read().map_err(|e| ClusterReadError::Kubeconfig {
@@ -105,7 +109,7 @@ pub async fn namespaces(client: &Client) -> Result<StaticNamespaces, ClusterRead
         let page = api
             .list_metadata(&params)
             .await
-            .map_err(ClusterReadError::Namespaces)?;
+            .map_err(|e| ClusterReadError::Namespaces(Box::new(e)))?;
         for ns in page.items {
             if let Some(name) = ns.metadata.name.as_deref() {
                 out.insert(name, ns.metadata.labels.unwrap_or_default());
@@ -151,11 +155,14 @@ pub async fn live_object(
             .map(Some)
             .map_err(|e| ClusterReadError::Get {
                 what,
-                source: kube::Error::SerdeError(e),
+                source: Box::new(kube::Error::SerdeError(e)),
             }),
         Ok(None) => Ok(None),
         // The kind is not installed there: nothing exists to update.
         Err(kube::Error::Api(s)) if s.code == 404 => Ok(None),
-        Err(source) => Err(ClusterReadError::Get { what, source }),
+        Err(source) => Err(ClusterReadError::Get {
+            what,
+            source: Box::new(source),
+        }),
     }
 }
