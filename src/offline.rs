@@ -690,10 +690,29 @@ async fn check_one(admission: &Admission, i: usize, m: &Manifest, caller: &Calle
     v
 }
 
+/// Advice the webhook gives a live caller that means nothing offline: a snapshot does not
+/// change by waiting, and a run of `check` is not a request to retry.
+const LIVE_ONLY_ADVICE: [(&str, &str); 2] = [
+    (
+        " If the namespace is being created, retry in a few seconds.",
+        "",
+    ),
+    (
+        " and retry to see the rest",
+        " and run again to see the rest",
+    ),
+];
+
+fn offline_text(message: &str) -> String {
+    LIVE_ONLY_ADVICE
+        .iter()
+        .fold(message.to_string(), |m, (from, to)| m.replace(from, to))
+}
+
 fn apply_decision(v: &mut Verdict, d: &Decision) {
     v.allowed = d.allowed;
     v.layer = d.layer.map(|l| l.as_str().to_string()).or(v.layer.take());
-    v.message = d.message.clone().unwrap_or_default();
+    v.message = offline_text(d.message.as_deref().unwrap_or_default());
     v.warnings = d.warnings.clone();
     v.verdict = match d.kind {
         DecisionKind::Allowed if d.warnings.is_empty() => VerdictKind::Allowed,
@@ -858,4 +877,152 @@ pub fn print_json(verdicts: &[Verdict], out: &mut dyn Write) -> std::io::Result<
         },
     )?;
     writeln!(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use serde_json::json;
+
+    use super::*;
+    use crate::cluster::{NamespaceSource, StaticNamespaces};
+    use crate::metrics::Metrics;
+
+    fn admission() -> Admission {
+        let cfg = PolicyConfig {
+            root_host: Some("example.org".to_string()),
+            ..PolicyConfig::default()
+        };
+        let mut ns = StaticNamespaces::default();
+        ns.insert(
+            "tenant-alice",
+            [(
+                crate::policy::HOST_LABEL.to_string(),
+                "alice.example.org".to_string(),
+            )]
+            .into(),
+        );
+        Admission::new(
+            Arc::new(cfg),
+            NamespaceSource::Static(Arc::new(ns)),
+            Metrics::new(),
+        )
+    }
+
+    fn manifest(object: Value) -> Manifest {
+        Manifest {
+            source: Source {
+                file: "t.yaml".into(),
+                document: 1,
+                item: None,
+            },
+            object: Ok(object),
+            live: None,
+        }
+    }
+
+    fn caller() -> Caller {
+        Caller {
+            username: "alice".into(),
+            groups: vec![],
+            default_namespace: DefaultNamespace::Default,
+        }
+    }
+
+    #[tokio::test]
+    async fn offline_denials_do_not_say_retry() {
+        let many: Vec<String> = (0..80).map(|i| format!("h{i}.bob.example.org")).collect();
+        let objects = [
+            // Namespace not in the snapshot: the live webhook suggests retrying.
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": "r", "namespace": "tenant-new"},
+                   "spec": {"hostnames": ["a.example.org"]}}),
+            // More problems than are listed.
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                   "metadata": {"name": "r", "namespace": "tenant-alice"},
+                   "spec": {"hostnames": many}}),
+        ];
+        let a = admission();
+        for o in objects {
+            let v = check(&a, &[manifest(o)], &caller()).await;
+            assert_eq!(v[0].verdict, VerdictKind::Denied, "{v:?}");
+            assert!(!v[0].message.contains("retry"), "{}", v[0].message);
+            assert!(
+                v[0].message.contains("namespace.cozystack.io/host")
+                    || v[0].message.contains("run again to see the rest"),
+                "{}",
+                v[0].message
+            );
+        }
+    }
+
+    #[tokio::test]
+    async fn verdicts_for_each_kind_of_outcome() {
+        let a = admission();
+        let route = |ns: Option<&str>| {
+            let mut o = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                               "metadata": {"name": "r"}, "spec": {"hostnames": ["x.example.org"]}});
+            if let Some(ns) = ns {
+                o["metadata"]["namespace"] = json!(ns);
+            }
+            o
+        };
+        let ms = vec![
+            manifest(route(None)),
+            manifest(route(Some("cozy-dashboard"))),
+            manifest(json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "c"}})),
+            manifest(json!({"metadata": {"name": "nokind"}})),
+            Manifest {
+                object: Err("document 2 is not valid YAML/JSON: bad".into()),
+                ..manifest(json!(null))
+            },
+        ];
+        let v = check(&a, &ms, &caller()).await;
+        let kinds: Vec<VerdictKind> = v.iter().map(|v| v.verdict).collect();
+        assert_eq!(
+            kinds,
+            vec![
+                VerdictKind::Skipped,
+                VerdictKind::Skipped,
+                VerdictKind::Skipped,
+                VerdictKind::Error,
+                VerdictKind::Error
+            ]
+        );
+        assert!(
+            v[0].message.contains("no metadata.namespace"),
+            "{}",
+            v[0].message
+        );
+        assert_eq!(v[0].namespace, "default");
+        assert!(
+            !v[1].message.contains("no metadata.namespace"),
+            "{}",
+            v[1].message
+        );
+        let s = Summary::of(&v);
+        assert_eq!(
+            s.to_string(),
+            "5 objects: 0 allowed, 0 warned, 0 denied, 3 skipped, 2 errors"
+        );
+        assert_eq!(s.exit_code(), 2);
+        assert_eq!(
+            Summary {
+                denied: 1,
+                ..Summary::default()
+            }
+            .exit_code(),
+            1
+        );
+        assert_eq!(
+            Summary {
+                warned: 1,
+                skipped: 1,
+                ..Summary::default()
+            }
+            .exit_code(),
+            0
+        );
+    }
 }

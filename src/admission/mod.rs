@@ -639,7 +639,7 @@ pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decis
             warnings,
         };
     }
-    let message = findings.violations.join("; ");
+    let message = combine(&findings.violations);
     match mode {
         Mode::Deny => Decision {
             allowed: false,
@@ -672,6 +672,33 @@ pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decis
         },
         Mode::Off => Decision::allow(Some(layer)),
     }
+}
+
+/// One message for all of an object's problems (SPEC §2.4: list them all): when each names
+/// the same object, it is named once and the problems are numbered after it.
+pub fn combine(violations: &[String]) -> String {
+    let [first, rest @ ..] = violations else {
+        return String::new();
+    };
+    if rest.is_empty() {
+        return first.clone();
+    }
+    if let Some((object, _)) = first.split_once(": ") {
+        let head = format!("{object}: ");
+        if violations.iter().all(|v| v.starts_with(&head)) {
+            let problems: Vec<String> = violations
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("({}) {}", i + 1, &v[head.len()..]))
+                .collect();
+            return format!(
+                "{object}: {} problems: {}",
+                violations.len(),
+                problems.join("; ")
+            );
+        }
+    }
+    violations.join("; ")
 }
 
 /// Cut `w` to at most [`MAX_WARNING_LEN`] characters, on a character boundary.

@@ -336,3 +336,23 @@ fn warnings_are_cut_on_char_boundaries() {
     assert!(cut.ends_with('…'));
     assert_eq!(truncate_warning("short"), "short");
 }
+
+#[test]
+fn several_problems_name_the_object_once() {
+    let one = vec!["HTTPRoute a/b: hostname \"x\" is not allowed".to_string()];
+    assert_eq!(combine(&one), one[0]);
+    let two = vec![
+        "HTTPRoute a/b: hostname \"x\" is not allowed".to_string(),
+        "HTTPRoute a/b: hostname \"y\" is invalid".to_string(),
+    ];
+    let m = combine(&two);
+    assert_eq!(m.matches("HTTPRoute a/b").count(), 1, "{m}");
+    assert_eq!(
+        m,
+        "HTTPRoute a/b: 2 problems: (1) hostname \"x\" is not allowed; (2) hostname \"y\" is invalid"
+    );
+    // Different objects (never from one layer today): joined as they are.
+    let mixed = vec!["A x: p".to_string(), "B y: q".to_string()];
+    assert_eq!(combine(&mixed), "A x: p; B y: q");
+    assert_eq!(combine(&[]), "");
+}
