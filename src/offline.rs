@@ -727,7 +727,7 @@ fn apply_decision(v: &mut Verdict, d: &Decision) {
     if d.kind == DecisionKind::Warned {
         // The message is the whole violation; the warnings repeat it cut to 120 characters.
         if let Some(layer) = d.layer {
-            let prefix = format!("[{layer} policy, warn mode] ");
+            let prefix = format!("[{layer} warn");
             v.warnings.retain(|w| !w.starts_with(&prefix));
         }
     }

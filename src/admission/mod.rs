@@ -551,7 +551,7 @@ impl Admission {
                 );
             }
         };
-        apply_mode(layer, mode, findings)
+        apply_mode_for(layer, mode, findings, ns_ctx.apex())
     }
 
     fn count(&self, resource: &str, op: &str, layer: Option<Layer>, kind: DecisionKind) {
@@ -625,6 +625,32 @@ fn check_envelope(e: &Envelope) -> Result<(), String> {
 
 /// Turn a layer's findings into a decision according to its enforcement mode.
 pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decision {
+    apply_mode_for(layer, mode, findings, None)
+}
+
+/// The warn-mode warning for one violation. The API server shows warnings cut at 120
+/// characters, so what matters comes first: the apex the object was judged against, then the
+/// problem without the object's name (kubectl prints warnings for the object it sent), so
+/// the offending value stays inside the cut.
+pub fn warn_mode_warning(layer: Layer, violation: &str, apex: Option<&str>) -> String {
+    let problem = violation
+        .split_once(": ")
+        .filter(|(object, _)| !object.contains('"'))
+        .map_or(violation, |(_, rest)| rest);
+    let apex = apex.map(|a| format!(", apex {}", a.to_ascii_lowercase()));
+    truncate_warning(&format!(
+        "[{layer} warn{}] {problem}",
+        apex.unwrap_or_default()
+    ))
+}
+
+/// [`apply_mode`] for a layer that judged the object against `apex`.
+pub fn apply_mode_for(
+    layer: Layer,
+    mode: Mode,
+    findings: policy::Findings,
+    apex: Option<&str>,
+) -> Decision {
     let mut warnings: Vec<String> = findings
         .warnings
         .iter()
@@ -653,7 +679,7 @@ pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decis
                 findings
                     .violations
                     .iter()
-                    .map(|v| truncate_warning(&format!("[{layer} policy, warn mode] {v}"))),
+                    .map(|v| warn_mode_warning(layer, v, apex)),
             );
             Decision {
                 allowed: true,

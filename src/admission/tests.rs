@@ -356,3 +356,21 @@ fn several_problems_name_the_object_once() {
     assert_eq!(combine(&mixed), "A x: p; B y: q");
     assert_eq!(combine(&[]), "");
 }
+
+#[test]
+fn warn_mode_warnings_keep_value_and_apex_inside_the_cut() {
+    let v = "HTTPRoute tenant-alice/a-rather-long-route-name-from-a-chart: hostname \"shop.bob.example.org\" is not allowed: hostnames must equal the namespace's namespace.cozystack.io/host label or be subdomains of it (alice.example.org)";
+    let w = warn_mode_warning(Layer::Route, v, Some("Alice.Example.ORG"));
+    assert!(w.chars().count() <= MAX_WARNING_LEN, "{w}");
+    assert!(
+        w.starts_with("[route warn, apex alice.example.org] hostname \"shop.bob.example.org\""),
+        "{w}"
+    );
+    // Without an apex (a namespace without the label) the problem still comes first.
+    let w = warn_mode_warning(
+        Layer::Gateway,
+        "Gateway a/b: namespace a has no label",
+        None,
+    );
+    assert_eq!(w, "[gateway warn] namespace a has no label");
+}
