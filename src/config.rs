@@ -38,7 +38,8 @@ pub enum ConfigError {
 /// Policy flags read by `serve`, `review` and `check` alike.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyArgs {
-    /// Platform root apex (e.g. example.org); required while the ingress layer is enabled.
+    /// Platform root apex (e.g. example.org); `serve` requires it while the ingress layer is
+    /// enabled, the offline commands only to evaluate an Ingress.
     #[arg(long, env = "TENANT_GATEWAY_ROOT_HOST")]
     pub root_host: Option<String>,
 

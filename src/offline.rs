@@ -566,16 +566,19 @@ pub fn unnamespaced_note(count: usize, caller: &Caller, cfg: &PolicyConfig) -> O
             cfg.tenant_prefix
         )
     };
+    let (objects, name) = if count == 1 {
+        ("object", "names")
+    } else {
+        ("objects", "name")
+    };
     let how = match &caller.default_namespace {
-        DefaultNamespace::Default => {
-            "name no metadata.namespace and no -n was given (as in `helm template` output without -n)"
-                .to_string()
-        }
-        other => format!("name no metadata.namespace; {}", other.origin()),
+        DefaultNamespace::Default => format!(
+            "{name} no metadata.namespace and no -n was given (as in `helm template` output without -n)"
+        ),
+        other => format!("{name} no metadata.namespace; {}", other.origin()),
     };
     Some(format!(
-        "note: {count} namespaced object{} {how}: evaluated in namespace {ns:?} as kubectl would create them{scope}. Pass -n NAMESPACE to check them where they will be installed",
-        if count == 1 { "" } else { "s" }
+        "note: {count} namespaced {objects} {how}: evaluated in namespace {ns:?} as kubectl would create them{scope}. Pass -n NAMESPACE to check them where they will be installed"
     ))
 }
 
@@ -620,6 +623,11 @@ async fn check_one(admission: &Admission, i: usize, m: &Manifest, caller: &Calle
         return v;
     }
     let Some(target) = target_of(object) else {
+        v.namespace = object
+            .pointer("/metadata/namespace")
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string();
         v.verdict = VerdictKind::Skipped;
         v.allowed = true;
         v.message = format!(
