@@ -414,4 +414,27 @@ mod tests {
         let deep = format!("{}{}", "[".repeat(MAX_DEPTH + 1), "]".repeat(MAX_DEPTH + 1));
         assert!(values(&deep)[0].1.is_err(), "too deep");
     }
+
+    /// No input panics the reader: every prefix of a sample with anchors, merges, flow and
+    /// block styles, and every one-byte change of it among YAML's syntax characters.
+    #[test]
+    fn truncated_and_mutated_input_never_panics() {
+        let sample = "---\nx: &a {k: [1, 'q', \"w\\n\"], <<: {m: 0755}}\ny:\n  <<: *a\n  z: |\n    text\n  l:\n  - ? key\n    : v\n  - !tag t\n--- # c\n{\"j\": [true, null]}\n";
+        let bytes = sample.as_bytes();
+        for end in 0..=bytes.len() {
+            if let Ok(text) = std::str::from_utf8(&bytes[..end]) {
+                let _ = read_documents(text);
+            }
+        }
+        let specials = b"-:?[]{},&*!|>'\"%@`#\n\t <";
+        for i in 0..bytes.len() {
+            for &c in specials {
+                let mut m = bytes.to_vec();
+                m[i] = c;
+                if let Ok(text) = std::str::from_utf8(&m) {
+                    let _ = read_documents(text);
+                }
+            }
+        }
+    }
 }
