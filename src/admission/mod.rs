@@ -532,6 +532,7 @@ impl Admission {
         } else {
             NamespaceContext::NotFound
         };
+        let ns_ctx = lowercase_apex(ns_ctx);
 
         // A bug in a layer must deny, not crash the server or admit.
         let cfg = &self.cfg;
@@ -586,6 +587,22 @@ impl Admission {
                 warnings = ?d.warnings, "admission allowed with warnings"
             ),
         }
+    }
+}
+
+/// Apexes appear lowercased in messages, whatever the label's spelling. Matching ignores
+/// ASCII case already, so no decision changes; the common, lowercase label costs nothing.
+fn lowercase_apex(ctx: NamespaceContext) -> NamespaceContext {
+    match ctx {
+        NamespaceContext::Found { mut labels } => {
+            if let Some(v) = labels.get_mut(policy::HOST_LABEL)
+                && v.bytes().any(|b| b.is_ascii_uppercase())
+            {
+                *v = v.to_ascii_lowercase();
+            }
+            NamespaceContext::Found { labels }
+        }
+        other => other,
     }
 }
 

@@ -374,3 +374,41 @@ fn warn_mode_warnings_keep_value_and_apex_inside_the_cut() {
     );
     assert_eq!(w, "[gateway warn] namespace a has no label");
 }
+
+#[tokio::test]
+async fn apexes_appear_lowercased() {
+    let mut ns = StaticNamespaces::default();
+    ns.insert(
+        "tenant-alice",
+        BTreeMap::from([(HOST_LABEL.to_string(), "Alice.Example.ORG".to_string())]),
+    );
+    let cfg = PolicyConfig {
+        root_host: Some("example.org".to_string()),
+        ..PolicyConfig::default()
+    };
+    let a = Admission::new(
+        Arc::new(cfg),
+        NamespaceSource::Static(Arc::new(ns)),
+        Metrics::new(),
+    );
+    let object = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": "tenant-alice"},
+        "spec": {"hostnames": ["shop.alice.example.org", "shop.bob.example.org"]}});
+    let raw = serde_json::value::to_raw_value(&object).expect("raw");
+    let request = AdmissionRequest::create_for(
+        "u".into(),
+        WebhookResource::HttpRoutes,
+        "gateway.networking.k8s.io/v1",
+        Some("tenant-alice".into()),
+        &raw,
+        "alice".into(),
+        vec![],
+    );
+    let (d, _) = a.decide(Some(WebhookResource::HttpRoutes), &request).await;
+    assert!(!d.allowed, "bob's host is still denied");
+    let m = d.message.unwrap_or_default();
+    assert!(
+        m.contains("(alice.example.org)") && !m.contains("Alice"),
+        "{m}"
+    );
+}
