@@ -46,7 +46,8 @@ pub enum ConfigError {
 /// Policy flags read by `serve`, `review` and `check` alike.
 #[derive(Debug, Clone, Args)]
 pub struct PolicyArgs {
-    /// Platform root apex (e.g. example.org); required while the ingress layer is enabled.
+    /// Platform root apex (e.g. example.org); `serve` requires it while the ingress layer is
+    /// enabled, the offline commands only to evaluate an Ingress.
     #[arg(long, env = "TENANT_GATEWAY_ROOT_HOST")]
     pub root_host: Option<String>,
 
@@ -90,6 +91,16 @@ pub struct PolicyArgs {
 impl PolicyArgs {
     /// Validate the flags into the configuration every layer reads.
     pub fn policy_config(&self) -> Result<PolicyConfig, ConfigError> {
+        let cfg = self.policy_config_offline()?;
+        if cfg.root_host.is_none() && cfg.enforcement.mode(Layer::Ingress) != Mode::Off {
+            return Err(ConfigError::MissingRootHost);
+        }
+        Ok(cfg)
+    }
+
+    /// The configuration for the offline commands, which need `--root-host` only when they
+    /// meet an Ingress (they refuse that object then, naming the flag).
+    pub fn policy_config_offline(&self) -> Result<PolicyConfig, ConfigError> {
         let mut enforcement = Enforcement::default();
         for item in &self.enforcement {
             let item = &item.trim().to_string();
@@ -167,9 +178,6 @@ impl PolicyArgs {
                 Some(lower)
             }
         };
-        if root_host.is_none() && enforcement.mode(Layer::Ingress) != Mode::Off {
-            return Err(ConfigError::MissingRootHost);
-        }
         Ok(PolicyConfig {
             tenant_prefix: self.tenant_prefix.clone(),
             system_prefix: self.system_prefix.clone(),
@@ -390,6 +398,10 @@ mod tests {
         let e = args(&[], None).policy_config().expect_err("no root host");
         assert!(matches!(e, ConfigError::MissingRootHost));
         assert!(e.to_string().contains("--root-host"));
+        let cfg = args(&[], None)
+            .policy_config_offline()
+            .expect("offline commands check the root host per object");
+        assert_eq!(cfg.root_host, None);
         let cfg = args(&["ingress=off"], None)
             .policy_config()
             .expect("layer off");

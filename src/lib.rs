@@ -15,3 +15,5 @@ pub mod policies;
 pub mod policy;
 pub mod reconcile;
 pub mod server;
+pub mod suite;
+pub mod yaml;

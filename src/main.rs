@@ -1,5 +1,6 @@
 //! `tenant-gateway` CLI: wiring only. Every decision lives in the library.
 
+use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -8,10 +9,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tenant_gateway::admission::Admission;
 use tenant_gateway::certs;
-use tenant_gateway::cluster::{LiveNamespaces, NamespaceSource, StaticNamespaces};
+use tenant_gateway::cluster::{LiveNamespaces, NamespaceSource, StaticNamespaces, objects};
 use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
-use tenant_gateway::offline::{self, Caller};
+use tenant_gateway::offline::{self, Caller, DefaultNamespace};
+use tenant_gateway::policy::PolicyConfig;
 use tenant_gateway::server::{self, ServeOptions, health::Readiness};
 
 #[derive(Debug, Parser)]
@@ -39,31 +41,28 @@ enum Command {
     /// Answer AdmissionReview JSON (one document or NDJSON) offline, as the server would.
     Review {
         /// Input file; `-` or absent reads standard input.
-        #[arg(short = 'f', long = "filename")]
+        #[arg(short = 'f', long = "filename", env = "TENANT_GATEWAY_FILENAME")]
         file: Option<PathBuf>,
         #[command(flatten)]
         policy: PolicyArgs,
     },
-    /// Evaluate manifests as CREATE requests by a chosen user; exit 1 if any is denied.
+    /// Evaluate manifests as a chosen user would send them (CREATE, or UPDATE of the live
+    /// object with --kubeconfig); exit 0 all allowed, 1 some denied, 2 input error.
     Check {
-        /// Manifest file, directory, or `-` (repeatable).
-        #[arg(short = 'f', long = "filename", required = true)]
-        files: Vec<PathBuf>,
-        /// Recurse into subdirectories of directories given with -f.
-        #[arg(short = 'R', long)]
-        recursive: bool,
-        /// User to evaluate as.
-        #[arg(long = "as", default_value = "check-user")]
-        as_user: String,
-        /// Group of that user (repeatable).
-        #[arg(long = "as-group")]
-        as_groups: Vec<String>,
-        /// Namespace for namespaced objects that name none.
-        #[arg(short = 'n', long = "namespace", default_value = "default")]
-        namespace: String,
-        /// Output format.
-        #[arg(short = 'o', long = "output", value_enum, default_value = "table")]
-        output: Output,
+        #[command(flatten)]
+        check: CheckArgs,
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
+    /// Run suite files (manifests, namespaces, caller, expected verdicts); exit 1 on any
+    /// mismatch, 2 on a bad suite.
+    Test {
+        /// Suite file, or a directory of them (*.yaml, *.yml, recursively).
+        #[arg(required = true, env = "TENANT_GATEWAY_SUITE", value_delimiter = ',')]
+        paths: Vec<PathBuf>,
+        /// Print only failures and the summary.
+        #[arg(short = 'q', long, env = "TENANT_GATEWAY_QUIET")]
+        quiet: bool,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -77,25 +76,75 @@ enum Command {
     /// Print a ValidatingWebhookConfiguration that registers the webhook by URL (for a
     /// webhook running outside the cluster; the chart renders the in-cluster form).
     WebhookConfiguration {
-        /// Base URL of the webhook, e.g. https://127.0.0.1:8443.
-        #[arg(long)]
+        /// Base URL of the webhook (https), e.g. https://127.0.0.1:8443.
+        #[arg(long, env = "TENANT_GATEWAY_URL")]
         url: String,
         /// CA certificate (PEM) that signed the serving certificate.
-        #[arg(long)]
+        #[arg(long, env = "TENANT_GATEWAY_CA_FILE")]
         ca_file: PathBuf,
         /// Object name.
-        #[arg(long, default_value = "tenant-gateway")]
+        #[arg(long, env = "TENANT_GATEWAY_NAME", default_value = "tenant-gateway")]
         name: String,
     },
     /// Write a development CA and serving certificate.
     Certs {
         /// Output folder.
-        #[arg(long, default_value = "certs-dev")]
+        #[arg(long, env = "TENANT_GATEWAY_OUT", default_value = "certs-dev")]
         out: PathBuf,
         /// Comma-separated DNS names / IPs for the serving certificate.
-        #[arg(long, value_delimiter = ',')]
+        #[arg(long, env = "TENANT_GATEWAY_HOSTS", value_delimiter = ',')]
         hosts: Vec<String>,
     },
+}
+
+/// `check` flags beyond the policy ones.
+#[derive(Debug, Clone, clap::Args)]
+struct CheckArgs {
+    /// Manifest file, directory, or `-` (repeatable).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        env = "TENANT_GATEWAY_FILENAME",
+        value_delimiter = ','
+    )]
+    files: Vec<PathBuf>,
+    /// Read the subdirectories of directories given with -f too.
+    #[arg(short = 'R', long, env = "TENANT_GATEWAY_RECURSIVE")]
+    recursive: bool,
+    /// User to evaluate as.
+    #[arg(long = "as", env = "TENANT_GATEWAY_AS", default_value = "check-user")]
+    as_user: String,
+    /// Group of that user (repeatable).
+    #[arg(
+        long = "as-group",
+        env = "TENANT_GATEWAY_AS_GROUP",
+        value_delimiter = ','
+    )]
+    as_groups: Vec<String>,
+    /// Namespace for namespaced objects that name none (default: the kubeconfig context's
+    /// namespace when --kubeconfig or $KUBECONFIG is in use, else `default`, as kubectl).
+    #[arg(short = 'n', long = "namespace", env = "TENANT_GATEWAY_NAMESPACE")]
+    namespace: Option<String>,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        env = "TENANT_GATEWAY_OUTPUT",
+        default_value = "table"
+    )]
+    output: Output,
+    /// Read namespaces (and existing objects) from this cluster instead of a snapshot.
+    /// Read-only: check never writes.
+    #[arg(long, env = "TENANT_GATEWAY_KUBECONFIG")]
+    kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (implies reading the cluster).
+    #[arg(long, env = "TENANT_GATEWAY_CONTEXT")]
+    context: Option<String>,
+    /// With a cluster: evaluate every object as a CREATE, even when it exists already.
+    #[arg(long, env = "TENANT_GATEWAY_CREATE_ONLY")]
+    create_only: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -126,11 +175,20 @@ fn main() -> ExitCode {
     };
     match runtime.block_on(run(cli.command)) {
         Ok(code) => code,
+        // The reader of stdout went away (`| head`): it has what it wanted.
+        Err(e) if offline::is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("error: {e:#}");
             ExitCode::from(EXIT_USAGE)
         }
     }
+}
+
+/// Write `text` to stdout; a closed stdout is reported as the error it is, never a panic.
+fn print_out(text: &str) -> std::io::Result<()> {
+    let mut out = std::io::stdout().lock();
+    out.write_all(text.as_bytes())?;
+    out.flush()
 }
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
@@ -141,52 +199,43 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             let input = offline::read_input(file.as_deref())?;
             let mut stdout = std::io::stdout().lock();
             let summary = offline::review(&admission, &input, &mut stdout).await?;
+            stdout.flush()?;
             if summary.unusable > 0 {
                 eprintln!(
-                    "error: {} of {} documents were not JSON (see the \"error\" lines)",
+                    "error: {} of {} documents could not be reviewed (see the \"error\" lines)",
                     summary.unusable, summary.documents
                 );
                 return Ok(ExitCode::from(EXIT_USAGE));
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check {
-            files,
-            recursive,
-            as_user,
-            as_groups,
-            namespace,
-            output,
+        Command::Check { check, policy } => check_cmd(check, policy).await,
+        Command::Test {
+            paths,
+            quiet,
             policy,
         } => {
-            let admission = offline_admission(&policy)?;
-            let manifests =
-                offline::read_manifests(&files, recursive, policy.namespaces.as_deref())?;
-            let caller = Caller {
-                username: as_user,
-                groups: as_groups,
-                default_namespace: namespace,
-            };
-            let verdicts = offline::check(&admission, &manifests, &caller).await;
             let mut stdout = std::io::stdout().lock();
-            match output {
-                Output::Table => offline::print_table(&verdicts, &mut stdout)?,
-                Output::Json => {
-                    serde_json::to_writer_pretty(&mut stdout, &verdicts)?;
-                    println!();
+            let code = match tenant_gateway::suite::run(&paths, &policy, quiet, &mut stdout).await {
+                Ok(report) => {
+                    if report.failed > 0 {
+                        1
+                    } else {
+                        0
+                    }
                 }
-            }
-            if verdicts.iter().any(|v| v.decision == "error" && !v.allowed) {
-                return Ok(ExitCode::from(1));
-            }
-            Ok(if verdicts.iter().all(|v| v.allowed) {
-                ExitCode::SUCCESS
-            } else {
-                ExitCode::from(1)
-            })
+                Err(e) if e.is_broken_pipe() => return Ok(ExitCode::SUCCESS),
+                Err(e) => {
+                    let _ = stdout.flush();
+                    eprintln!("error: {e}");
+                    EXIT_USAGE
+                }
+            };
+            stdout.flush()?;
+            Ok(ExitCode::from(code))
         }
         Command::Crd => {
-            print!("{}", tenant_gateway::reconcile::api::crd_yaml()?);
+            print_out(&tenant_gateway::reconcile::api::crd_yaml()?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Policies { mut policy } => {
@@ -203,16 +252,17 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 policy.enforcement.push("ingress=off".to_string());
             }
             let cfg = policy.policy_config()?;
-            print!("{}", tenant_gateway::policies::render(&cfg)?);
+            print_out(&tenant_gateway::policies::render(&cfg)?)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::WebhookConfiguration { url, ca_file, name } => {
-            use base64::Engine as _;
-            let ca = std::fs::read(&ca_file)
+            use tenant_gateway::admission::registration;
+            registration::check_url(&url)?;
+            let pem = std::fs::read(&ca_file)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", ca_file.display()))?;
-            let ca = base64::engine::general_purpose::STANDARD.encode(ca);
-            let v = tenant_gateway::admission::registration::by_url(&name, &url, &ca);
-            println!("{}", serde_json::to_string_pretty(&v)?);
+            let ca = registration::ca_bundle(&ca_file.display().to_string(), &pem)?;
+            let v = registration::by_url(&name, &url, &ca);
+            print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Certs { out, hosts } => {
@@ -223,21 +273,121 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let generated = certs::generate(&hosts)?;
             certs::write(&out, &generated)?;
-            println!(
-                "wrote {}/ca.crt, {}/tls.crt, {}/tls.key for {}",
+            print_out(&format!(
+                "wrote {}/ca.crt, {}/tls.crt, {}/tls.key for {}\n",
                 out.display(),
                 out.display(),
                 out.display(),
                 hosts.join(", ")
-            );
+            ))?;
             Ok(ExitCode::SUCCESS)
         }
     }
 }
 
-/// `review` and `check` read namespaces from a snapshot, never from a cluster.
+async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let cluster = check.kubeconfig.is_some() || check.context.is_some();
+    if cluster && policy.namespaces.is_some() {
+        anyhow::bail!(
+            "--namespaces and --kubeconfig/--context both say where namespaces come from: give one"
+        );
+    }
+    let mut manifests =
+        offline::read_manifests(&check.files, check.recursive, policy.namespaces.as_deref())?;
+    for note in &manifests.notes {
+        eprintln!("{note}");
+    }
+    let default_namespace = match &check.namespace {
+        Some(n) if !n.trim().is_empty() => DefaultNamespace::Flag(n.trim().to_string()),
+        _ => {
+            match objects::context_namespace(check.kubeconfig.as_deref(), check.context.as_deref())
+            {
+                Ok(Some((context, namespace))) => DefaultNamespace::Context { context, namespace },
+                Ok(None) => DefaultNamespace::Default,
+                // Only $KUBECONFIG was in use: the namespace is a convenience, not worth failing.
+                Err(e) if !cluster => {
+                    eprintln!(
+                        "note: {e}; objects without a namespace are evaluated in \"default\""
+                    );
+                    DefaultNamespace::Default
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    let caller = Caller {
+        username: check.as_user,
+        groups: check.as_groups,
+        default_namespace,
+    };
+    let cfg = policy.policy_config_offline()?;
+    let admission = if cluster {
+        let client = objects::client(check.kubeconfig.as_deref(), check.context.as_deref()).await?;
+        let namespaces = objects::namespaces(&client).await?;
+        if !check.create_only {
+            for m in manifests.items.iter_mut() {
+                let Ok(object) = &m.object else { continue };
+                let Some(target) = offline::target_of(object) else {
+                    continue;
+                };
+                let namespace =
+                    offline::namespaced(target).then(|| offline::namespace_of(object, &caller).0);
+                let name = object
+                    .pointer("/metadata/name")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("");
+                let api_version = object
+                    .get("apiVersion")
+                    .and_then(serde_json::Value::as_str)
+                    .unwrap_or("");
+                m.live =
+                    objects::live_object(&client, target, api_version, namespace.as_deref(), name)
+                        .await?;
+            }
+        }
+        Admission::new(
+            Arc::new(cfg.clone()),
+            NamespaceSource::Static(Arc::new(namespaces)),
+            Metrics::new(),
+        )
+    } else {
+        offline_admission_with(cfg.clone(), &policy)?
+    };
+    if let Some(note) =
+        offline::unnamespaced_note(offline::unnamespaced(&manifests.items), &caller, &cfg)
+    {
+        eprintln!("{note}");
+    }
+    let verdicts = offline::check(&admission, &manifests.items, &caller).await;
+    let summary = offline::Summary::of(&verdicts);
+    let code = ExitCode::from(summary.exit_code());
+    let mut stdout = std::io::stdout().lock();
+    let printed = match check.output {
+        Output::Table => offline::print_table(&verdicts, &mut stdout),
+        Output::Json => offline::print_json(&verdicts, &mut stdout),
+    }
+    .and_then(|()| stdout.flush());
+    match printed {
+        Ok(()) => {}
+        // `| head`: the verdicts still decide the exit code.
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(code),
+        Err(e) => return Err(e.into()),
+    }
+    if summary.errors > 0 {
+        eprintln!(
+            "error: {} of {} objects could not be evaluated (ERROR lines above)",
+            summary.errors, summary.objects
+        );
+    }
+    Ok(code)
+}
+
+/// `review` and `check` read namespaces from a snapshot unless `check` is given a cluster.
 fn offline_admission(policy: &PolicyArgs) -> anyhow::Result<Admission> {
-    let cfg = policy.policy_config()?;
+    offline_admission_with(policy.policy_config_offline()?, policy)
+}
+
+fn offline_admission_with(cfg: PolicyConfig, policy: &PolicyArgs) -> anyhow::Result<Admission> {
     let namespaces = match policy.static_namespaces()? {
         Some(s) => s,
         None => {

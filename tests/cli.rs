@@ -104,13 +104,32 @@ fn review_ndjson_in_ndjson_out_line_per_line() {
 
 #[test]
 fn review_refuses_to_start_without_root_host_while_ingress_layer_is_on() {
+    // Only an Ingress needs the root host: a route review runs without it.
     let out = run(
         &["review", "--namespaces", "examples/namespaces.yaml"],
+        &review_doc("r", "shop.alice.example.org"),
+    );
+    assert!(
+        out.status.success(),
         "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ingress: Value = serde_json::from_str(&review_doc("i", "x")).expect("json");
+    ingress["request"]["resource"] =
+        serde_json::json!({"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"});
+    ingress["request"]["kind"] =
+        serde_json::json!({"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"});
+    let out = run(
+        &["review", "--namespaces", "examples/namespaces.yaml"],
+        &ingress.to_string(),
     );
     assert_eq!(out.status.code(), Some(2));
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("--root-host"), "{err}");
+    let text = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(text.contains("--root-host"), "{text}");
     let out = run(
         &[
             "review",
@@ -162,9 +181,22 @@ fn check_prints_one_verdict_per_object_and_exits_1_on_denial() {
         "tenant-alice/web",
         "tenant-alice/hijack",
         "tenant-alice/custom",
+        "tenant-alice/merged",
         "tenant-alice/carol",
     ];
-    assert_eq!(lines.len(), expected.len(), "{text}");
+    // A header, a line per object, the summary.
+    assert_eq!(lines.len(), expected.len() + 2, "{text}");
+    assert!(lines[0].starts_with("KIND"), "{text}");
+    assert_eq!(
+        lines.last().copied(),
+        Some("5 objects: 1 allowed, 1 warned, 3 denied, 0 skipped, 0 errors"),
+        "{text}"
+    );
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("-R"),
+        "the reviews/ subdirectory is mentioned: {stderr}"
+    );
     for name in expected {
         assert!(
             lines.iter().any(|l| l.contains(name)),
@@ -202,10 +234,21 @@ fn check_json_output_and_exit_0_when_all_allowed() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let v: Value = serde_json::from_slice(&out.stdout).expect("json array");
-    assert_eq!(v.as_array().map(Vec::len), Some(1));
-    assert_eq!(v[0]["allowed"], true);
-    assert_eq!(v[0]["kind"], "HTTPRoute");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    let items = v["items"].as_array().expect("items");
+    assert_eq!(items.len(), 1);
+    assert_eq!(items[0]["allowed"], true);
+    assert_eq!(items[0]["verdict"], "ALLOWED");
+    assert_eq!(items[0]["kind"], "HTTPRoute");
+    assert_eq!(items[0]["namespace"], "tenant-alice");
+    assert_eq!(items[0]["name"], "web");
+    assert_eq!(
+        items[0]["source"]["file"],
+        "examples/httproute-allowed.yaml"
+    );
+    assert_eq!(items[0]["source"]["document"], 1);
+    assert_eq!(v["summary"]["objects"], 1);
+    assert_eq!(v["summary"]["allowed"], 1);
 }
 
 #[test]
@@ -235,7 +278,11 @@ fn check_reads_stdin_and_reports_bad_input_with_exit_2() {
     args.extend_from_slice(NS);
     let out = run(&args, "kind: [unclosed");
     assert_eq!(out.status.code(), Some(2));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("not valid YAML"));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("ERROR") && text.contains("not valid YAML"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -301,7 +348,7 @@ fn guarded_label_list_from_the_environment_is_trimmed_and_validated() {
         );
         let v: Value = serde_json::from_slice(&out.stdout).expect("json");
         assert!(
-            v[0]["message"]
+            v["items"][0]["message"]
                 .as_str()
                 .is_some_and(|m| m.contains(label) && m.contains("is immutable once set")),
             "{v}"
@@ -337,4 +384,553 @@ fn guarded_label_list_from_the_environment_is_trimmed_and_validated() {
         assert_eq!(out.status.code(), Some(2), "{var}={value:?}: {err}");
         assert!(err.contains(phrase), "{var}={value:?}: {err}");
     }
+}
+
+fn run_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut cmd = bin();
+    cmd.args(args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env_remove("KUBECONFIG")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.output().expect("binary runs")
+}
+
+fn stdout(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The table line for `object` (namespace/name).
+fn line_of(table: &str, object: &str) -> String {
+    table
+        .lines()
+        .find(|l| l.split_whitespace().nth(1) == Some(object))
+        .unwrap_or_else(|| panic!("no line for {object}: {table}"))
+        .to_string()
+}
+
+#[test]
+fn check_merge_key_route_is_denied_offline() {
+    let mut args = vec![
+        "check",
+        "-f",
+        "examples/httproute-merge-key.yaml",
+        "--as",
+        "alice",
+    ];
+    args.extend_from_slice(NS);
+    let out = run_env(&args, &[]);
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    let line = line_of(&stdout(&out), "tenant-alice/merged");
+    assert!(line.contains("DENIED"), "{line}");
+    assert!(
+        line.contains("\"admin.example.org\" is not allowed"),
+        "{line}"
+    );
+    assert!(line.contains("(alice.example.org)"), "{line}");
+}
+
+#[test]
+fn check_directory_of_subdirectories_needs_recursive() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let sub = dir.path().join("charts/web");
+    std::fs::create_dir_all(&sub).expect("mkdir");
+    std::fs::copy("examples/httproute-allowed.yaml", sub.join("route.yaml")).expect("copy");
+    let d = dir.path().to_str().expect("utf-8");
+    let mut args = vec!["check", "-f", d];
+    args.extend_from_slice(NS);
+    let out = run_env(&args, &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let err = stderr(&out);
+    assert!(err.contains("no manifest") && err.contains("-R"), "{err}");
+    assert!(stdout(&out).is_empty(), "nothing is printed as if checked");
+
+    let mut args = vec!["check", "-R", "-f", d];
+    args.extend_from_slice(NS);
+    let out = run_env(&args, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(stdout(&out).contains("route.yaml#1"), "{}", stdout(&out));
+
+    // An empty directory is no pass either.
+    let empty = tempfile::tempdir().expect("tmp");
+    let mut args = vec!["check", "-f", empty.path().to_str().expect("utf-8")];
+    args.extend_from_slice(NS);
+    let out = run_env(&args, &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no manifest"), "{}", stderr(&out));
+    // Nor is a file of empty documents.
+    let mut args = vec!["check", "-f", "-"];
+    args.extend_from_slice(NS);
+    let out = run(&args, "---\n# nothing\n---\n");
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("no object"), "{}", stderr(&out));
+}
+
+/// `helm template` output: namespaced objects with no metadata.namespace.
+const HELM_TEMPLATE: &str = r#"---
+# Source: web/templates/route.yaml
+apiVersion: gateway.networking.k8s.io/v1
+kind: HTTPRoute
+metadata:
+  name: release-web
+  labels:
+    app.kubernetes.io/managed-by: Helm
+spec:
+  hostnames:
+  - shop.bob.example.org
+---
+# Source: web/templates/ingress.yaml
+apiVersion: networking.k8s.io/v1
+kind: Ingress
+metadata:
+  name: release-web
+spec:
+  rules:
+  - host: shop.bob.example.org
+---
+# Source: web/templates/service.yaml
+apiVersion: v1
+kind: Service
+metadata:
+  name: release-web
+spec:
+  ports:
+  - port: 80
+"#;
+
+#[test]
+fn check_helm_template_without_namespace_is_skipped_with_a_note() {
+    let mut args = vec!["check", "-f", "-", "--as", "alice"];
+    args.extend_from_slice(NS);
+    let out = run(&args, HELM_TEMPLATE);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let err = stderr(&out);
+    assert!(
+        err.contains("2 namespaced objects") && err.contains("\"default\"") && err.contains("-n"),
+        "{err}"
+    );
+    let table = stdout(&out);
+    for kind in ["HTTPRoute", "Ingress"] {
+        let line = table
+            .lines()
+            .find(|l| l.starts_with(kind))
+            .unwrap_or_else(|| panic!("{kind}: {table}"));
+        assert!(line.contains("default/release-web"), "{line}");
+        assert!(line.contains("SKIPPED"), "{line}");
+        assert!(line.contains("outside tenant scope"), "{line}");
+        assert!(line.contains("no metadata.namespace"), "{line}");
+    }
+    let service = table
+        .lines()
+        .find(|l| l.starts_with("Service"))
+        .expect("service line");
+    assert!(
+        service.contains("SKIPPED") && service.contains("kind not validated"),
+        "{service}"
+    );
+    assert!(
+        table.ends_with("3 objects: 0 allowed, 0 warned, 0 denied, 3 skipped, 0 errors\n"),
+        "{table}"
+    );
+
+    // With -n the same output is checked where it will be installed, and denied.
+    let mut args = vec!["check", "-f", "-", "--as", "alice", "-n", "tenant-alice"];
+    args.extend_from_slice(NS);
+    let out = run(&args, HELM_TEMPLATE);
+    assert_eq!(out.status.code(), Some(1), "{}", stdout(&out));
+    assert!(line_of(&stdout(&out), "tenant-alice/release-web").contains("DENIED"));
+    assert!(
+        !stderr(&out).contains("namespaced objects"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_takes_the_kubeconfig_context_namespace() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let kubeconfig = dir.path().join("config");
+    std::fs::write(
+        &kubeconfig,
+        "apiVersion: v1\nkind: Config\ncurrent-context: alice\ncontexts:\n- name: alice\n  context: {cluster: c, user: u, namespace: tenant-alice}\nclusters:\n- name: c\n  cluster: {server: 'https://127.0.0.1:1'}\nusers:\n- name: u\n  user: {}\n",
+    )
+    .expect("write kubeconfig");
+    let mut args = vec!["check", "-f", "-", "--as", "alice"];
+    args.extend_from_slice(NS);
+    let mut child = bin()
+        .args(&args)
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("KUBECONFIG", &kubeconfig)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("starts");
+    child
+        .stdin
+        .take()
+        .expect("stdin")
+        .write_all(HELM_TEMPLATE.as_bytes())
+        .expect("write");
+    let out = child.wait_with_output().expect("finishes");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    assert!(line_of(&stdout(&out), "tenant-alice/release-web").contains("DENIED"));
+    assert!(
+        stderr(&out).contains("kubeconfig context alice"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+#[test]
+fn check_reports_each_broken_document_once_and_checks_the_rest() {
+    let input = "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: a, namespace: tenant-alice}\nspec: {hostnames: [a.alice.example.org]}\n---\nkind: [unclosed\n---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: b, namespace: tenant-alice}\nspec: {hostnames: [b.bob.example.org]}\n";
+    let mut args = vec!["check", "-f", "-", "--as", "alice"];
+    args.extend_from_slice(NS);
+    let out = run(&args, input);
+    assert_eq!(out.status.code(), Some(2), "an error wins over a denial");
+    let table = stdout(&out);
+    assert!(
+        line_of(&table, "tenant-alice/a").contains("ALLOWED"),
+        "{table}"
+    );
+    assert!(
+        line_of(&table, "tenant-alice/b").contains("DENIED"),
+        "{table}"
+    );
+    let error = table
+        .lines()
+        .find(|l| l.contains("ERROR"))
+        .expect("error line");
+    assert!(error.contains("standard input#2"), "{error}");
+    let all = format!("{table}{}", stderr(&out));
+    assert_eq!(all.matches("unclosed").count(), 1, "printed once: {all}");
+    assert!(
+        table.ends_with("3 objects: 1 allowed, 0 warned, 1 denied, 0 skipped, 1 error\n"),
+        "{table}"
+    );
+}
+
+#[test]
+fn check_needs_root_host_only_for_an_ingress_and_names_it() {
+    let out = run_env(
+        &[
+            "check",
+            "-f",
+            "examples/httproute-allowed.yaml",
+            "--as",
+            "alice",
+            "--namespaces",
+            "examples/namespaces.yaml",
+        ],
+        &[],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let out = run_env(
+        &[
+            "check",
+            "-f",
+            "examples/ingress-custom-domain.yaml",
+            "--as",
+            "alice",
+            "--namespaces",
+            "examples/namespaces.yaml",
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    let line = line_of(&stdout(&out), "tenant-alice/custom");
+    assert!(
+        line.contains("ERROR") && line.contains("--root-host"),
+        "{line}"
+    );
+}
+
+#[test]
+fn check_flags_read_the_environment() {
+    let out = run_env(
+        &["check", "-f", "examples/tenant-host-change.yaml"],
+        &[
+            ("TENANT_GATEWAY_AS", "flux"),
+            (
+                "TENANT_GATEWAY_AS_GROUP",
+                "x,system:serviceaccounts:cozy-fluxcd",
+            ),
+            ("TENANT_GATEWAY_NAMESPACES", "examples/namespaces.yaml"),
+            ("TENANT_GATEWAY_OUTPUT", "json"),
+        ],
+    );
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json from TENANT_GATEWAY_OUTPUT");
+    assert_eq!(v["items"][0]["verdict"], "ALLOWED");
+}
+
+#[test]
+fn warn_mode_prints_the_violation_whole() {
+    let mut args = vec![
+        "check",
+        "-f",
+        "examples/httproute-hijack.yaml",
+        "--as",
+        "alice",
+        "--enforcement",
+        "route=warn",
+    ];
+    args.extend_from_slice(NS);
+    let out = run_env(&args, &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "warned counts as allowed: {}",
+        stdout(&out)
+    );
+    let line = line_of(&stdout(&out), "tenant-alice/hijack");
+    assert!(line.contains("WARNED"), "{line}");
+    assert!(
+        line.contains("(alice.example.org)"),
+        "whole, with the apex: {line}"
+    );
+}
+
+#[test]
+fn test_command_runs_the_example_suite() {
+    let out = run_env(&["test", "examples/suite/"], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    let last = text.lines().last().expect("summary");
+    assert!(last.ends_with("passed, 0 failed"), "{last}");
+    // Every layer is exercised, allowed and denied.
+    for (kind, verdicts) in [
+        ("Gateway", ["ALLOWED", "DENIED"]),
+        ("HTTPRoute", ["ALLOWED", "DENIED"]),
+        ("TLSRoute", ["ALLOWED", "DENIED"]),
+        ("Ingress", ["ALLOWED", "DENIED"]),
+        ("Tenant", ["ALLOWED", "DENIED"]),
+        ("Namespace", ["ALLOWED", "DENIED"]),
+        ("Package", ["ALLOWED", "DENIED"]),
+    ] {
+        for v in verdicts {
+            assert!(
+                text.lines().any(|l| l.contains("PASS")
+                    && l.contains(&format!(": {kind} "))
+                    && l.ends_with(v)),
+                "{kind} {v} not covered: {text}"
+            );
+        }
+    }
+}
+
+#[test]
+fn test_command_fails_on_a_mismatch_and_refuses_a_bad_suite() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let root = env!("CARGO_MANIFEST_DIR");
+    let suite = dir.path().join("suite.yaml");
+    std::fs::write(
+        &suite,
+        format!(
+            "namespaces: {root}/examples/namespaces.yaml\nrootHost: example.org\ntests:\n- name: wrong on purpose\n  caller: {{user: alice}}\n  manifests: [{root}/examples/httproute-hijack.yaml]\n  expect:\n  - {{kind: HTTPRoute, name: hijack, verdict: ALLOWED}}\n  - {{kind: HTTPRoute, name: hijack, verdict: DENIED, message: no such text}}\n  - {{kind: HTTPRoute, name: missing, verdict: DENIED}}\n"
+        ),
+    )
+    .expect("write suite");
+    let out = run_env(&["test", suite.to_str().expect("utf-8")], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}{}",
+        stdout(&out),
+        stderr(&out)
+    );
+    let text = stdout(&out);
+    assert_eq!(text.matches("FAIL").count(), 3, "{text}");
+    assert!(text.contains("expected ALLOWED, got DENIED"), "{text}");
+    assert!(text.contains("does not contain \"no such text\""), "{text}");
+    assert!(text.contains("no such object"), "{text}");
+    assert!(text.trim_end().ends_with("0 passed, 3 failed"), "{text}");
+
+    std::fs::write(&suite, "tests:\n- name: x\n  manifests: []\n  expect: []\n").expect("write");
+    let out = run_env(&["test", suite.to_str().expect("utf-8")], &[]);
+    assert_eq!(out.status.code(), Some(2), "{}", stdout(&out));
+    std::fs::write(&suite, "tests:\n- name: x\n  manifest: [a.yaml]\n").expect("write");
+    let out = run_env(&["test", suite.to_str().expect("utf-8")], &[]);
+    assert_eq!(
+        out.status.code(),
+        Some(2),
+        "unknown field: {}",
+        stdout(&out)
+    );
+    assert!(stderr(&out).contains("suite"), "{}", stderr(&out));
+}
+
+#[test]
+fn every_command_exits_quietly_on_a_closed_stdout() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let certs = dir.path().join("certs");
+    let certs_dir = certs.to_str().expect("utf-8");
+    let ok = run_env(&["certs", "--out", certs_dir, "--hosts", "localhost"], &[]);
+    assert!(ok.status.success());
+    let ca = certs.join("ca.crt");
+    let review = review_doc("p", "shop.bob.example.org");
+    let commands: Vec<(Vec<&str>, &str)> = vec![
+        (vec!["crd"], ""),
+        (vec!["policies", "--root-host", "example.org"], ""),
+        (
+            vec![
+                "check",
+                "-f",
+                "examples/",
+                "--namespaces",
+                "examples/namespaces.yaml",
+                "--root-host",
+                "example.org",
+            ],
+            "",
+        ),
+        (
+            vec![
+                "check",
+                "-o",
+                "json",
+                "-f",
+                "examples/",
+                "--namespaces",
+                "examples/namespaces.yaml",
+                "--root-host",
+                "example.org",
+            ],
+            "",
+        ),
+        (
+            vec!["review", "--namespaces", "examples/namespaces.yaml"],
+            review.as_str(),
+        ),
+        (vec!["test", "examples/suite/"], ""),
+        (
+            vec![
+                "webhook-configuration",
+                "--url",
+                "https://127.0.0.1:8443",
+                "--ca-file",
+                ca.to_str().expect("utf-8"),
+            ],
+            "",
+        ),
+        (
+            vec!["certs", "--out", certs_dir, "--hosts", "localhost"],
+            "",
+        ),
+        (vec!["--help"], ""),
+    ];
+    for (args, input) in commands {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let mut child = bin()
+            .args(&args)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::piped())
+            .stdout(writer)
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("starts");
+        let mut stdin = child.stdin.take().expect("stdin");
+        let _ = stdin.write_all(input.as_bytes());
+        drop(stdin);
+        let out = child.wait_with_output().expect("finishes");
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(!err.contains("panicked"), "{args:?} panicked: {err}");
+        assert!(
+            !err.contains("Broken pipe") && !err.contains("broken pipe"),
+            "{args:?}: {err}"
+        );
+        assert_ne!(out.status.code(), Some(101), "{args:?}: {err}");
+    }
+}
+
+#[test]
+fn webhook_configuration_refuses_a_key_and_plain_http() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let d = dir.path().to_str().expect("utf-8");
+    assert!(
+        run_env(&["certs", "--out", d, "--hosts", "localhost"], &[])
+            .status
+            .success()
+    );
+    let key = dir.path().join("tls.key");
+    let ca = dir.path().join("ca.crt");
+    let out = run_env(
+        &[
+            "webhook-configuration",
+            "--url",
+            "https://127.0.0.1:8443",
+            "--ca-file",
+            key.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("CERTIFICATE"), "{}", stderr(&out));
+    assert!(stdout(&out).is_empty(), "no configuration with a key in it");
+    let out = run_env(
+        &[
+            "webhook-configuration",
+            "--url",
+            "http://127.0.0.1:8443",
+            "--ca-file",
+            ca.to_str().expect("utf-8"),
+        ],
+        &[],
+    );
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("https"), "{}", stderr(&out));
+    let out = run_env(
+        &[
+            "webhook-configuration",
+            "--ca-file",
+            ca.to_str().expect("utf-8"),
+        ],
+        &[("TENANT_GATEWAY_URL", "https://127.0.0.1:8443")],
+    );
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(!stdout(&out).contains("PRIVATE"), "{}", stdout(&out));
 }

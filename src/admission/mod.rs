@@ -195,6 +195,14 @@ impl<'a> AdmissionRequest<'a> {
             old_object: None,
         }
     }
+
+    /// The same request as an UPDATE of `old` (what `check` sends for an object that
+    /// already exists in the cluster it reads).
+    pub fn into_update(mut self, old: &'a RawValue) -> AdmissionRequest<'a> {
+        self.operation = "UPDATE".into();
+        self.old_object = Some(project::ObjectField::Raw(old));
+        self
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -538,6 +546,7 @@ impl Admission {
         } else {
             NamespaceContext::NotFound
         };
+        let ns_ctx = lowercase_apex(ns_ctx);
 
         // A bug in a layer must deny, not crash the server or admit.
         let cfg = &self.cfg;
@@ -557,7 +566,7 @@ impl Admission {
                 );
             }
         };
-        apply_mode(layer, mode, findings)
+        apply_mode_for(layer, mode, findings, ns_ctx.apex())
     }
 
     fn count(&self, resource: &str, op: &str, layer: Option<Layer>, kind: DecisionKind) {
@@ -592,6 +601,22 @@ impl Admission {
                 warnings = ?d.warnings, "admission allowed with warnings"
             ),
         }
+    }
+}
+
+/// Apexes appear lowercased in messages, whatever the label's spelling. Matching ignores
+/// ASCII case already, so no decision changes; the common, lowercase label costs nothing.
+fn lowercase_apex(ctx: NamespaceContext) -> NamespaceContext {
+    match ctx {
+        NamespaceContext::Found { mut labels } => {
+            if let Some(v) = labels.get_mut(policy::HOST_LABEL)
+                && v.bytes().any(|b| b.is_ascii_uppercase())
+            {
+                *v = v.to_ascii_lowercase();
+            }
+            NamespaceContext::Found { labels }
+        }
+        other => other,
     }
 }
 
@@ -631,6 +656,32 @@ fn check_envelope(e: &Envelope) -> Result<(), String> {
 
 /// Turn a layer's findings into a decision according to its enforcement mode.
 pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decision {
+    apply_mode_for(layer, mode, findings, None)
+}
+
+/// The warn-mode warning for one violation. The API server shows warnings cut at 120
+/// characters, so what matters comes first: the apex the object was judged against, then the
+/// problem without the object's name (kubectl prints warnings for the object it sent), so
+/// the offending value stays inside the cut.
+pub fn warn_mode_warning(layer: Layer, violation: &str, apex: Option<&str>) -> String {
+    let problem = violation
+        .split_once(": ")
+        .filter(|(object, _)| !object.contains('"'))
+        .map_or(violation, |(_, rest)| rest);
+    let apex = apex.map(|a| format!(", apex {}", a.to_ascii_lowercase()));
+    truncate_warning(&format!(
+        "[{layer} warn{}] {problem}",
+        apex.unwrap_or_default()
+    ))
+}
+
+/// [`apply_mode`] for a layer that judged the object against `apex`.
+pub fn apply_mode_for(
+    layer: Layer,
+    mode: Mode,
+    findings: policy::Findings,
+    apex: Option<&str>,
+) -> Decision {
     let mut warnings: Vec<String> = findings
         .warnings
         .iter()
@@ -645,7 +696,7 @@ pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decis
             warnings,
         };
     }
-    let message = findings.violations.join("; ");
+    let message = combine(&findings.violations);
     match mode {
         Mode::Deny => Decision {
             allowed: false,
@@ -659,7 +710,7 @@ pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decis
                 findings
                     .violations
                     .iter()
-                    .map(|v| truncate_warning(&format!("[{layer} policy, warn mode] {v}"))),
+                    .map(|v| warn_mode_warning(layer, v, apex)),
             );
             Decision {
                 allowed: true,
@@ -678,6 +729,33 @@ pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decis
         },
         Mode::Off => Decision::allow(Some(layer)),
     }
+}
+
+/// One message for all of an object's problems (SPEC §2.4: list them all): when each names
+/// the same object, it is named once and the problems are numbered after it.
+pub fn combine(violations: &[String]) -> String {
+    let [first, rest @ ..] = violations else {
+        return String::new();
+    };
+    if rest.is_empty() {
+        return first.clone();
+    }
+    if let Some((object, _)) = first.split_once(": ") {
+        let head = format!("{object}: ");
+        if violations.iter().all(|v| v.starts_with(&head)) {
+            let problems: Vec<String> = violations
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("({}) {}", i + 1, &v[head.len()..]))
+                .collect();
+            return format!(
+                "{object}: {} problems: {}",
+                violations.len(),
+                problems.join("; ")
+            );
+        }
+    }
+    violations.join("; ")
 }
 
 /// Cut `w` to at most [`MAX_WARNING_LEN`] characters, on a character boundary.

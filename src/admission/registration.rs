@@ -78,9 +78,122 @@ pub fn by_url(name: &str, base_url: &str, ca_bundle_b64: &str) -> Value {
     })
 }
 
+/// Why `webhook-configuration` refuses its input.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum RegistrationError {
+    #[error(
+        "--url {0:?} is not an https:// URL: the API server calls webhooks over TLS only (e.g. https://127.0.0.1:8443)"
+    )]
+    NotHttps(String),
+    #[error(
+        "--url {0:?} has no host: give the base URL the API server should call, e.g. https://127.0.0.1:8443"
+    )]
+    NoHost(String),
+    #[error(
+        "{0}: no CERTIFICATE block found; --ca-file must hold the PEM certificate of the CA that signed the serving certificate (e.g. certs-dev/ca.crt), not a key"
+    )]
+    NoCertificate(String),
+    #[error("{file}: certificate {index} is not a valid X.509 certificate: {reason}")]
+    BadCertificate {
+        file: String,
+        index: usize,
+        reason: String,
+    },
+}
+
+/// The webhook's base URL, checked: https with a host, as the API server requires.
+pub fn check_url(url: &str) -> Result<(), RegistrationError> {
+    let Some(rest) = url.strip_prefix("https://") else {
+        return Err(RegistrationError::NotHttps(url.to_string()));
+    };
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    if host.is_empty() || host.starts_with(':') {
+        return Err(RegistrationError::NoHost(url.to_string()));
+    }
+    Ok(())
+}
+
+/// The caBundle for `pem` (the contents of `file`): its CERTIFICATE blocks only, each a valid
+/// X.509 certificate, as base64 of the PEM text. Anything else in the file (a private key
+/// kept beside the CA) is left out, so it never lands in a cluster object.
+pub fn ca_bundle(file: &str, pem: &[u8]) -> Result<String, RegistrationError> {
+    use base64::Engine as _;
+    use rustls_pki_types::CertificateDer;
+    use rustls_pki_types::pem::PemObject;
+    let mut out = String::new();
+    for (i, cert) in CertificateDer::pem_slice_iter(pem).enumerate() {
+        let cert = cert.map_err(|e| RegistrationError::BadCertificate {
+            file: file.to_string(),
+            index: i + 1,
+            reason: e.to_string(),
+        })?;
+        x509_parser::parse_x509_certificate(&cert).map_err(|e| {
+            RegistrationError::BadCertificate {
+                file: file.to_string(),
+                index: i + 1,
+                reason: e.to_string(),
+            }
+        })?;
+        let b64 = base64::engine::general_purpose::STANDARD.encode(cert.as_ref());
+        out.push_str("-----BEGIN CERTIFICATE-----\n");
+        for line in b64.as_bytes().chunks(64) {
+            out.push_str(&String::from_utf8_lossy(line));
+            out.push('\n');
+        }
+        out.push_str("-----END CERTIFICATE-----\n");
+    }
+    if out.is_empty() {
+        return Err(RegistrationError::NoCertificate(file.to_string()));
+    }
+    Ok(base64::engine::general_purpose::STANDARD.encode(out))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ca_bundle_keeps_certificates_and_refuses_keys_alone() {
+        use base64::Engine as _;
+        let dev = crate::certs::generate(&["localhost".to_string()]).expect("dev certs");
+        let e = ca_bundle("tls.key", dev.ca_key_pem.as_bytes()).expect_err("a key is no CA");
+        assert!(matches!(e, RegistrationError::NoCertificate(_)), "{e}");
+        assert!(e.to_string().contains("CERTIFICATE"), "{e}");
+        // A CA with its key beside it: only the certificate is embedded.
+        let both = format!("{}{}", dev.ca_cert_pem, dev.ca_key_pem);
+        let b64 = ca_bundle("both.pem", both.as_bytes()).expect("has a certificate");
+        let text = String::from_utf8(
+            base64::engine::general_purpose::STANDARD
+                .decode(b64)
+                .expect("base64"),
+        )
+        .expect("pem text");
+        assert!(text.contains("BEGIN CERTIFICATE"), "{text}");
+        assert!(!text.contains("PRIVATE KEY"), "{text}");
+        assert_eq!(text.trim(), dev.ca_cert_pem.trim());
+        let e = ca_bundle(
+            "x",
+            b"-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\n",
+        )
+        .expect_err("not x509");
+        assert!(matches!(e, RegistrationError::BadCertificate { .. }), "{e}");
+    }
+
+    #[test]
+    fn url_must_be_https_with_a_host() {
+        assert!(check_url("https://127.0.0.1:8443").is_ok());
+        assert!(check_url("https://webhook.example.org/base").is_ok());
+        for bad in [
+            "http://127.0.0.1:8443",
+            "127.0.0.1:8443",
+            "HTTPS//x",
+            "https://",
+            "https://:8443",
+            "https:///x",
+        ] {
+            assert!(check_url(bad).is_err(), "{bad} must be refused");
+        }
+    }
 
     #[test]
     fn one_webhook_per_path_with_the_required_settings() {

@@ -569,3 +569,79 @@ fn warnings_are_cut_on_char_boundaries() {
     assert!(cut.ends_with('…'));
     assert_eq!(truncate_warning("short"), "short");
 }
+
+#[test]
+fn several_problems_name_the_object_once() {
+    let one = vec!["HTTPRoute a/b: hostname \"x\" is not allowed".to_string()];
+    assert_eq!(combine(&one), one[0]);
+    let two = vec![
+        "HTTPRoute a/b: hostname \"x\" is not allowed".to_string(),
+        "HTTPRoute a/b: hostname \"y\" is invalid".to_string(),
+    ];
+    let m = combine(&two);
+    assert_eq!(m.matches("HTTPRoute a/b").count(), 1, "{m}");
+    assert_eq!(
+        m,
+        "HTTPRoute a/b: 2 problems: (1) hostname \"x\" is not allowed; (2) hostname \"y\" is invalid"
+    );
+    // Different objects (never from one layer today): joined as they are.
+    let mixed = vec!["A x: p".to_string(), "B y: q".to_string()];
+    assert_eq!(combine(&mixed), "A x: p; B y: q");
+    assert_eq!(combine(&[]), "");
+}
+
+#[test]
+fn warn_mode_warnings_keep_value_and_apex_inside_the_cut() {
+    let v = "HTTPRoute tenant-alice/a-rather-long-route-name-from-a-chart: hostname \"shop.bob.example.org\" is not allowed: hostnames must equal the namespace's namespace.cozystack.io/host label or be subdomains of it (alice.example.org)";
+    let w = warn_mode_warning(Layer::Route, v, Some("Alice.Example.ORG"));
+    assert!(w.chars().count() <= MAX_WARNING_LEN, "{w}");
+    assert!(
+        w.starts_with("[route warn, apex alice.example.org] hostname \"shop.bob.example.org\""),
+        "{w}"
+    );
+    // Without an apex (a namespace without the label) the problem still comes first.
+    let w = warn_mode_warning(
+        Layer::Gateway,
+        "Gateway a/b: namespace a has no label",
+        None,
+    );
+    assert_eq!(w, "[gateway warn] namespace a has no label");
+}
+
+#[tokio::test]
+async fn apexes_appear_lowercased() {
+    let mut ns = StaticNamespaces::default();
+    ns.insert(
+        "tenant-alice",
+        BTreeMap::from([(HOST_LABEL.to_string(), "Alice.Example.ORG".to_string())]),
+    );
+    let cfg = PolicyConfig {
+        root_host: Some("example.org".to_string()),
+        ..PolicyConfig::default()
+    };
+    let a = Admission::new(
+        Arc::new(cfg),
+        NamespaceSource::Static(Arc::new(ns)),
+        Metrics::new(),
+    );
+    let object = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "web", "namespace": "tenant-alice"},
+        "spec": {"hostnames": ["shop.alice.example.org", "shop.bob.example.org"]}});
+    let raw = serde_json::value::to_raw_value(&object).expect("raw");
+    let request = AdmissionRequest::create_for(
+        "u".into(),
+        WebhookResource::HttpRoutes,
+        "gateway.networking.k8s.io/v1",
+        Some("tenant-alice".into()),
+        &raw,
+        "alice".into(),
+        vec![],
+    );
+    let (d, _) = a.decide(Some(WebhookResource::HttpRoutes), &request).await;
+    assert!(!d.allowed, "bob's host is still denied");
+    let m = d.message.unwrap_or_default();
+    assert!(
+        m.contains("(alice.example.org)") && !m.contains("Alice"),
+        "{m}"
+    );
+}

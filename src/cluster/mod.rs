@@ -3,5 +3,6 @@
 pub mod apex;
 pub mod miss;
 pub mod namespaces;
+pub mod objects;
 
 pub use namespaces::{LiveNamespaces, LookupError, NamespaceSource, StaticNamespaces};
