@@ -14,7 +14,6 @@ use axum::routing::post;
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use http_body_util::BodyExt;
-use serde::Deserialize;
 use serde_json::json;
 use tracing::Instrument;
 
@@ -161,7 +160,12 @@ fn panicked(
         ])
         .inc();
     let uid = read_uid(body);
-    tracing::error!(path = %target.path(), uid = uid.as_deref().unwrap_or(""), panic = %what, "review handler panicked; denying");
+    tracing::error!(
+        path = %target.path(),
+        uid = %admission::logfield::Escaped(uid.as_deref().unwrap_or("")),
+        panic = %admission::logfield::Escaped(&what),
+        "review handler panicked; denying"
+    );
     let message = format!(
         "internal error in tenant-gateway while reviewing this request ({}); it is denied to stay safe, please report this",
         target.path()
@@ -267,19 +271,7 @@ async fn discard(body: &mut Body, cap: usize) {
 }
 
 fn read_uid(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Envelope {
-        request: Option<Request>,
-    }
-    #[derive(Deserialize)]
-    struct Request {
-        uid: Option<String>,
-    }
-    serde_json::from_slice::<Envelope>(body)
-        .ok()?
-        .request?
-        .uid
-        .filter(|u| !u.is_empty())
+    admission::scan::uid_and_operation(std::str::from_utf8(body).ok()?).0
 }
 
 fn reply_response(reply: Reply) -> Response {
