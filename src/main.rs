@@ -383,3 +383,11 @@ async fn kube_client(path: Option<&std::path::Path>) -> anyhow::Result<kube::Cli
     };
     Ok(kube::Client::try_from(config)?)
 }
+
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -226,7 +226,9 @@ async fn read_limited(body: &mut Body, max: usize, budget: &Budget, held: &mut H
             None => len.max(charged.saturating_mul(2)),
             Some(buf) if buf.capacity() - buf.len() >= data.len() => buf.capacity(),
             Some(buf) => len.max(buf.capacity().saturating_mul(2)),
-        };
+        }
+        // Never more than the limit: the body cannot grow past it.
+        .min(max);
         if needed > charged {
             if let Err(e) = budget.charge(held, needed - charged).await {
                 return BodyRead::Busy(e);
@@ -244,7 +246,10 @@ async fn read_limited(body: &mut Body, max: usize, budget: &Budget, held: &mut H
             }
             (Some(_), Some(buf)) => {
                 if buf.capacity() - buf.len() < data.len() {
-                    buf.reserve(needed - buf.len());
+                    // Exactly `needed` (`reserve` may round up past what was charged).
+                    let mut bigger = BytesMut::with_capacity(needed);
+                    bigger.extend_from_slice(buf);
+                    *buf = bigger;
                 }
                 buf.extend_from_slice(&data);
             }

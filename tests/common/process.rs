@@ -66,6 +66,7 @@ pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
     let mport = free_port();
     // `TG_SERVE_BIN` runs the tests against another build (e.g. an older commit).
     let bin = std::env::var_os("TG_SERVE_BIN")
+        .filter(|b| !b.is_empty())
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_tenant-gateway").into());
     let child = Command::new(bin)
         .arg("serve")
