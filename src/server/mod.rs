@@ -190,6 +190,10 @@ pub async fn bind_with_limits<H: ReviewHandler>(
         webhook = %webhook_addr,
         metrics = %metrics_addr,
         mtls = opts.client_ca_file.is_some(),
+        max_connections = opts.max_connections,
+        max_inflight_bytes = limits.max_inflight_bytes,
+        max_concurrent_streams = limits.h2_max_concurrent_streams,
+        max_body_bytes = limits.max_body_bytes,
         "listening"
     );
     Ok(Bound {
