@@ -89,6 +89,13 @@ async fn review<H: ReviewHandler>(
         Ok(BodyRead::Complete(bytes)) => bytes,
         Ok(BodyRead::Busy(e)) => {
             tracing::debug!(path = %target.path(), "request body budget exhausted; answering 503");
+            // As for 413: an HTTP/1 client must be able to finish writing to see the 503.
+            // The rest is read and dropped, never kept, so it costs no budget.
+            drop(held);
+            if drain_excess {
+                let cap = max.saturating_mul(DRAIN_FACTOR);
+                let _ = tokio::time::timeout(ctx.body_read_timeout, discard(&mut body, cap)).await;
+            }
             return busy(e);
         }
         Ok(BodyRead::TooLarge) => {
