@@ -429,6 +429,50 @@ mod tests {
         }
     }
 
+    /// Mutated JSON texts (deterministic): the scan agrees with serde_json's validation,
+    /// which skips values without a depth limit as the scan does.
+    #[test]
+    fn agrees_with_serde_json_on_mutated_texts() {
+        let seeds = [
+            r#"{"apiVersion":"admission.k8s.io/v1","request":{"uid":"a\u00e9","object":{"spec":{"hostnames":["a.b",1.5e-3,-0,true,null]}}}}"#,
+            r#"[[],{},[{"a":[]}],"\n\"",0.25,-12E+2]"#,
+        ];
+        let alphabet = b"{}[]:,\"\\ \n\t0123456789.eE+-tfnrulasxu";
+        let mut state: u64 = 0x2545_f491_4f6c_dd1d;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state
+        };
+        let mut checked = 0;
+        for seed in seeds {
+            for _ in 0..5000 {
+                let mut b = seed.as_bytes().to_vec();
+                for _ in 0..(1 + next() % 3) {
+                    let i = (next() as usize) % b.len();
+                    let c = alphabet[(next() as usize) % alphabet.len()];
+                    match next() % 3 {
+                        0 => b[i] = c,
+                        1 => b.insert(i, c),
+                        _ => {
+                            b.remove(i);
+                        }
+                    }
+                    if b.is_empty() {
+                        b.push(b'0');
+                    }
+                }
+                let Ok(text) = std::str::from_utf8(&b) else {
+                    continue;
+                };
+                assert_eq!(scan(&b).is_ok(), serde_accepts(text), "{text}");
+                checked += 1;
+            }
+        }
+        assert!(checked > 9000);
+    }
+
     #[test]
     fn measures_depth_beyond_the_decoder_limit_without_recursion() {
         assert_eq!(scan(b"1").map(|s| s.max_depth), Ok(0));
