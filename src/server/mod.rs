@@ -78,8 +78,9 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// To receive a complete request body once the head arrived; 408 after it.
     pub body_read_timeout: Duration,
-    /// A connection with no bytes moving in either direction this long is shut down
-    /// gracefully (HTTP/2 GOAWAY). Longer than Go's default client idle timeout (90 s) so the
+    /// A connection without a request in progress this long (PINGs and other control
+    /// frames do not count), or with one but no byte moving, is shut down gracefully
+    /// (HTTP/2 GOAWAY). Longer than Go's default client idle timeout (90 s) so the
     /// API server normally closes first and never races a request against our close.
     pub idle_timeout: Duration,
     /// HTTP/2 streams per connection (`--max-concurrent-streams`).
