@@ -288,6 +288,7 @@ impl LogArgs {
             .with_env_filter(filter)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_writer(std::io::stderr);
+        crate::admission::logfield::set_json_format(self.log_format == LogFormat::Json);
         let _ = match self.log_format {
             LogFormat::Text => builder.try_init(),
             LogFormat::Json => builder.json().flatten_event(true).try_init(),
@@ -361,6 +362,42 @@ pub struct ServeArgs {
     /// Most concurrent client connections on the webhook port.
     #[arg(long, env = "TENANT_GATEWAY_MAX_CONNECTIONS", default_value = "1024")]
     pub max_connections: usize,
+
+    /// Bytes of request bodies buffered at once across all connections (suffixes Ki, Mi,
+    /// Gi); a request that cannot get its bytes within 1 s gets 503. At least the 36 MiB
+    /// body limit.
+    #[arg(long, env = "TENANT_GATEWAY_MAX_INFLIGHT_BYTES", default_value = "64Mi", value_parser = parse_bytes)]
+    pub max_inflight_bytes: usize,
+
+    /// Concurrent HTTP/2 streams per webhook connection.
+    #[arg(long, env = "TENANT_GATEWAY_MAX_CONCURRENT_STREAMS", default_value = "32", value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_concurrent_streams: u32,
+}
+
+/// A byte count: a plain number, or one with a binary suffix (`64Mi`, `512Ki`, `1Gi`).
+pub fn parse_bytes(s: &str) -> Result<usize, String> {
+    let t = s.trim();
+    let (digits, unit) = match t.find(|c: char| !c.is_ascii_digit()) {
+        Some(i) => t.split_at(i),
+        None => (t, ""),
+    };
+    let shift = match unit {
+        "" => 0,
+        "Ki" => 10,
+        "Mi" => 20,
+        "Gi" => 30,
+        _ => {
+            return Err(format!(
+                "{s:?}: expected a number of bytes, optionally with Ki, Mi or Gi (e.g. 64Mi)"
+            ));
+        }
+    };
+    let n: usize = digits
+        .parse()
+        .map_err(|_| format!("{s:?}: expected a number of bytes (e.g. 67108864 or 64Mi)"))?;
+    n.checked_mul(1usize << shift)
+        .filter(|v| *v > 0)
+        .ok_or_else(|| format!("{s:?}: must be more than 0 and fit in memory"))
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {
@@ -380,6 +417,25 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn byte_counts_parse_with_binary_suffixes() {
+        assert_eq!(parse_bytes("64Mi"), Ok(64 * 1024 * 1024));
+        assert_eq!(parse_bytes("512Ki"), Ok(512 * 1024));
+        assert_eq!(parse_bytes("1Gi"), Ok(1 << 30));
+        assert_eq!(parse_bytes("1000"), Ok(1000));
+        for bad in [
+            "",
+            "0",
+            "64MB",
+            "-1",
+            "Mi",
+            "1.5Mi",
+            "99999999999999999999Gi",
+        ] {
+            assert!(parse_bytes(bad).is_err(), "{bad:?}");
+        }
+    }
 
     fn args(enforcement: &[&str], root: Option<&str>) -> PolicyArgs {
         PolicyArgs {

@@ -14,7 +14,7 @@ use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::offline::{self, Caller, DefaultNamespace};
 use tenant_gateway::policy::PolicyConfig;
-use tenant_gateway::server::{self, ServeOptions, health::Readiness};
+use tenant_gateway::server::{self, Limits, ServeOptions, health::Readiness};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -449,9 +449,44 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         shutdown_grace: serve.shutdown_grace,
         max_connections: serve.max_connections,
     };
-    server::run(opts, admission, readiness, metrics, shutdown_signal()).await?;
+    let limits = Limits {
+        max_inflight_bytes: serve.max_inflight_bytes,
+        h2_max_concurrent_streams: serve.max_concurrent_streams,
+        ..Limits::default()
+    };
+    let grace = serve.shutdown_grace;
+    let shutdown = async move {
+        shutdown_signal().await;
+        arm_hard_deadline(grace + HARD_DEADLINE_MARGIN);
+    };
+    server::bind_with_limits(opts, limits, admission, readiness, metrics)
+        .await?
+        .serve(shutdown)
+        .await?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// After the grace period the drain cuts what is left; this much more is allowed for that
+/// and for the runtime to wind down before the process is ended regardless (SPEC §9: exit
+/// within the grace period plus one second).
+const HARD_DEADLINE_MARGIN: std::time::Duration = std::time::Duration::from_millis(700);
+
+/// End the process after `after`, whatever the runtime is doing: a plain thread, so no
+/// task, blocked worker or connection can hold it up.
+fn arm_hard_deadline(after: std::time::Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("shutdown-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(after);
+            eprintln!(
+                "tenant-gateway: shutdown did not finish within {after:?} of the signal; exiting now"
+            );
+            std::process::exit(1);
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the shutdown deadline thread; relying on the drain alone");
+    }
 }
 
 /// Resolves on SIGTERM or SIGINT.
@@ -498,3 +533,11 @@ async fn kube_client(path: Option<&std::path::Path>) -> anyhow::Result<kube::Cli
     };
     Ok(kube::Client::try_from(config)?)
 }
+
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;

@@ -182,7 +182,7 @@ async fn bad_bodies_get_the_documented_answers() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn body_limit_is_8_mib() {
+async fn body_limit_is_36_mib() {
     let (s, pki, _dir) = server().await;
     let url = s.url("/validate/namespaces");
     // A JSON document of exactly the limit is read (and answered as a review without

@@ -130,22 +130,45 @@ async fn slow_body_gets_408() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn connections_beyond_the_limit_are_refused() {
+async fn a_full_pool_closes_the_oldest_idle_connection_and_refuses_only_busy_ones() {
     let s = setup(Limits::default(), 2, Arc::new(AlwaysAllow)).await;
-    let cfg = rustls_client(&s.pki.ca_cert_pem, &[b"h2"]);
-    let first = tls_connect(s.server.webhook, cfg.clone())
+    let cfg = rustls_client(&s.pki.ca_cert_pem, &[b"http/1.1"]);
+    let mut first = tls_connect(s.server.webhook, cfg.clone())
         .await
         .expect("first");
-    let second = tls_connect(s.server.webhook, cfg.clone())
+    let _second = tls_connect(s.server.webhook, cfg.clone())
         .await
         .expect("second");
-    // The third is accepted by the kernel but closed by the server before TLS completes.
+    // Both slots hold idle connections that never sent a request: a third gets in, and the
+    // oldest idle one is closed for it.
+    let mut third = tls_connect(s.server.webhook, cfg.clone())
+        .await
+        .expect("third");
     assert!(
-        tls_connect(s.server.webhook, cfg.clone()).await.is_err(),
-        "a third connection must be refused while two are open"
+        closed_by_server(&mut first).await,
+        "the oldest idle connection makes room"
     );
-    // Reviews still work on the open connections' budget once one frees up.
-    drop(first);
+    // Connections with a request in progress are never closed for others: with both slots
+    // busy, a new connection is closed right after its handshake.
+    let stalled_body =
+        b"POST /validate/namespaces HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{";
+    third.write_all(stalled_body).await.expect("write");
+    third.flush().await.expect("flush");
+    let mut fourth = tls_connect(s.server.webhook, cfg.clone())
+        .await
+        .expect("fourth handshake");
+    fourth.write_all(stalled_body).await.expect("write");
+    fourth.flush().await.expect("flush");
+    // `_second` was the oldest idle one: closed for `fourth`. Now both slots are busy.
+    let mut fifth = tls_connect(s.server.webhook, cfg.clone())
+        .await
+        .expect("the handshake has its own pool");
+    assert!(
+        closed_by_server(&mut fifth).await,
+        "no idle connection left to close: refused"
+    );
+    drop((third, fourth));
+    // Slots free up again: reviews work.
     let c = client(&s.pki.ca_cert_pem);
     let body = namespace_create(
         "uid-limit",
@@ -160,7 +183,6 @@ async fn connections_beyond_the_limit_are_refused() {
         (resp.status() == StatusCode::OK).then_some(())
     })
     .await;
-    drop(second);
     s.server.stop().await;
 }
 
@@ -327,6 +349,51 @@ async fn idle_http2_connection_gets_goaway() {
     s.server.stop().await;
 }
 
+/// PINGs are not activity (SPEC §9): a connection that only PINGs is closed after the idle
+/// timeout like a silent one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_pings_do_not_keep_an_idle_connection_open() {
+    let limits = Limits {
+        idle_timeout: Duration::from_millis(400),
+        ..Limits::default()
+    };
+    let s = setup(limits, 64, Arc::new(AlwaysAllow)).await;
+    let tls = tls_connect(
+        s.server.webhook,
+        rustls_client(&s.pki.ca_cert_pem, &[b"h2"]),
+    )
+    .await
+    .expect("handshake");
+    let (_send, mut conn) = h2::client::handshake(tls).await.expect("h2");
+    let mut pings = conn.ping_pong().expect("ping_pong");
+    let started = tokio::time::Instant::now();
+    let pinged = async {
+        let mut n = 0u32;
+        // A PING every 50 ms: eight per idle period.
+        while pings.ping(h2::Ping::opaque()).await.is_ok() {
+            n += 1;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        n
+    };
+    let closed = tokio::time::timeout(DEADLINE, async {
+        tokio::select! {
+            _ = &mut conn => None,
+            n = pinged => Some(n),
+        }
+    })
+    .await
+    .expect("the server closed a connection that only PINGs");
+    assert!(started.elapsed() >= Duration::from_millis(350));
+    if let Some(n) = closed {
+        assert!(
+            n >= 4,
+            "the client kept PINGing ({n}) until the server closed"
+        );
+    }
+    s.server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shutdown_sends_goaway_to_open_http2_connections() {
     let mut s = setup(Limits::default(), 64, Arc::new(AlwaysAllow)).await;
@@ -361,4 +428,69 @@ async fn shutdown_sends_goaway_to_open_http2_connections() {
         "took {:?}",
         started.elapsed()
     );
+}
+
+/// The in-flight byte budget (SPEC §9): while one body holds it, another request waits
+/// `budget_wait`, then gets 503 with Retry-After; once the bytes are released, requests are
+/// served again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn over_the_byte_budget_a_request_waits_then_gets_503() {
+    let limits = Limits {
+        max_body_bytes: 1 << 20,
+        max_inflight_bytes: 1 << 20,
+        budget_wait: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let s = setup(limits, 64, Arc::new(AlwaysAllow)).await;
+    let cfg = rustls_client(&s.pki.ca_cert_pem, &[b"http/1.1"]);
+    let mut hog = tls_connect(s.server.webhook, cfg).await.expect("handshake");
+    // 1 MiB announced, 1 MiB - 1 sent: the budget is all held, the body never completes.
+    let len = 1 << 20;
+    hog.write_all(
+        format!("POST /validate/namespaces HTTP/1.1\r\nHost: x\r\nContent-Length: {len}\r\n\r\n")
+            .as_bytes(),
+    )
+    .await
+    .expect("head");
+    hog.write_all(&vec![b' '; len - 1]).await.expect("body");
+    hog.flush().await.expect("flush");
+    let c = client(&s.pki.ca_cert_pem);
+    let url = s.server.url("/validate/namespaces");
+    let body = namespace_create(
+        "uid-budget",
+        "tenant-x",
+        json!({}),
+        "admin",
+        &["system:masters"],
+    );
+    let resp = eventually("the budget to be held", DEADLINE, || async {
+        let started = tokio::time::Instant::now();
+        let resp = c.post(&url).json(&body).send().await.ok()?;
+        (resp.status() == StatusCode::SERVICE_UNAVAILABLE).then_some((resp, started.elapsed()))
+    })
+    .await;
+    let (resp, waited) = resp;
+    assert!(
+        waited >= Duration::from_millis(250),
+        "it waited first: {waited:?}"
+    );
+    assert_eq!(
+        resp.headers().get("retry-after").map(|v| v.as_bytes()),
+        Some(&b"1"[..])
+    );
+    let v: serde_json::Value = resp.json().await.expect("json error");
+    assert!(
+        v["error"].as_str().is_some_and(|e| e.contains("in flight")),
+        "{v}"
+    );
+    // The hog finishes its body (whitespace then nothing: not JSON, 400) and releases it.
+    hog.write_all(b" ").await.expect("last byte");
+    hog.flush().await.expect("flush");
+    eventually("the budget to be released", DEADLINE, || async {
+        let resp = c.post(&url).json(&body).send().await.ok()?;
+        (resp.status() == StatusCode::OK).then_some(())
+    })
+    .await;
+    drop(hog);
+    s.server.stop().await;
 }

@@ -2,98 +2,15 @@
 //! (Draining of in-flight requests is proven in-process by https_shutdown.rs; this checks the
 //! binary wires the signal to that path and exits 0.)
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
-use std::process::{Child, Command, Stdio};
+mod common;
+
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::process::{Serve, http_get, start};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(20);
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
-
-fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    let code = buf.split_whitespace().nth(1)?.parse().ok()?;
-    Some((code, buf))
-}
-
-struct Serve {
-    child: Child,
-    port: u16,
-    metrics: String,
-    ca: Vec<u8>,
-    _dir: tempfile::TempDir,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start(extra: &[&str]) -> Serve {
-    let dir = tempfile::tempdir().expect("tmp");
-    let hosts = vec!["127.0.0.1".to_string()];
-    let certs = tenant_gateway::certs::generate(&hosts).expect("certs");
-    tenant_gateway::certs::write(dir.path(), &certs).expect("write certs");
-    let port = free_port();
-    let mport = free_port();
-    let child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
-        .arg("serve")
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{mport}")])
-        .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
-        .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
-        .args([
-            "--namespaces",
-            concat!(env!("CARGO_MANIFEST_DIR"), "/examples/namespaces.yaml"),
-        ])
-        .args(extra)
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("serve starts");
-    let metrics = format!("127.0.0.1:{mport}");
-    let ca = certs.ca_cert_pem.clone().into_bytes();
-    let mut s = Serve {
-        child,
-        port,
-        metrics,
-        ca,
-        _dir: dir,
-    };
-    let deadline = Instant::now() + DEADLINE;
-    while http_get(&s.metrics, "/readyz").map(|r| r.0) != Some(200) {
-        if let Ok(Some(st)) = s.child.try_wait() {
-            let mut err = String::new();
-            if let Some(mut e) = s.child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            panic!("serve exited with {st}: {err}");
-        }
-        assert!(Instant::now() < deadline, "serve not ready");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    s
-}
 
 fn review(host: &str) -> Value {
     let mut v: Value =

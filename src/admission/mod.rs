@@ -18,9 +18,11 @@ use crate::cluster::NamespaceSource;
 use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
+pub mod logfield;
 pub mod project;
 pub mod registration;
 pub mod resource;
+pub mod scan;
 
 pub use resource::WebhookResource;
 
@@ -283,40 +285,17 @@ impl Admission {
         };
         // With the path known, the object is projected while the envelope is parsed.
         let paths = target.map(|t| project::layer_paths(t.layer()));
-        let envelope: Envelope = match project::decode_with(paths, || serde_json::from_str(body)) {
-            Ok(e) => e,
-            Err(typed_err) => {
-                // Distinguish "not JSON at all" (400) from "JSON, but not a usable review"
-                // (200 + denial, with the uid when one can be read).
-                return match serde_json::from_str::<Value>(body) {
-                    Err(e) => {
-                        self.count(target_label, "unknown", None, DecisionKind::Error);
-                        (
-                            bad_request(&format!("request body is not JSON: {e}")),
-                            target_label,
-                        )
-                    }
-                    Ok(v) => {
-                        let uid = v
-                            .pointer("/request/uid")
-                            .and_then(Value::as_str)
-                            .unwrap_or("")
-                            .to_string();
-                        let op = v
-                            .pointer("/request/operation")
-                            .and_then(Value::as_str)
-                            .map(op_label)
-                            .unwrap_or("unknown");
-                        self.count(target_label, op, None, DecisionKind::Error);
-                        let d = Decision::error(
-                            None,
-                            format!("not a usable AdmissionReview: {typed_err}"),
-                        );
-                        (review_reply(&uid, &d), target_label)
-                    }
-                };
-            }
-        };
+        let allowance = project::allowance(body.len());
+        let envelope: Envelope =
+            match project::decode_with(paths, allowance, || serde_json::from_str(body)) {
+                Ok(e) => e,
+                Err(typed_err) => {
+                    return (
+                        self.undecodable(target_label, body, &typed_err),
+                        target_label,
+                    );
+                }
+            };
 
         let Some(request) = envelope.request.as_ref() else {
             self.count(target_label, "unknown", None, DecisionKind::Error);
@@ -327,7 +306,7 @@ impl Admission {
             return (review_reply("", &d), target_label);
         };
         let uid = request.uid.as_ref();
-        tracing::Span::current().record("uid", uid);
+        tracing::Span::current().record("uid", tracing::field::display(logfield::Escaped(uid)));
         if let Err(msg) = check_envelope(&envelope) {
             self.count(
                 target_label,
@@ -340,6 +319,45 @@ impl Admission {
 
         let (decision, label) = self.decide(target, request).await;
         (review_reply(uid, &decision), label)
+    }
+
+    /// The answer for a body the typed decode refused: "not JSON at all" is 400; JSON that
+    /// is not a usable review (also JSON nested deeper than the decoder goes) is 200 + a
+    /// denial, with the uid when one can be read. No tree of the body is built.
+    fn undecodable(&self, target_label: &str, body: &str, typed_err: &serde_json::Error) -> Reply {
+        let shape = match scan::scan(body.as_bytes()) {
+            Ok(shape) => shape,
+            Err(e) => {
+                self.count(target_label, "unknown", None, DecisionKind::Error);
+                return bad_request(&format!("request body is not JSON: {e}"));
+            }
+        };
+        let (uid, op) = scan::uid_and_operation(body);
+        let op = op.as_deref().map(op_label).unwrap_or("unknown");
+        self.count(target_label, op, None, DecisionKind::Error);
+        // serde_json reports its depth limit only in the message text.
+        let too_deep = typed_err
+            .to_string()
+            .starts_with("recursion limit exceeded");
+        let message = if too_deep
+            || shape.max_depth > scan::DECODER_DEPTH_LIMIT && typed_err.is_syntax()
+        {
+            format!(
+                "not a usable AdmissionReview: a field tenant-gateway reads is nested too deep (the body nests objects and arrays {} levels deep; the fields read are decoded to at most {} levels)",
+                shape.max_depth,
+                scan::DECODER_DEPTH_LIMIT
+            )
+        } else {
+            format!("not a usable AdmissionReview: {typed_err}")
+        };
+        let d = Decision::error(None, message);
+        tracing::warn!(
+            uid = %logfield::Escaped(uid.as_deref().unwrap_or("")),
+            resource = target_label,
+            message = %logfield::Escaped(d.message.as_deref().unwrap_or("")),
+            "admission denied: body is not a usable AdmissionReview"
+        );
+        review_reply(uid.as_deref().unwrap_or(""), &d)
     }
 
     /// Decide a decoded request. Shared by the HTTP path, `review` and `check`.
@@ -582,22 +600,27 @@ impl Admission {
     }
 
     fn log(&self, request: &AdmissionRequest<'_>, d: &Decision) {
+        use logfield::Escaped as E;
         let layer = d.layer.map(Layer::as_str).unwrap_or("none");
-        let user = request.user_info.username.as_deref().unwrap_or("");
-        let ns = request.namespace.as_deref().unwrap_or("");
-        let name = request.name.as_deref().unwrap_or("");
-        let message = d.message.as_deref().unwrap_or("");
+        // Everything below but the layer and decision comes from the request: escaped, so a
+        // newline in a uid or name cannot start a forged log line (SPEC §9).
+        let uid = E(&request.uid);
+        let kind = E(&request.kind.kind);
+        let user = E(request.user_info.username.as_deref().unwrap_or(""));
+        let ns = E(request.namespace.as_deref().unwrap_or(""));
+        let name = E(request.name.as_deref().unwrap_or(""));
+        let message = E(d.message.as_deref().unwrap_or(""));
         match d.kind {
             DecisionKind::Denied | DecisionKind::Error => tracing::warn!(
-                uid = %request.uid, kind = %request.kind.kind, namespace = ns, name, layer, user,
-                decision = d.kind.as_str(), message, "admission denied"
+                uid = %uid, kind = %kind, namespace = %ns, name = %name, layer, user = %user,
+                decision = d.kind.as_str(), message = %message, "admission denied"
             ),
             DecisionKind::Warned | DecisionKind::Audited => tracing::info!(
-                uid = %request.uid, kind = %request.kind.kind, namespace = ns, name, layer, user,
-                decision = d.kind.as_str(), message, "admission policy violation admitted by enforcement mode"
+                uid = %uid, kind = %kind, namespace = %ns, name = %name, layer, user = %user,
+                decision = d.kind.as_str(), message = %message, "admission policy violation admitted by enforcement mode"
             ),
             DecisionKind::Allowed => tracing::debug!(
-                uid = %request.uid, kind = %request.kind.kind, namespace = ns, name, layer,
+                uid = %uid, kind = %kind, namespace = %ns, name = %name, layer,
                 warnings = ?d.warnings, "admission allowed with warnings"
             ),
         }

@@ -4,6 +4,12 @@
 //! skipping unread fields without allocating (they are still syntax-checked), and keeps the
 //! read ones with their original JSON types, so the layers' shape checks see exactly what was
 //! sent.
+//!
+//! What is kept is bounded (SPEC §9: decoding one review peaks at a small multiple of its
+//! body): every kept value is charged an estimate of its decoded size against an allowance
+//! of the body's own length (at least [`MIN_ALLOWANCE`]), and an object whose read fields
+//! decode to more is refused instead of being built. A real object's read fields are a few
+//! hundred bytes; only a client building, say, millions of one-letter hostnames meets it.
 
 use std::borrow::Cow;
 use std::cell::Cell;
@@ -88,11 +94,26 @@ pub fn layer_paths(layer: Layer) -> &'static [Path] {
     }
 }
 
+/// Smallest allowance for the decoded size of the kept fields, whatever the body's size.
+pub const MIN_ALLOWANCE: usize = 64 * 1024;
+
+/// Estimated heap cost of kept values: a `Value` slot, a string's bytes plus allocation
+/// overhead, a map entry (key and tree node).
+const VALUE_COST: usize = 32;
+const STRING_OVERHEAD: usize = 16;
+const ENTRY_COST: usize = 64;
+
+/// The allowance for a body (or object) of `len` bytes.
+pub fn allowance(len: usize) -> usize {
+    len.max(MIN_ALLOWANCE)
+}
+
 /// The parts of `raw` on `paths`, with the same shape. A top level that is not an object is
 /// returned whole (it is small, and the caller rejects it).
 pub fn project(raw: &RawValue, paths: &[Path]) -> Result<Value, serde_json::Error> {
+    let left = Cell::new(allowance(raw.get().len()));
     let mut de = serde_json::Deserializer::from_str(raw.get());
-    let v = Projector { paths, depth: 0 }.deserialize(&mut de)?;
+    let v = Projector::new(paths, &left).deserialize(&mut de)?;
     de.end()?;
     Ok(v)
 }
@@ -102,18 +123,29 @@ thread_local! {
     /// being decoded on this thread. serde's derive has no way to hand a runtime choice to a
     /// field's `Deserialize`; the decode is synchronous, so a scoped thread-local is exact.
     static DECODE_PATHS: Cell<Option<&'static [Path]>> = const { Cell::new(None) };
+    /// What is left of the decode's allowance (shared by object and oldObject).
+    static DECODE_LEFT: Cell<usize> = const { Cell::new(0) };
 }
 
 /// Run `decode` with objects projected on `paths` as they are parsed (one pass over the
-/// body), or kept raw when `paths` is `None` (the layer is not known yet).
-pub fn decode_with<T>(paths: Option<&'static [Path]>, decode: impl FnOnce() -> T) -> T {
-    struct Reset(Option<&'static [Path]>);
+/// body), or kept raw when `paths` is `None` (the layer is not known yet). `allowance` bounds
+/// the decoded size of everything kept (see [`allowance`]).
+pub fn decode_with<T>(
+    paths: Option<&'static [Path]>,
+    allowance: usize,
+    decode: impl FnOnce() -> T,
+) -> T {
+    struct Reset(Option<&'static [Path]>, usize);
     impl Drop for Reset {
         fn drop(&mut self) {
             DECODE_PATHS.with(|c| c.set(self.0));
+            DECODE_LEFT.with(|c| c.set(self.1));
         }
     }
-    let _reset = Reset(DECODE_PATHS.with(|c| c.replace(paths)));
+    let _reset = Reset(
+        DECODE_PATHS.with(|c| c.replace(paths)),
+        DECODE_LEFT.with(|c| c.replace(allowance)),
+    );
     decode()
 }
 
@@ -128,9 +160,12 @@ pub enum ObjectField<'a> {
 impl<'de: 'a, 'a> de::Deserialize<'de> for ObjectField<'a> {
     fn deserialize<D: de::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         match DECODE_PATHS.with(Cell::get) {
-            Some(paths) => Projector { paths, depth: 0 }
-                .deserialize(d)
-                .map(ObjectField::Projected),
+            Some(paths) => {
+                let left = Cell::new(DECODE_LEFT.with(Cell::get));
+                let r = Projector::new(paths, &left).deserialize(d);
+                DECODE_LEFT.with(|c| c.set(left.get()));
+                r.map(ObjectField::Projected)
+            }
             None => <&'de RawValue>::deserialize(d).map(ObjectField::Raw),
         }
     }
@@ -151,6 +186,33 @@ struct Projector<'p> {
     /// Paths whose first `depth` keys match the keys above this value.
     paths: &'p [Path],
     depth: usize,
+    /// Below the end of a path: keep everything.
+    all: bool,
+    /// Estimated bytes the kept values may still take.
+    left: &'p Cell<usize>,
+}
+
+impl<'p> Projector<'p> {
+    fn new(paths: &'p [Path], left: &'p Cell<usize>) -> Projector<'p> {
+        Projector {
+            paths,
+            depth: 0,
+            all: false,
+            left,
+        }
+    }
+
+    fn charge<E: de::Error>(&self, cost: usize) -> Result<(), E> {
+        match self.left.get().checked_sub(cost) {
+            Some(rest) => {
+                self.left.set(rest);
+                Ok(())
+            }
+            None => Err(E::custom(
+                "the fields tenant-gateway reads in this object decode to more than the body's own size; such an object is refused",
+            )),
+        }
+    }
 }
 
 impl<'de> DeserializeSeed<'de> for Projector<'_> {
@@ -192,33 +254,42 @@ impl<'de> Visitor<'de> for Projector<'_> {
         f.write_str("a JSON value")
     }
 
-    fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
+        self.charge(VALUE_COST)?;
         Ok(Value::Bool(v))
     }
-    fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
+        self.charge(VALUE_COST)?;
         Ok(Value::from(v))
     }
-    fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
+        self.charge(VALUE_COST)?;
         Ok(Value::from(v))
     }
-    fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
+        self.charge(VALUE_COST)?;
         Ok(Value::from(v))
     }
-    fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
+        self.charge(VALUE_COST + STRING_OVERHEAD + v.len())?;
         Ok(Value::String(v.to_string()))
     }
-    fn visit_string<E>(self, v: String) -> Result<Value, E> {
+    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
+        self.charge(VALUE_COST + STRING_OVERHEAD + v.len())?;
         Ok(Value::String(v))
     }
-    fn visit_unit<E>(self) -> Result<Value, E> {
+    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
+        self.charge(VALUE_COST)?;
         Ok(Value::Null)
     }
-    fn visit_none<E>(self) -> Result<Value, E> {
+    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
+        self.charge(VALUE_COST)?;
         Ok(Value::Null)
     }
 
     fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
         // Arrays are transparent: every element is projected with the same paths.
+        self.charge(VALUE_COST)?;
         let mut out = Vec::new();
         while let Some(v) = seq.next_element_seed(self)? {
             out.push(v);
@@ -227,10 +298,11 @@ impl<'de> Visitor<'de> for Projector<'_> {
     }
 
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
+        self.charge(VALUE_COST)?;
         let mut out = Map::new();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            let mut wanted = false;
-            let mut whole = false;
+            let mut wanted = self.all;
+            let mut whole = self.all;
             for p in self.paths {
                 if p.get(self.depth) == Some(&key.as_ref()) {
                     wanted = true;
@@ -241,8 +313,14 @@ impl<'de> Visitor<'de> for Projector<'_> {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
+            self.charge(ENTRY_COST + key.len())?;
             let value = if whole {
-                map.next_value::<Value>()?
+                map.next_value_seed(Projector {
+                    paths: &[],
+                    depth: 0,
+                    all: true,
+                    left: self.left,
+                })?
             } else {
                 // Few paths share a prefix; a tiny Vec only along the wanted keys.
                 let below: Vec<Path> = self
@@ -254,6 +332,8 @@ impl<'de> Visitor<'de> for Projector<'_> {
                 map.next_value_seed(Projector {
                     paths: &below,
                     depth: self.depth + 1,
+                    all: false,
+                    left: self.left,
                 })?
             };
             out.insert(key.into_owned(), value);
@@ -327,8 +407,8 @@ mod tests {
         }
         let text = r#"{"object": {"metadata": {"name": "r", "uid": "x"}, "spec": {"hostnames": ["a"], "rules": [1]}}}"#;
         let paths = layer_paths(Layer::Route);
-        let one: Doc<'_> =
-            decode_with(Some(paths), || serde_json::from_str(text)).expect("decodes");
+        let one: Doc<'_> = decode_with(Some(paths), MIN_ALLOWANCE, || serde_json::from_str(text))
+            .expect("decodes");
         let two: Doc<'_> = serde_json::from_str(text).expect("decodes");
         assert!(matches!(one.object, Some(ObjectField::Projected(_))));
         assert!(
@@ -354,6 +434,43 @@ mod tests {
             a,
             json!({"metadata": {"name": "r"}, "spec": {"hostnames": ["a"]}})
         );
+    }
+
+    #[test]
+    fn kept_fields_are_bounded_by_the_allowance() {
+        // 200,000 one-letter hostnames: 800 KB of JSON, ~14 MB as Values.
+        let hosts: Vec<&str> = vec!["a"; 200_000];
+        let obj = json!({"metadata": {"name": "r"}, "spec": {"hostnames": hosts}});
+        let text = serde_json::to_string(&obj).expect("json");
+        let e = project(&raw(&obj), layer_paths(Layer::Route)).expect_err("refused");
+        assert!(
+            e.to_string().contains("more than the body's own size"),
+            "{e}"
+        );
+        // The same fields under an unread key cost nothing.
+        let unread = json!({"metadata": {"name": "r"}, "spec": {"rules": hosts}});
+        assert!(project(&raw(&unread), layer_paths(Layer::Route)).is_ok());
+        // In the one-pass decode the allowance is shared by object and oldObject.
+        #[derive(serde::Deserialize, Debug)]
+        #[serde(rename_all = "camelCase")]
+        #[allow(dead_code)]
+        struct Doc<'a> {
+            #[serde(borrow)]
+            object: Option<ObjectField<'a>>,
+            #[serde(borrow)]
+            old_object: Option<ObjectField<'a>>,
+        }
+        let small = r#"{"spec": {"hostnames": ["aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"]}}"#;
+        let doc = format!(r#"{{"object": {small}, "oldObject": {small}}}"#);
+        let paths = layer_paths(Layer::Route);
+        let alone = format!(r#"{{"object": {small}}}"#);
+        let one = decode_with(Some(paths), 400, || serde_json::from_str::<Doc<'_>>(&alone));
+        assert!(one.is_ok(), "one copy fits: {one:?}");
+        let both = decode_with(Some(paths), 400, || serde_json::from_str::<Doc<'_>>(&doc));
+        assert!(both.is_err(), "two copies do not");
+        let both = decode_with(Some(paths), 800, || serde_json::from_str::<Doc<'_>>(&doc));
+        assert!(both.is_ok(), "twice the allowance holds both");
+        assert!(text.len() < 1_000_000);
     }
 
     /// Every layer decides the same on the projection as on the whole object.

@@ -645,3 +645,62 @@ async fn apexes_appear_lowercased() {
         "{m}"
     );
 }
+
+/// Nest `inner` in `depth` single-element arrays, as JSON text.
+fn nested(depth: usize, inner: &str) -> String {
+    format!("{}{inner}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+#[tokio::test]
+async fn json_nested_too_deep_in_a_read_field_is_a_denial_naming_the_depth() {
+    let a = admission();
+    let review = route_review("CREATE", "tenant-alice", &["shop.alice.example.org"]);
+    let text = serde_json::to_string(&review).expect("json");
+    // spec.hostnames is read by the route layer: 300 levels there are refused with 200.
+    let deep = text.replace(
+        r#""hostnames":["shop.alice.example.org"]"#,
+        &format!(r#""hostnames":{}"#, nested(300, r#""x""#)),
+    );
+    assert_ne!(deep, text);
+    let reply = a
+        .handle(Some(WebhookResource::HttpRoutes), deep.as_bytes())
+        .await;
+    assert_eq!(reply.status, 200, "valid JSON is never a 400");
+    let v: Value = serde_json::from_slice(&reply.body).expect("json");
+    assert_eq!(v["response"]["uid"], "uid-1", "{v}");
+    assert!(!allowed(&v));
+    let m = message(&v);
+    assert!(m.contains("304 levels deep") && m.contains("127"), "{m}");
+
+    // The same nesting in a field no layer reads is skipped without a limit: decided as usual.
+    let unread = text.replace(
+        r#""spec":{"hostnames""#,
+        &format!(r#""spec":{{"rules":{},"hostnames""#, nested(5000, "1")),
+    );
+    assert_ne!(unread, text);
+    let reply = a
+        .handle(Some(WebhookResource::HttpRoutes), unread.as_bytes())
+        .await;
+    let v: Value = serde_json::from_slice(&reply.body).expect("json");
+    assert_eq!(reply.status, 200);
+    assert!(allowed(&v), "{v}");
+
+    // Deep and broken is not JSON: 400.
+    let broken = deep.replacen(']', "}", 1);
+    let reply = a
+        .handle(Some(WebhookResource::HttpRoutes), broken.as_bytes())
+        .await;
+    assert_eq!(reply.status, 400);
+}
+
+#[tokio::test]
+async fn read_fields_larger_than_the_body_are_refused_without_building_them() {
+    let a = admission();
+    let mut review = route_review("CREATE", "tenant-alice", &[]);
+    review["request"]["object"]["spec"]["hostnames"] = json!(vec!["a"; 100_000]);
+    let (status, v) = post(&a, WebhookResource::HttpRoutes, &review).await;
+    assert_eq!(status, 200);
+    assert_eq!(v["response"]["uid"], "uid-1");
+    assert!(!allowed(&v));
+    assert!(message(&v).contains("more than the body's own size"), "{v}");
+}

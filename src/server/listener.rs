@@ -1,10 +1,26 @@
 //! Accept loop and per-connection driving shared by the webhook (TLS) and metrics (plain)
-//! listeners: connection limit, handshake/idle timeouts, graceful drain (SPEC §9).
+//! listeners: connection limits, handshake/idle timeouts, graceful drain (SPEC §9).
+//!
+//! Connection slots, so that idle or stalled clients cannot lock others out:
+//! - a TLS handshake in progress holds a slot of its own pool; the connection slot is taken
+//!   only once the handshake is done;
+//! - a connection that has not yet completed a request ("unproven") may hold at most
+//!   `max_unproven` slots; the rest of `max_connections` is the reserve for connections that
+//!   have (the API server's, which keep completing reviews);
+//! - when a pool is full, the oldest unproven connection (or handshake) without a request in
+//!   progress is closed to make room, so a flood of idle or half-sent connections is turned
+//!   over by new clients instead of refusing them. Only when every slot holds a proven
+//!   connection or a request in progress is a new connection refused.
+//!
+//! Idleness: a connection without any request in progress for `idle_timeout` is closed
+//! (HTTP/2 GOAWAY) whatever control frames (PINGs, SETTINGS) it exchanges; one with a
+//! request in progress is idle when no byte has moved for `idle_timeout`.
 
+use std::collections::VecDeque;
 use std::io;
 use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -15,7 +31,7 @@ use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{Semaphore, watch};
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinSet;
 use tokio_rustls::TlsAcceptor;
 
@@ -23,6 +39,13 @@ use tokio_rustls::TlsAcceptor;
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(100);
 /// At most one "connection refused" warning per this period, with the count since the last.
 const REFUSAL_LOG_PERIOD: Duration = Duration::from_secs(10);
+/// HTTP/1 read buffer per connection.
+const H1_MAX_BUF: usize = 64 * 1024;
+/// HTTP/2 flow-control windows we grant (hyper's defaults are 1 MiB each).
+const H2_STREAM_WINDOW: u32 = 128 * 1024;
+const H2_CONN_WINDOW: u32 = 256 * 1024;
+/// HTTP/2 request head size (the API server sends a few short headers).
+const H2_MAX_HEADER_LIST: u32 = 16 * 1024;
 
 /// Timeouts and protocol settings for one listener.
 #[derive(Debug, Clone)]
@@ -30,6 +53,8 @@ pub(crate) struct ConnSettings {
     /// `webhook` or `metrics`, for logs.
     pub name: &'static str,
     pub max_connections: usize,
+    /// Slots that connections which have not completed a request may hold.
+    pub max_unproven: usize,
     pub handshake_timeout: Duration,
     pub header_read_timeout: Duration,
     pub idle_timeout: Duration,
@@ -52,10 +77,18 @@ impl Builders {
             // hyper starts this timer whenever it waits for a request head, so it also bounds
             // how long a keep-alive HTTP/1 connection may sit idle between requests.
             .header_read_timeout(s.header_read_timeout)
+            // hyper buffers up to ~400 KiB per connection by default; request heads are
+            // small and bodies stream through in pieces either way.
+            .max_buf_size(H1_MAX_BUF)
             .keep_alive(true);
         b.http2()
             .timer(TokioTimer::new())
-            .max_concurrent_streams(s.h2_max_concurrent_streams);
+            .max_concurrent_streams(s.h2_max_concurrent_streams)
+            // What a client may send before anyone reads it: bounded per stream and per
+            // connection, so unread data stays small next to the body budget.
+            .initial_stream_window_size(H2_STREAM_WINDOW)
+            .initial_connection_window_size(H2_CONN_WINDOW)
+            .max_header_list_size(H2_MAX_HEADER_LIST);
         Builders {
             h1: b.clone().http1_only(),
             h2: b.http2_only(),
@@ -158,10 +191,13 @@ async fn accept_loop(
 ) -> JoinSet<()> {
     let builders = Arc::new(Builders::new(&settings));
     let settings = Arc::new(settings);
-    let permits = Arc::new(Semaphore::new(settings.max_connections));
+    let handshakes = Arc::new(Pool::new(
+        settings.max_connections,
+        settings.max_connections,
+    ));
+    let connections = Arc::new(Pool::new(settings.max_connections, settings.max_unproven));
     let mut conns = JoinSet::new();
-    let mut refused: u64 = 0;
-    let mut last_refusal_log: Option<Instant> = None;
+    let mut refused = Refusals::default();
     loop {
         // Reap finished connections so the set only holds live ones.
         while let Some(res) = conns.try_join_next() {
@@ -182,22 +218,18 @@ async fn accept_loop(
                 continue;
             }
         };
-        let Ok(permit) = permits.clone().try_acquire_owned() else {
+        let activity = Arc::new(Activity::new());
+        // A plain connection needs no handshake: it takes its connection slot now.
+        let first_slot = match tls {
+            Some(_) => handshakes.admit(&activity),
+            None => connections.admit(&activity),
+        };
+        let Some(first_slot) = first_slot else {
             // Refuse rather than queue: a queued client would hang until its own timeout
             // (the API server's is 5 s) while a refused one fails fast and is retried, by
             // then possibly against another replica.
             drop(stream);
-            refused += 1;
-            if last_refusal_log.is_none_or(|t| t.elapsed() >= REFUSAL_LOG_PERIOD) {
-                tracing::warn!(
-                    listener = settings.name,
-                    limit = settings.max_connections,
-                    refused,
-                    "connection limit reached; closing new connections"
-                );
-                last_refusal_log = Some(Instant::now());
-                refused = 0;
-            }
+            refused.count(&settings);
             continue;
         };
         let _ = stream.set_nodelay(true);
@@ -206,15 +238,53 @@ async fn accept_loop(
         let builders = builders.clone();
         let settings = settings.clone();
         let drain = drain.clone();
+        let connections = connections.clone();
         conns.spawn(async move {
-            serve_connection(stream, tls, router, &builders, &settings, drain).await;
+            let conn = Conn {
+                activity,
+                slot: first_slot,
+                connections,
+            };
+            serve_connection(stream, tls, router, &builders, &settings, drain, conn).await;
             tracing::trace!(%peer, "connection closed");
-            drop(permit);
         });
     }
     // Dropping the listener here closes the socket: from now on connections are refused.
     drop(listener);
     conns
+}
+
+/// Rate-limited "connection refused" warnings.
+#[derive(Default)]
+struct Refusals {
+    since_log: u64,
+    last_log: Option<Instant>,
+}
+
+impl Refusals {
+    fn count(&mut self, settings: &ConnSettings) {
+        self.since_log += 1;
+        if self
+            .last_log
+            .is_none_or(|t| t.elapsed() >= REFUSAL_LOG_PERIOD)
+        {
+            tracing::warn!(
+                listener = settings.name,
+                limit = settings.max_connections,
+                refused = self.since_log,
+                "connection limit reached and no idle connection to close; closing new connections"
+            );
+            self.last_log = Some(Instant::now());
+            self.since_log = 0;
+        }
+    }
+}
+
+/// One connection's state and the slot it holds (handshake slot first, then connection).
+struct Conn {
+    activity: Arc<Activity>,
+    slot: Slot,
+    connections: Arc<Pool>,
 }
 
 async fn serve_connection(
@@ -224,22 +294,28 @@ async fn serve_connection(
     builders: &Builders,
     settings: &ConnSettings,
     mut drain: watch::Receiver<bool>,
+    mut conn: Conn,
 ) {
-    let activity = Arc::new(Activity::new());
+    let activity = conn.activity.clone();
     let io = ActivityIo {
         inner: stream,
         activity: activity.clone(),
     };
-    let service = TowerToHyperService::new(router);
+    let service =
+        TowerToHyperService::new(tracked(router, activity.clone(), conn.connections.clone()));
     match tls {
         None => {
-            let conn = builders.h1.serve_connection(TokioIo::new(io), service);
-            drive(conn, &activity, settings, drain).await;
+            let c = builders.h1.serve_connection(TokioIo::new(io), service);
+            drive(c, &activity, settings, drain).await;
         }
         Some(acceptor) => {
             let handshake = tokio::time::timeout(settings.handshake_timeout, acceptor.accept(io));
             let tls_stream = tokio::select! {
                 _ = drain.wait_for(|d| *d) => return,
+                _ = activity.evicted() => {
+                    tracing::debug!(listener = settings.name, "handshake pool full; closing the oldest pending handshake");
+                    return;
+                }
                 r = handshake => match r {
                     Ok(Ok(s)) => s,
                     Ok(Err(e)) => {
@@ -252,8 +328,22 @@ async fn serve_connection(
                     }
                 },
             };
+            // The connection slot is taken only now: handshakes that never finish cannot
+            // hold one. Release the handshake slot first so the two pools stay apart.
+            drop(std::mem::replace(
+                &mut conn.slot,
+                Slot::none(&conn.connections),
+            ));
+            let Some(slot) = conn.connections.admit(&activity) else {
+                tracing::debug!(
+                    listener = settings.name,
+                    "connection limit reached after the handshake; closing"
+                );
+                return;
+            };
+            conn.slot = slot;
             let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-            let conn = if h2 {
+            let c = if h2 {
                 // hyper's HTTP/2 server waits for the client preface without a timeout (and
                 // a graceful shutdown waits for it too); a client that negotiated h2 and
                 // then stays silent is dropped after the header timeout, like a slow HTTP/1
@@ -267,15 +357,165 @@ async fn serve_connection(
                     .h1
                     .serve_connection(TokioIo::new(tls_stream), service)
             };
-            drive(conn, &activity, settings, drain).await;
+            drive(c, &activity, settings, drain).await;
+        }
+    }
+    drop(conn);
+}
+
+/// The router, counting requests in progress on `activity` and marking the connection
+/// proven (out of the evictable pool) when a request completes with 200.
+fn tracked(
+    router: Router,
+    activity: Arc<Activity>,
+    pool: Arc<Pool>,
+) -> impl tower::Service<
+    http::Request<hyper::body::Incoming>,
+    Response = axum::response::Response,
+    Error = std::convert::Infallible,
+    Future = impl Future<Output = Result<axum::response::Response, std::convert::Infallible>> + Send,
+> + Clone
++ Send {
+    tower::service_fn(move |req: http::Request<hyper::body::Incoming>| {
+        let router = router.clone();
+        let activity = activity.clone();
+        let pool = pool.clone();
+        let guard = InProgress::start(activity.clone());
+        async move {
+            let resp = tower::ServiceExt::oneshot(router, req).await;
+            if let Ok(r) = &resp
+                && r.status() == http::StatusCode::OK
+                && !activity.proven.swap(true, Ordering::Relaxed)
+            {
+                pool.prove(&activity);
+            }
+            drop(guard);
+            resp
+        }
+    })
+}
+
+/// A request in progress on a connection; counted until dropped (also when cancelled).
+struct InProgress(Arc<Activity>);
+
+impl InProgress {
+    fn start(a: Arc<Activity>) -> InProgress {
+        a.open.fetch_add(1, Ordering::Relaxed);
+        a.touch_request();
+        InProgress(a)
+    }
+}
+
+impl Drop for InProgress {
+    fn drop(&mut self) {
+        self.0.open.fetch_sub(1, Ordering::Relaxed);
+        self.0.touch_request();
+    }
+}
+
+/// Connection slots of one kind (handshakes, or established connections).
+struct Pool {
+    max: usize,
+    max_unproven: usize,
+    inner: Mutex<PoolInner>,
+}
+
+#[derive(Default)]
+struct PoolInner {
+    total: usize,
+    /// In arrival order: the front is the first candidate for eviction.
+    unproven: VecDeque<Arc<Activity>>,
+}
+
+/// A slot in a [`Pool`], given back when dropped (unless the connection was evicted, which
+/// gave it back already).
+struct Slot {
+    pool: Arc<Pool>,
+    activity: Option<Arc<Activity>>,
+}
+
+impl Pool {
+    fn new(max: usize, max_unproven: usize) -> Pool {
+        Pool {
+            max,
+            max_unproven: max_unproven.min(max),
+            inner: Mutex::new(PoolInner::default()),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, PoolInner> {
+        // The critical sections only move counters and queue entries: a panic inside one
+        // cannot leave them half-updated in a way worse than a lost slot.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// A slot for a new (unproven) connection, closing the oldest idle unproven one when
+    /// the pool is full; `None` when nothing can be closed.
+    fn admit(self: &Arc<Self>, a: &Arc<Activity>) -> Option<Slot> {
+        let mut g = self.lock();
+        if g.total >= self.max || g.unproven.len() >= self.max_unproven {
+            let pos = g
+                .unproven
+                .iter()
+                .position(|c| c.open.load(Ordering::Relaxed) == 0)?;
+            let victim = g.unproven.remove(pos)?;
+            victim.evict();
+            g.total -= 1;
+        }
+        g.total += 1;
+        g.unproven.push_back(a.clone());
+        Some(Slot {
+            pool: self.clone(),
+            activity: Some(a.clone()),
+        })
+    }
+
+    /// `a` completed a request: it may use the reserve and is no longer evicted for others.
+    fn prove(&self, a: &Arc<Activity>) {
+        let mut g = self.lock();
+        if let Some(pos) = g.unproven.iter().position(|c| Arc::ptr_eq(c, a)) {
+            g.unproven.remove(pos);
+        }
+    }
+
+    #[cfg(test)]
+    fn counts(&self) -> (usize, usize) {
+        let g = self.lock();
+        (g.total, g.unproven.len())
+    }
+}
+
+impl Slot {
+    /// A placeholder holding nothing.
+    fn none(pool: &Arc<Pool>) -> Slot {
+        Slot {
+            pool: pool.clone(),
+            activity: None,
+        }
+    }
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        let Some(a) = self.activity.take() else {
+            return;
+        };
+        let mut g = self.pool.lock();
+        if a.is_evicted() {
+            return;
+        }
+        g.total = g.total.saturating_sub(1);
+        if let Some(pos) = g.unproven.iter().position(|c| Arc::ptr_eq(c, &a)) {
+            g.unproven.remove(pos);
         }
     }
 }
 
 /// Run one HTTP connection to completion. A drain signal starts a graceful shutdown (HTTP/1:
 /// finish the current request, then close; HTTP/2: GOAWAY, finish open streams). So does
-/// `idle_timeout` without any bytes in either direction; if the peer then stays silent for
-/// another `idle_timeout`, the connection is dropped.
+/// being idle for `idle_timeout` (see the module docs); if the peer then stays idle for
+/// another `idle_timeout`, the connection is dropped. Eviction drops it at once (it has no
+/// request in progress).
 async fn drive<C>(
     conn: C,
     activity: &Activity,
@@ -305,6 +545,11 @@ async fn drive<C>(
                 graceful = true;
                 // The peer gets a full idle period to answer the GOAWAY before it is cut.
                 activity.touch();
+                activity.touch_request();
+            }
+            _ = activity.evicted() => {
+                tracing::debug!(listener = settings.name, "connection limit reached; closing the oldest idle connection that has completed no request");
+                return;
             }
             _ = silent_deadline.as_mut(), if activity.waiting_for_client() => {
                 // The guard was evaluated when this select started; the client may have
@@ -322,17 +567,27 @@ async fn drive<C>(
                 conn.as_mut().graceful_shutdown();
                 graceful = true;
                 activity.touch();
+                activity.touch_request();
             }
         }
     }
 }
 
-/// Time of the last byte read or written on a connection.
+/// What the idle and eviction rules look at on one connection.
 struct Activity {
     /// tokio's clock, so the sleeps below agree with it.
     start: tokio::time::Instant,
-    /// Milliseconds since `start`.
+    /// Milliseconds since `start` of the last byte read or written.
     last_ms: AtomicU64,
+    /// Milliseconds since `start` of the last request start or end.
+    last_request_ms: AtomicU64,
+    /// Requests in progress.
+    open: AtomicUsize,
+    /// Completed a request with 200: no longer evictable.
+    proven: AtomicBool,
+    /// Closed to make room for a new connection.
+    evicted: AtomicBool,
+    evict_signal: Notify,
     /// Set after the handshake when the protocol needs the client to speak first; cleared
     /// by the first byte read.
     waiting: AtomicBool,
@@ -343,6 +598,11 @@ impl Activity {
         Activity {
             start: tokio::time::Instant::now(),
             last_ms: AtomicU64::new(0),
+            last_request_ms: AtomicU64::new(0),
+            open: AtomicUsize::new(0),
+            proven: AtomicBool::new(false),
+            evicted: AtomicBool::new(false),
+            evict_signal: Notify::new(),
             waiting: AtomicBool::new(false),
         }
     }
@@ -355,19 +615,50 @@ impl Activity {
         self.waiting.load(Ordering::Relaxed)
     }
 
+    fn now_ms(&self) -> u64 {
+        u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX)
+    }
+
     fn touch(&self) {
-        let ms = u64::try_from(self.start.elapsed().as_millis()).unwrap_or(u64::MAX);
-        self.last_ms.store(ms, Ordering::Relaxed);
+        self.last_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    fn last(&self) -> tokio::time::Instant {
-        self.start + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
+    fn touch_request(&self) {
+        self.last_request_ms.store(self.now_ms(), Ordering::Relaxed);
     }
 
-    /// Resolves once nothing has moved for `idle`.
+    fn evict(&self) {
+        self.evicted.store(true, Ordering::SeqCst);
+        // A stored permit: the connection sees it even if it is not waiting right now.
+        self.evict_signal.notify_one();
+    }
+
+    fn is_evicted(&self) -> bool {
+        self.evicted.load(Ordering::SeqCst)
+    }
+
+    async fn evicted(&self) {
+        while !self.is_evicted() {
+            self.evict_signal.notified().await;
+        }
+    }
+
+    /// When the connection counts as idle if nothing changes: with no request in progress,
+    /// `idle` after the last request (bytes do not count: PINGs are not activity); with
+    /// one, `idle` after the last byte (a stalled transfer).
+    fn idle_deadline(&self, idle: Duration) -> tokio::time::Instant {
+        let since = if self.open.load(Ordering::Relaxed) == 0 {
+            self.last_request_ms.load(Ordering::Relaxed)
+        } else {
+            self.last_ms.load(Ordering::Relaxed)
+        };
+        self.start + Duration::from_millis(since) + idle
+    }
+
+    /// Resolves once the connection has been idle for `idle`.
     async fn idle_for(&self, idle: Duration) {
         loop {
-            let deadline = self.last() + idle;
+            let deadline = self.idle_deadline(idle);
             if tokio::time::Instant::now() >= deadline {
                 return;
             }
@@ -441,17 +732,70 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn idle_waits_for_a_quiet_period_after_the_last_byte() {
-        let a = Activity::new();
+    async fn idle_waits_for_a_quiet_period_after_the_last_request() {
+        let a = Arc::new(Activity::new());
         let idle = Duration::from_millis(100);
         let started = tokio::time::Instant::now();
         tokio::time::sleep(Duration::from_millis(40)).await;
-        a.touch();
+        drop(InProgress::start(a.clone()));
         a.idle_for(idle).await;
         // Only lower bounds: a loaded machine may run late, never early.
         assert!(
             started.elapsed() >= Duration::from_millis(140),
-            "the touch restarts the period"
+            "the request restarts the period"
         );
+    }
+
+    #[tokio::test]
+    async fn bytes_without_a_request_are_not_activity() {
+        let a = Arc::new(Activity::new());
+        let idle = Duration::from_secs(10);
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        a.touch(); // a PING
+        assert_eq!(
+            a.idle_deadline(idle),
+            a.start + idle,
+            "a PING does not move it"
+        );
+        let open = InProgress::start(a.clone());
+        tokio::time::sleep(Duration::from_millis(30)).await;
+        a.touch();
+        assert!(
+            a.idle_deadline(idle) >= a.start + idle + Duration::from_millis(60),
+            "bytes of a request in progress do"
+        );
+        drop(open);
+    }
+
+    #[test]
+    fn full_pool_closes_the_oldest_idle_unproven_connection() {
+        let pool = Arc::new(Pool::new(3, 2));
+        let conns: Vec<Arc<Activity>> = (0..5).map(|_| Arc::new(Activity::new())).collect();
+        let s0 = pool.admit(&conns[0]).expect("room");
+        let s1 = pool.admit(&conns[1]).expect("room");
+        // Two unproven is the most: the third evicts the oldest idle one.
+        let _busy = InProgress::start(conns[1].clone());
+        let s2 = pool.admit(&conns[2]).expect("evicts");
+        assert!(conns[0].is_evicted());
+        assert!(
+            !conns[1].is_evicted(),
+            "a request in progress is never evicted"
+        );
+        drop(s0); // the evicted connection's task ends: its slot was given back already
+        assert_eq!(pool.counts(), (2, 2));
+        // A proven connection uses the reserve and is not evictable.
+        pool.prove(&conns[1]);
+        assert_eq!(pool.counts(), (2, 1));
+        let s3 = pool.admit(&conns[3]).expect("reserve room");
+        assert_eq!(pool.counts(), (3, 2));
+        // Full: the oldest idle unproven (conns[2]) makes room.
+        let s4 = pool.admit(&conns[4]).expect("evicts");
+        assert!(conns[2].is_evicted() && !conns[3].is_evicted());
+        // Nothing idle and unproven left once conns[3] and [4] are busy: refused.
+        let _b3 = InProgress::start(conns[3].clone());
+        let _b4 = InProgress::start(conns[4].clone());
+        assert!(pool.admit(&Arc::new(Activity::new())).is_none());
+        drop((s1, s2, s3, s4));
+        assert_eq!(pool.counts(), (0, 0), "every slot given back exactly once");
     }
 }

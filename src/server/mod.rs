@@ -10,6 +10,7 @@
 //! [`bind`] and [`Bound::serve`] are split so tests (and `serve`'s startup log) can learn
 //! the real addresses when binding port 0.
 
+mod budget;
 pub mod handler;
 pub mod health;
 mod listener;
@@ -32,8 +33,11 @@ use health::Readiness;
 use listener::ConnSettings;
 use tls::CertReloader;
 
-/// The API server sends objects of up to 3 MiB, twice on UPDATE (object and oldObject).
-pub const MAX_BODY_BYTES: usize = 8 * 1024 * 1024;
+pub use budget::{BUDGET_WAIT, DEFAULT_MAX_INFLIGHT_BYTES, MAX_BODY_BYTES, body_limit};
+
+/// `--max-concurrent-streams` default: the API server multiplexes reviews on a few
+/// connections; 32 streams each is plenty, and bounds what one connection can ask for.
+pub const DEFAULT_MAX_CONCURRENT_STREAMS: u32 = 32;
 
 /// A sensible `--max-connections`: API server replicas keep a handful of connections each;
 /// the limit only has to stop a flood from exhausting file descriptors and memory.
@@ -59,8 +63,14 @@ pub struct ServeOptions {
 /// `serve` uses; tests shorten the timeouts through [`bind_with_limits`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Limits {
-    /// Request body limit; larger bodies get 413.
+    /// Request body limit; larger bodies get 413 (SPEC §2.1: 36 MiB).
     pub max_body_bytes: usize,
+    /// Bytes of request bodies buffered at once across all connections
+    /// (`--max-inflight-bytes`); a request that cannot get its bytes within `budget_wait`
+    /// gets 503.
+    pub max_inflight_bytes: usize,
+    /// Longest total wait of one request for budget.
+    pub budget_wait: Duration,
     /// From TCP accept to a finished TLS handshake.
     pub tls_handshake_timeout: Duration,
     /// HTTP/1: to receive a complete request head. hyper also applies it while a keep-alive
@@ -68,26 +78,37 @@ pub struct Limits {
     pub header_read_timeout: Duration,
     /// To receive a complete request body once the head arrived; 408 after it.
     pub body_read_timeout: Duration,
-    /// A connection with no bytes moving in either direction this long is shut down
-    /// gracefully (HTTP/2 GOAWAY). Longer than Go's default client idle timeout (90 s) so the
+    /// A connection without a request in progress this long (PINGs and other control
+    /// frames do not count), or with one but no byte moving, is shut down gracefully
+    /// (HTTP/2 GOAWAY). Longer than Go's default client idle timeout (90 s) so the
     /// API server normally closes first and never races a request against our close.
     pub idle_timeout: Duration,
-    /// HTTP/2 streams per connection (the API server multiplexes all reviews on a few).
+    /// HTTP/2 streams per connection (`--max-concurrent-streams`).
     pub h2_max_concurrent_streams: u32,
-    /// Open connections on the metrics port (probes and scrapes need a handful).
+    /// Share of `--max-connections` kept for connections that have completed a request:
+    /// connections that have not may hold at most the rest.
+    pub connection_reserve_percent: u8,
+    /// Open connections on the metrics port (probes and scrapes need a handful). When it is
+    /// full, the oldest connection without a request in progress is closed for a new one.
     pub metrics_max_connections: usize,
+    /// Metrics port: to receive a complete request head (probes send theirs at once).
+    pub metrics_header_read_timeout: Duration,
 }
 
 impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_body_bytes: MAX_BODY_BYTES,
+            max_inflight_bytes: DEFAULT_MAX_INFLIGHT_BYTES,
+            budget_wait: BUDGET_WAIT,
             tls_handshake_timeout: Duration::from_secs(10),
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(30),
             idle_timeout: Duration::from_secs(120),
-            h2_max_concurrent_streams: 256,
+            h2_max_concurrent_streams: DEFAULT_MAX_CONCURRENT_STREAMS,
+            connection_reserve_percent: 25,
             metrics_max_connections: 64,
+            metrics_header_read_timeout: Duration::from_secs(1),
         }
     }
 }
@@ -170,6 +191,10 @@ pub async fn bind_with_limits<H: ReviewHandler>(
         webhook = %webhook_addr,
         metrics = %metrics_addr,
         mtls = opts.client_ca_file.is_some(),
+        max_connections = opts.max_connections,
+        max_inflight_bytes = limits.max_inflight_bytes,
+        max_concurrent_streams = limits.h2_max_concurrent_streams,
+        max_body_bytes = limits.max_body_bytes,
         "listening"
     );
     Ok(Bound {
@@ -201,6 +226,17 @@ fn validate(opts: &ServeOptions, limits: &Limits) -> Result<(), ServerError> {
     if limits.metrics_max_connections == 0 || limits.h2_max_concurrent_streams == 0 {
         return Err(ServerError::InvalidOption(
             "connection and stream limits must be at least 1".to_string(),
+        ));
+    }
+    if limits.max_inflight_bytes < limits.max_body_bytes {
+        return Err(ServerError::InvalidOption(format!(
+            "the in-flight byte budget ({} bytes) must hold at least one body at the body limit ({} bytes), or a large review could never be read",
+            limits.max_inflight_bytes, limits.max_body_bytes
+        )));
+    }
+    if limits.connection_reserve_percent >= 100 {
+        return Err(ServerError::InvalidOption(
+            "the connection reserve must be below 100 %".to_string(),
         ));
     }
     Ok(())
@@ -251,9 +287,12 @@ impl<H: ReviewHandler> Bound<H> {
 
         let reload = tokio::spawn(reloader.watch(opts.tls_reload_interval));
 
+        let reserve = opts.max_connections * usize::from(limits.connection_reserve_percent) / 100;
         let webhook_settings = ConnSettings {
             name: "webhook",
             max_connections: opts.max_connections,
+            // Only connections that completed a request may use the reserve.
+            max_unproven: opts.max_connections.saturating_sub(reserve).max(1),
             handshake_timeout: limits.tls_handshake_timeout,
             header_read_timeout: limits.header_read_timeout,
             idle_timeout: limits.idle_timeout,
@@ -262,6 +301,8 @@ impl<H: ReviewHandler> Bound<H> {
         let metrics_settings = ConnSettings {
             name: "metrics",
             max_connections: limits.metrics_max_connections,
+            max_unproven: limits.metrics_max_connections,
+            header_read_timeout: limits.metrics_header_read_timeout,
             ..webhook_settings.clone()
         };
         let webhook_router = webhook::router(
@@ -269,6 +310,7 @@ impl<H: ReviewHandler> Bound<H> {
             metrics.clone(),
             limits.max_body_bytes,
             limits.body_read_timeout,
+            budget::Budget::new(limits.max_inflight_bytes, limits.budget_wait),
         );
         let webhook = listener::spawn(
             webhook,

@@ -14,10 +14,10 @@ use axum::routing::post;
 use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use http_body_util::BodyExt;
-use serde::Deserialize;
 use serde_json::json;
 use tracing::Instrument;
 
+use super::budget::{Budget, Exhausted, Held};
 use super::handler::{ReviewHandler, json_reply};
 use crate::admission::{self, Decision, DecisionKind, Reply, WebhookResource};
 use crate::metrics::Metrics;
@@ -27,6 +27,7 @@ struct Ctx<H> {
     metrics: Metrics,
     max_body_bytes: usize,
     body_read_timeout: Duration,
+    budget: Budget,
 }
 
 /// The router for the webhook port.
@@ -35,12 +36,14 @@ pub(crate) fn router<H: ReviewHandler>(
     metrics: Metrics,
     max_body_bytes: usize,
     body_read_timeout: Duration,
+    budget: Budget,
 ) -> Router {
     let ctx = Arc::new(Ctx {
         handler,
         metrics,
         max_body_bytes,
         body_read_timeout,
+        budget,
     });
     let mut router = Router::new();
     for target in WebhookResource::ALL {
@@ -73,16 +76,28 @@ async fn review<H: ReviewHandler>(
         .and_then(|v| v.parse::<u64>().ok());
     let max = ctx.max_body_bytes;
     let mut body = req.into_body();
+    let mut held = Held::default();
     // Refuse early when the client announces an oversized body: none of it is buffered.
     let read = async {
         if declared.is_some_and(|n| n > max as u64) {
             BodyRead::TooLarge
         } else {
-            read_limited(&mut body, max).await
+            read_limited(&mut body, max, &ctx.budget, &mut held).await
         }
     };
     let body = match tokio::time::timeout(ctx.body_read_timeout, read).await {
         Ok(BodyRead::Complete(bytes)) => bytes,
+        Ok(BodyRead::Busy(e)) => {
+            tracing::debug!(path = %target.path(), "request body budget exhausted; answering 503");
+            // As for 413: an HTTP/1 client must be able to finish writing to see the 503.
+            // The rest is read and dropped, never kept, so it costs no budget.
+            drop(held);
+            if drain_excess {
+                let cap = max.saturating_mul(DRAIN_FACTOR);
+                let _ = tokio::time::timeout(ctx.body_read_timeout, discard(&mut body, cap)).await;
+            }
+            return busy(e);
+        }
         Ok(BodyRead::TooLarge) => {
             if drain_excess {
                 let cap = max.saturating_mul(DRAIN_FACTOR);
@@ -117,10 +132,14 @@ async fn review<H: ReviewHandler>(
         .catch_unwind()
         .instrument(span)
         .await;
-    match outcome {
+    let resp = match outcome {
         Ok(reply) => reply_response(reply),
         Err(panic) => reply_response(panicked(&ctx.metrics, target, &body, panic.as_ref())),
-    }
+    };
+    // The body's bytes are freed with `body` here; only then is the budget given back.
+    drop(body);
+    drop(held);
+    resp
 }
 
 /// Turn a handler panic into a denial: a 200 AdmissionReview with `allowed: false` when the
@@ -148,7 +167,12 @@ fn panicked(
         ])
         .inc();
     let uid = read_uid(body);
-    tracing::error!(path = %target.path(), uid = uid.as_deref().unwrap_or(""), panic = %what, "review handler panicked; denying");
+    tracing::error!(
+        path = %target.path(),
+        uid = %admission::logfield::Escaped(uid.as_deref().unwrap_or("")),
+        panic = %admission::logfield::Escaped(&what),
+        "review handler panicked; denying"
+    );
     let message = format!(
         "internal error in tenant-gateway while reviewing this request ({}); it is denied to stay safe, please report this",
         target.path()
@@ -175,16 +199,22 @@ const DRAIN_FACTOR: usize = 4;
 enum BodyRead {
     Complete(Bytes),
     TooLarge,
+    /// The in-flight byte budget stayed exhausted for the whole wait.
+    Busy(Exhausted),
     Failed(String),
 }
 
-/// Collect the body, stopping as soon as it exceeds `max`.
-async fn read_limited(body: &mut Body, max: usize) -> BodyRead {
+/// Collect the body, stopping as soon as it exceeds `max`. What is kept is charged to
+/// `budget` before it is kept: the first frame by its length, a growing buffer by its
+/// capacity (the allocation is what takes memory, and a doubling buffer holds up to twice
+/// its length).
+async fn read_limited(body: &mut Body, max: usize, budget: &Budget, held: &mut Held) -> BodyRead {
     // Most reviews arrive in one frame: keep it without copying, and only start a buffer
     // when a second frame comes.
     let mut first: Option<Bytes> = None;
     let mut rest: Option<BytesMut> = None;
     let mut len = 0usize;
+    let mut charged = 0usize;
     while let Some(frame) = body.frame().await {
         let frame = match frame {
             Ok(f) => f,
@@ -197,15 +227,39 @@ async fn read_limited(body: &mut Body, max: usize) -> BodyRead {
         if len > max {
             return BodyRead::TooLarge;
         }
+        let needed = match &rest {
+            None if first.is_none() => data.len(),
+            // Growing to `len` reallocates to at least twice the old capacity.
+            None => len.max(charged.saturating_mul(2)),
+            Some(buf) if buf.capacity() - buf.len() >= data.len() => buf.capacity(),
+            Some(buf) => len.max(buf.capacity().saturating_mul(2)),
+        }
+        // Never more than the limit: the body cannot grow past it.
+        .min(max);
+        if needed > charged {
+            if let Err(e) = budget.charge(held, needed - charged).await {
+                return BodyRead::Busy(e);
+            }
+            charged = needed;
+        }
         match (&mut first, &mut rest) {
             (None, _) => first = Some(data),
             (Some(f), None) => {
-                let mut buf = BytesMut::with_capacity(len);
+                let mut buf = BytesMut::with_capacity(needed);
                 buf.extend_from_slice(f);
                 buf.extend_from_slice(&data);
+                first = Some(Bytes::new());
                 rest = Some(buf);
             }
-            (Some(_), Some(buf)) => buf.extend_from_slice(&data),
+            (Some(_), Some(buf)) => {
+                if buf.capacity() - buf.len() < data.len() {
+                    // Exactly `needed` (`reserve` may round up past what was charged).
+                    let mut bigger = BytesMut::with_capacity(needed);
+                    bigger.extend_from_slice(buf);
+                    *buf = bigger;
+                }
+                buf.extend_from_slice(&data);
+            }
         }
     }
     BodyRead::Complete(match (first, rest) {
@@ -229,19 +283,7 @@ async fn discard(body: &mut Body, cap: usize) {
 }
 
 fn read_uid(body: &[u8]) -> Option<String> {
-    #[derive(Deserialize)]
-    struct Envelope {
-        request: Option<Request>,
-    }
-    #[derive(Deserialize)]
-    struct Request {
-        uid: Option<String>,
-    }
-    serde_json::from_slice::<Envelope>(body)
-        .ok()?
-        .request?
-        .uid
-        .filter(|u| !u.is_empty())
+    admission::scan::uid_and_operation(std::str::from_utf8(body).ok()?).0
 }
 
 fn reply_response(reply: Reply) -> Response {
@@ -264,6 +306,19 @@ fn json_response(status: StatusCode, body: Body) -> Response {
 pub(crate) fn error(status: StatusCode, message: String) -> Response {
     let body = serde_json::to_vec(&json!({ "error": message })).unwrap_or_default();
     json_response(status, Body::from(body))
+}
+
+fn busy(e: Exhausted) -> Response {
+    let mut resp = error(
+        StatusCode::SERVICE_UNAVAILABLE,
+        format!(
+            "too many request bytes in flight (budget {} bytes, waited {:?}); retry",
+            e.total, e.wait
+        ),
+    );
+    resp.headers_mut()
+        .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+    resp
 }
 
 fn too_large(limit: usize) -> Response {

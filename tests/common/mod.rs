@@ -21,6 +21,8 @@ use tenant_gateway::server::{self, Limits, ReviewHandler, ServeOptions, ServerEr
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod process;
+
 /// Generous upper bound for anything that should happen "soon"; tests poll and finish as
 /// soon as the condition holds, so this only matters when something is broken.
 pub const DEADLINE: Duration = Duration::from_secs(20);
