@@ -6,11 +6,13 @@
 
 pub mod admission;
 pub mod certs;
+pub mod claims;
 pub mod cluster;
 pub mod config;
 pub mod hostname;
 pub mod metrics;
 pub mod offline;
+pub mod platform;
 pub mod policies;
 pub mod policy;
 pub mod reconcile;
