@@ -277,6 +277,23 @@ pub fn objects(
         &routes,
     );
     d.refused.sort();
+    // Deletes in a fixed order whatever order the cache listed them in.
+    let first_delete = d
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::Delete { .. }))
+        .unwrap_or(d.writes.len());
+    d.writes[first_delete..].sort_by(|a, b| match (a, b) {
+        (
+            Write::Delete {
+                kind: ka, name: na, ..
+            },
+            Write::Delete {
+                kind: kb, name: nb, ..
+            },
+        ) => (ka, na).cmp(&(kb, nb)),
+        _ => std::cmp::Ordering::Equal,
+    });
     (d.writes, d.refused)
 }
 

@@ -327,7 +327,9 @@ fn route_writes(
     let gw = (tgw.namespace.as_str(), tgw.name.as_str());
     let mut out = Vec::new();
     let mut seen = BTreeSet::new();
-    for r in &inputs.routes {
+    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
+    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+    for r in ordered {
         if !seen.insert((r.kind, r.namespace.as_str(), r.name.as_str())) {
             continue;
         }
@@ -401,7 +403,9 @@ pub fn cleanup(inputs: &Inputs) -> Vec<Write> {
         .map(Write::Namespace)
         .collect();
     let mut seen = BTreeSet::new();
-    for r in &inputs.routes {
+    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
+    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+    for r in ordered {
         if !seen.insert((r.kind, r.namespace.as_str(), r.name.as_str())) {
             continue;
         }

@@ -66,6 +66,10 @@ fn quoted_list<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
         .join(", ")
 }
 
+fn pending_msg(gw: &str) -> String {
+    format!("Gateway {gw} has no current Accepted and Programmed status yet")
+}
+
 /// The owned Gateway as found.
 #[derive(Debug, Clone, Copy)]
 pub enum GatewayState<'a> {
@@ -143,7 +147,8 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
     };
     let gw = f.gateway_name;
     let (programmed, p_reason, p_msg) = match f.gateway {
-        GatewayState::Missing => (false, "Pending", format!("Gateway {gw} is not created yet")),
+        // Same words as a created Gateway without status: creating it changes no status.
+        GatewayState::Missing => (false, "Pending", pending_msg(gw)),
         GatewayState::NotOwned => (
             false,
             "NotOwned",
