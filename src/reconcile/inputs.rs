@@ -181,7 +181,7 @@ pub struct Settings {
 #[derive(Debug, Clone, PartialEq)]
 pub enum ModeSettings {
     Http01,
-    Dns01(Dns01),
+    Dns01(Box<Dns01>),
     ExistingSecret { secret: String },
 }
 
@@ -240,7 +240,7 @@ impl TgwFacts {
                         fatal.push("dns01.route53.region must not be empty".into());
                         None
                     } else {
-                        Some(ModeSettings::Dns01(d.clone()))
+                        Some(ModeSettings::Dns01(Box::new(d.clone())))
                     }
                 }
             },

@@ -409,7 +409,6 @@ fn ready_once_programmed_and_certificates_ready() {
     assert_eq!(ready.observed_generation, Some(4));
 
     // A certificate not ready yet: its listener says CertificatePending.
-    let mut w = w;
     w.observed.certificates[0].status = None;
     let p = plan(&w, &cfg());
     let l = p
@@ -490,7 +489,7 @@ fn cleanup_removes_what_it_wrote() {
         .find(|n| n.name == "cozy-harbor")
         .expect("ns");
     assert!(
-        ns.labels.get(GATEWAY_LABEL).is_none() && ns.annotations.is_empty(),
+        !ns.labels.contains_key(GATEWAY_LABEL) && ns.annotations.is_empty(),
         "{ns:?}"
     );
     // The platform-written label of the own namespace stays.
