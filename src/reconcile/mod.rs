@@ -70,6 +70,10 @@ pub struct Summary {
     pub hostname_owners: BTreeMap<String, String>,
     /// Listeners on the rendered Gateway.
     pub listeners: usize,
+    /// http01: hostnames that have a listener (a new hostname outside it needs one).
+    pub listener_hostnames: BTreeSet<String>,
+    /// http01: hostname listeners that may still be added under the cap.
+    pub capacity_left: usize,
     /// Routes refused by HostnameConflict.
     pub conflicts: usize,
     /// Hostnames (or child apexes) left out by the cap.
@@ -113,6 +117,9 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         Ok(s) => s,
         Err(problems) => return blocked(inputs, "InvalidSpec", problems.join("; ")),
     };
+    if let Some(problem) = apex_outside_namespace(inputs, &settings, cfg) {
+        return blocked(inputs, "InvalidSpec", problem);
+    }
 
     let label_plan = labels::plan(inputs, &settings);
     let own = tgw.namespace.as_str();
@@ -267,6 +274,10 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         summary: Summary {
             hostname_owners: analysis.owners.clone(),
             listeners: desired.gateway.spec.listeners.len(),
+            listener_hostnames: analysis.listener_hosts.clone(),
+            capacity_left: analysis
+                .host_budget
+                .saturating_sub(analysis.listener_hosts.len()),
             conflicts,
             over_cap: over_cap.len(),
         },
@@ -275,6 +286,35 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         status,
         refused,
         notices,
+    }
+}
+
+/// In tenant scope the webhook (layer 2) admits only Gateway listener hostnames within the
+/// namespace's apex label, so an apex outside it could never be rendered: say so up front
+/// instead of failing every apply.
+fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, cfg: &Config) -> Option<String> {
+    let own = inputs.tgw.namespace.as_str();
+    if !cfg.scope.is_tenant(own) {
+        return None;
+    }
+    let label = inputs
+        .namespaces
+        .iter()
+        .find(|n| n.name == own)
+        .and_then(|n| n.apex());
+    match label {
+        Some(l) if hostname::within(&settings.apex, l) => None,
+        Some(l) => Some(format!(
+            "spec.apex {} is not within this namespace's {} label ({l}); the webhook would deny \
+             every listener of the Gateway: set spec.apex to {l} or a subdomain of it",
+            settings.apex,
+            crate::platform::HOST_LABEL
+        )),
+        None => Some(format!(
+            "namespace {own} has no {} label; the webhook denies Gateways in tenant namespaces \
+             without one (retry once the namespace is labelled)",
+            crate::platform::HOST_LABEL
+        )),
     }
 }
 

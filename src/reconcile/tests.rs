@@ -557,6 +557,40 @@ fn duplicate_and_invalid_spec_write_status_only() {
     assert!(plan(&w, &cfg()).writes.is_empty());
 }
 
+#[test]
+fn apex_must_be_within_the_namespace_label() {
+    let mut w = world();
+    w.tgw.spec.apex = "example.org".into();
+    let p = plan(&w, &cfg());
+    assert!(p.desired.is_none());
+    let ready = condition(&p, status::READY);
+    assert_eq!(ready.reason, "InvalidSpec");
+    assert!(ready.message.contains("not within"), "{}", ready.message);
+    // A subdomain of the namespace apex is fine.
+    w.tgw.spec.apex = "shop.alice.example.org".into();
+    assert!(plan(&w, &cfg()).desired.is_some());
+    // No label at all: fail closed, as layer 2 would.
+    w.namespaces.retain(|n| n.name != "tenant-alice");
+    assert_eq!(
+        condition(&plan(&w, &cfg()), status::READY).reason,
+        "InvalidSpec"
+    );
+}
+
+#[test]
+fn summary_tells_admission_what_is_left() {
+    let mut w = world();
+    w.tgw.spec.tls_passthrough_services.clear();
+    w.routes
+        .push(route("tenant-alice", "a", &["a.alice.example.org"]));
+    let p = plan(&w, &cfg());
+    assert_eq!(p.summary.capacity_left, 62);
+    assert_eq!(
+        p.summary.listener_hostnames,
+        BTreeSet::from(["a.alice.example.org".to_string()])
+    );
+}
+
 // ---- properties -------------------------------------------------------------------------
 
 /// A random world: mode, TenantGateway name, namespaces, 0..80 routes.
@@ -732,5 +766,33 @@ fn property_desired_fed_back_as_observed_yields_no_writes() {
         );
         let w = converge(&w, &p);
         assert!(plan(&w, &cfg()).writes.is_empty(), "case {case}");
+
+        // The finalizer leaves no mark of ours, and a second cleanup has nothing to do.
+        let writes = cleanup(&w);
+        let done = converge(
+            &w,
+            &Plan {
+                desired: None,
+                writes,
+                status: Default::default(),
+                refused: Vec::new(),
+                summary: Default::default(),
+                notices: Vec::new(),
+            },
+        );
+        assert!(
+            done.namespaces
+                .iter()
+                .all(|n| n.attached_by() != Some("tenant-alice")),
+            "case {case}"
+        );
+        let gw = (done.tgw.namespace.as_str(), done.tgw.name.as_str());
+        for r in &done.routes {
+            assert!(
+                status::entries_for(&r.our_status, &r.namespace, gw).is_empty(),
+                "case {case}"
+            );
+        }
+        assert!(cleanup(&done).is_empty(), "case {case}");
     }
 }
