@@ -31,6 +31,14 @@ pub enum ConfigError {
     EmptyTenantPrefix,
     #[error("--trusted-group values must not be empty strings")]
     EmptyTrustedGroup,
+    #[error(
+        "--trusted-group {value:?} (TENANT_GATEWAY_TRUSTED_GROUP) is not a valid group name: {reason}; list groups separated by commas, e.g. system:masters,system:serviceaccounts:cozy-system"
+    )]
+    BadTrustedGroup { value: String, reason: String },
+    #[error(
+        "--guarded-label {value:?} (TENANT_GATEWAY_GUARDED_LABEL) is not a valid label key: {reason}; a label key is an optional DNS subdomain prefix and \"/\", then a name of at most 63 characters (letters, digits, \"-\", \"_\", \".\", starting and ending with a letter or digit), e.g. namespace.cozystack.io/host"
+    )]
+    BadGuardedLabel { value: String, reason: String },
     #[error(transparent)]
     Snapshot(#[from] crate::cluster::namespaces::SnapshotError),
 }
@@ -84,6 +92,7 @@ impl PolicyArgs {
     pub fn policy_config(&self) -> Result<PolicyConfig, ConfigError> {
         let mut enforcement = Enforcement::default();
         for item in &self.enforcement {
+            let item = &item.trim().to_string();
             let (layer, mode) = item
                 .split_once('=')
                 .ok_or_else(|| ConfigError::Enforcement(item.clone()))?;
@@ -96,21 +105,50 @@ impl PolicyArgs {
         if self.tenant_prefix.is_empty() {
             return Err(ConfigError::EmptyTenantPrefix);
         }
+        // List entries are trimmed (`a, b` from the environment is two entries, not "a" and
+        // " b"), and an entry that cannot be a group or a label key refuses to start: a typo
+        // must never silently unguard a label or untrust a controller.
         let trusted_groups: Vec<String> = if self.trusted_groups.is_empty() {
             DEFAULT_TRUSTED_GROUPS
                 .iter()
                 .map(|s| s.to_string())
                 .collect()
         } else {
-            self.trusted_groups.clone()
+            let groups: Vec<String> = self
+                .trusted_groups
+                .iter()
+                .map(|g| g.trim().to_string())
+                .collect();
+            if groups.iter().any(String::is_empty) {
+                return Err(ConfigError::EmptyTrustedGroup);
+            }
+            for g in &groups {
+                if let Some(reason) = group_problem(g) {
+                    return Err(ConfigError::BadTrustedGroup {
+                        value: g.clone(),
+                        reason,
+                    });
+                }
+            }
+            groups
         };
-        if trusted_groups.iter().any(|g| g.trim().is_empty()) {
-            return Err(ConfigError::EmptyTrustedGroup);
-        }
         let guarded_labels = if self.guarded_labels.is_empty() {
             vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()]
         } else {
-            self.guarded_labels.clone()
+            let labels: Vec<String> = self
+                .guarded_labels
+                .iter()
+                .map(|l| l.trim().to_string())
+                .collect();
+            for l in &labels {
+                if let Err(reason) = label_key_problem(l) {
+                    return Err(ConfigError::BadGuardedLabel {
+                        value: l.clone(),
+                        reason,
+                    });
+                }
+            }
+            labels
         };
         let root_host = match self.root_host.as_deref().map(str::trim) {
             None | Some("") => None,
@@ -151,6 +189,57 @@ impl PolicyArgs {
             )))),
         }
     }
+}
+
+/// Why `g` cannot be a group name of `request.userInfo.groups`, if it cannot. Kubernetes
+/// allows nearly any string; whitespace and control characters only come from typos.
+fn group_problem(g: &str) -> Option<String> {
+    g.chars()
+        .find(|c| c.is_whitespace() || c.is_control())
+        .map(|c| format!("it contains {c:?}"))
+}
+
+/// Checks a label key: `[prefix/]name`, the prefix a DNS-1123 subdomain of at most 253
+/// characters, the name at most 63 characters of `[A-Za-z0-9_.-]`, alphanumeric at both ends
+/// (Kubernetes' qualified name).
+fn label_key_problem(key: &str) -> Result<(), String> {
+    if key.is_empty() {
+        return Err("it is empty".to_string());
+    }
+    let (prefix, name) = match key.split_once('/') {
+        Some((p, n)) => (Some(p), n),
+        None => (None, key),
+    };
+    if let Some(p) = prefix {
+        if p.is_empty() {
+            return Err("the prefix before \"/\" is empty".to_string());
+        }
+        if hostname::is_wildcard(p) {
+            return Err(format!("the prefix {p:?} is not a DNS subdomain"));
+        }
+        hostname::validate(p)
+            .map_err(|e| format!("the prefix {p:?} is not a DNS subdomain: {e}"))?;
+    }
+    if name.is_empty() {
+        return Err("the name part is empty".to_string());
+    }
+    if name.len() > 63 {
+        return Err(format!(
+            "the name part is {} characters long (at most 63)",
+            name.len()
+        ));
+    }
+    if let Some(c) = name
+        .chars()
+        .find(|c| !(c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.')))
+    {
+        return Err(format!("the name part contains {c:?}"));
+    }
+    let alnum = |c: Option<char>| c.is_some_and(|c| c.is_ascii_alphanumeric());
+    if !alnum(name.chars().next()) || !alnum(name.chars().last()) {
+        return Err("the name part must start and end with a letter or digit".to_string());
+    }
+    Ok(())
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -322,6 +411,70 @@ mod tests {
                 "{bad} must be rejected"
             );
         }
+    }
+
+    #[test]
+    fn list_entries_are_trimmed_and_validated() {
+        let with = |groups: &[&str], labels: &[&str], enf: &[&str]| PolicyArgs {
+            trusted_groups: groups.iter().map(|s| s.to_string()).collect(),
+            guarded_labels: labels.iter().map(|s| s.to_string()).collect(),
+            ..args(enf, Some("example.org"))
+        };
+        // As clap splits TENANT_GATEWAY_GUARDED_LABEL="a, b": both are guarded.
+        let cfg = with(
+            &[" system:masters", "team:ops "],
+            &["namespace.cozystack.io/host", " example.com/b"],
+            &[" route = warn", "ingress=audit "],
+        )
+        .policy_config()
+        .expect("valid after trimming");
+        assert_eq!(cfg.trusted_groups, vec!["system:masters", "team:ops"]);
+        assert_eq!(
+            cfg.guarded_labels,
+            vec!["namespace.cozystack.io/host", "example.com/b"]
+        );
+        assert_eq!(cfg.enforcement.mode(Layer::Route), Mode::Warn);
+        assert_eq!(cfg.enforcement.mode(Layer::Ingress), Mode::Audit);
+
+        // (labels, phrase of the error)
+        let bad_labels: &[(&str, &str)] = &[
+            ("", "it is empty"),
+            ("  ", "it is empty"),
+            ("a b", "contains ' '"),
+            ("/host", "prefix before \"/\" is empty"),
+            ("namespace.cozystack.io/", "name part is empty"),
+            ("Namespace.Cozystack.io/host", "not a DNS subdomain"),
+            ("a/b/c", "contains '/'"),
+            ("-host", "start and end"),
+            ("host.", "start and end"),
+            ("*.x.io/host", "not a DNS subdomain"),
+            ("namespace.cozystack.io/h\u{e9}st", "contains"),
+        ];
+        let long = "a".repeat(64);
+        for (label, phrase) in bad_labels.iter().copied().chain([(long.as_str(), "at most 63")]) {
+            let e = with(&[], &["namespace.cozystack.io/host", label], &[])
+                .policy_config()
+                .expect_err(label);
+            assert!(matches!(e, ConfigError::BadGuardedLabel { .. }), "{label:?}: {e:?}");
+            let text = e.to_string();
+            assert!(text.contains(phrase) && text.contains("--guarded-label"), "{label:?}: {text}");
+        }
+        for ok in ["team", "a.b-c_d", "x.io/A_b.9", "k8s.io/x"] {
+            assert!(with(&[], &[ok], &[]).policy_config().is_ok(), "{ok}");
+        }
+
+        for (group, empty) in [("", true), (" ", true), ("system:masters x", false), ("a\tb", false)] {
+            let e = with(&["system:masters", group], &[], &[])
+                .policy_config()
+                .expect_err(group);
+            if empty {
+                assert!(matches!(e, ConfigError::EmptyTrustedGroup), "{group:?}: {e:?}");
+            } else {
+                assert!(matches!(e, ConfigError::BadTrustedGroup { .. }), "{group:?}: {e:?}");
+                assert!(e.to_string().contains("--trusted-group"), "{e}");
+            }
+        }
+        assert!(with(&[], &[], &["route=warn", " "]).policy_config().is_err());
     }
 
     #[test]

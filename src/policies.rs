@@ -23,7 +23,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::hostname;
-use crate::policy::{HOST_LABEL, Layer, Mode, PolicyConfig};
+use crate::policy::{self, HOST_LABEL, Layer, Mode, PolicyConfig};
 
 /// Every policy and binding name starts with this.
 pub const NAME_PREFIX: &str = "tenant-gateway-";
@@ -254,8 +254,9 @@ impl PolicyDef {
     }
 }
 
-/// CREATE and UPDATE of `resources` in `group` at `versions`. Only the main resource is
-/// listed, so subresources (`/status`) never match, as the webhook allows them unchecked.
+/// CREATE and UPDATE of `resources` in `group` at `versions`. Subresources match only where
+/// they are listed (`namespaces/status`, `namespaces/finalize`, `ingresses/status`: the API
+/// server keeps metadata changes made through them), as in the webhook registration.
 fn rule(group: &str, versions: &[&str], resources: &[&str]) -> NamedRuleWithOperations {
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     NamedRuleWithOperations {
@@ -344,6 +345,32 @@ fn concat<S: AsRef<str>>(parts: &[S]) -> String {
 /// CEL: the values in list `list` (strings) as `"a", "b"` for messages.
 fn quoted_list(list: &str) -> String {
     format!("{list}.map(x, '\"' + x + '\"').join(', ')")
+}
+
+/// The matchCondition of layer 8 for `ingresses/status`: the status strategy resets `spec`
+/// but keeps annotations, so a status write is judged only when it changes one of the
+/// annotations the layer reads (as the webhook judges a subresource write only when a read
+/// field changes).
+fn status_changes_annotations() -> MatchCondition {
+    let side = |o: &str| {
+        format!("(has({o}.metadata.annotations) ? {o}.metadata.annotations : {{}})")
+    };
+    let (new, old) = (side("object"), side("oldObject"));
+    MatchCondition {
+        name: "main-resource-or-read-annotation-changed".to_string(),
+        expression: format!(
+            "request.subResource == '' || oldObject == null ||\n\
+             {}.exists(k,\n\
+             \x20 (k in {new}) != (k in {old}) ||\n\
+             \x20 (k in {new} && {new}[k] != {old}[k]))",
+            list_lit(
+                &policy::ingress::ANNOTATIONS
+                    .iter()
+                    .map(|s| s.to_string())
+                    .collect::<Vec<_>>()
+            )
+        ),
+    }
 }
 
 /// The matchCondition limiting a policy to tenant namespaces (layers 2, 7, 8).
@@ -446,11 +473,19 @@ fn gateway(cfg: &PolicyConfig) -> PolicyDef {
     ));
     PolicyDef {
         name: "gateway-hostnames",
-        rules: vec![rule(
-            "gateway.networking.k8s.io",
-            &["v1", "v1beta1"],
-            &["gateways"],
-        )],
+        rules: vec![
+            rule(
+                "gateway.networking.k8s.io",
+                &["v1", "v1beta1"],
+                &["gateways"],
+            ),
+            rule("gateway.networking.k8s.io", &["v1"], &["listenersets"]),
+            rule(
+                "gateway.networking.x-k8s.io",
+                &["v1alpha1"],
+                &["xlistenersets"],
+            ),
+        ],
         match_conditions: vec![tenant_scope(cfg)],
         variables,
         validations: vec![
@@ -744,7 +779,11 @@ fn namespace(cfg: &PolicyConfig) -> PolicyDef {
     );
     PolicyDef {
         name: "namespace-guarded-labels",
-        rules: vec![rule("", &["v1"], &["namespaces"])],
+        rules: vec![rule(
+            "",
+            &["v1"],
+            &["namespaces", "namespaces/status", "namespaces/finalize"],
+        )],
         match_conditions: Vec::new(),
         variables,
         validations: vec![validation(
@@ -807,11 +846,29 @@ fn route(cfg: &PolicyConfig) -> PolicyDef {
                 &["v1", "v1alpha3", "v1alpha2"],
                 &["tlsroutes"],
             ),
+            rule("gateway.networking.k8s.io", &["v1"], &["grpcroutes"]),
         ],
         match_conditions: vec![tenant_scope(cfg)],
         variables,
         validations: vec![
             missing_apex("route hostnames"),
+            validation(
+                "has(object.spec) && has(object.spec.hostnames) && object.spec.hostnames.size() > 0"
+                    .to_string(),
+                &format!(
+                    "a route without hostnames takes every hostname of the listeners it \
+                     attaches to; list its hostnames: {rule_text}"
+                ),
+                concat(&[
+                    "variables.objectRef".to_string(),
+                    lit(&format!(
+                        ": spec.hostnames is empty or absent: a route without hostnames takes \
+                         every hostname of the listeners it attaches to, other tenants' \
+                         included; list the hostnames it serves: {rule_text} ("
+                    )),
+                    "variables.apexLabel + ')'".to_string(),
+                ]),
+            ),
             validation(
                 "variables.badHostnames.size() == 0".to_string(),
                 &format!("{rule_text}, and must be valid lowercase DNS names"),
@@ -894,15 +951,90 @@ fn ingress(cfg: &PolicyConfig, root: &str) -> PolicyDef {
             ),
         ),
     ]);
+    // ingress-nginx annotations (`policy::ingress`): server-alias entries split on commas
+    // and ASCII whitespace, like the webhook; snippets with content are denied.
+    let annotation = |key: &str| {
+        format!(
+            "{k} in variables.annotations ? variables.annotations[{k}] : ''",
+            k = lit(key)
+        )
+    };
+    variables.extend([
+        variable(
+            "annotations",
+            "has(object.metadata.annotations) ? object.metadata.annotations : {}".to_string(),
+        ),
+        variable(
+            "aliases",
+            format!(
+                "({})\n\
+                 \x20 .replace(',', ' ').replace('\\t', ' ').replace('\\n', ' ')\n\
+                 \x20 .replace('\\r', ' ').replace('\\f', ' ')\n\
+                 \x20 .split(' ').filter(h, h != '')",
+                annotation(policy::ingress::SERVER_ALIAS)
+            ),
+        ),
+        variable(
+            "badAliases",
+            format!(
+                "variables.apex == ''\n\
+                 \x20 ? []\n\
+                 \x20 : variables.aliases.filter(h,\n\
+                 \x20     !{})",
+                acceptable("h", "      ")
+            ),
+        ),
+        variable(
+            "snippets",
+            format!(
+                "{}.filter(k,\n\
+                 \x20 k in variables.annotations && variables.annotations[k].trim() != '')",
+                list_lit(&[
+                    policy::ingress::SERVER_SNIPPET.to_string(),
+                    policy::ingress::CONFIGURATION_SNIPPET.to_string(),
+                ])
+            ),
+        ),
+    ]);
     let host_rule = "; wildcard hosts are only allowed within the namespace apex, and every host \
                      must be a valid lowercase DNS name";
     PolicyDef {
         name: "ingress-hostnames",
-        rules: vec![rule("networking.k8s.io", &["v1"], &["ingresses"])],
-        match_conditions: vec![tenant_scope(cfg)],
+        rules: vec![rule(
+            "networking.k8s.io",
+            &["v1"],
+            &["ingresses", "ingresses/status"],
+        )],
+        match_conditions: vec![tenant_scope(cfg), status_changes_annotations()],
         variables,
         validations: vec![
             missing_apex("Ingress hosts"),
+            validation(
+                "variables.snippets.size() == 0".to_string(),
+                "the ingress-nginx snippet annotations are not allowed in tenant namespaces: a \
+                 snippet is raw nginx configuration and can set any server_name",
+                concat(&[
+                    "variables.objectRef + ': annotation ' + variables.snippets.join(', ')",
+                    "' is not allowed in tenant namespaces: a snippet is raw nginx configuration \
+                     for the shared ingress controller and can set any server_name; remove it \
+                     and publish hosts with spec.rules[].host ('",
+                    "variables.allowed + ')'",
+                ]),
+            ),
+            validation(
+                "variables.badAliases.size() == 0".to_string(),
+                "nginx.ingress.kubernetes.io/server-alias entries must be within the namespace \
+                 apex, or outside the platform root",
+                concat(&[
+                    format!(
+                        "variables.objectRef + {} + {}",
+                        lit(&format!(": annotation {} entries ", policy::ingress::SERVER_ALIAS)),
+                        quoted_list("variables.badAliases")
+                    ),
+                    "' not allowed: ' + variables.allowed".to_string(),
+                    lit(host_rule),
+                ]),
+            ),
             validation(
                 "!has(object.spec) || !has(object.spec.defaultBackend)".to_string(),
                 "spec.defaultBackend is not allowed in tenant namespaces: it catches traffic for \
@@ -1088,11 +1220,19 @@ mod tests {
         let want: Vec<(&str, Vec<Rule>)> = vec![
             (
                 "tenant-gateway-gateway-hostnames",
-                vec![(
-                    "gateway.networking.k8s.io",
-                    vec!["v1", "v1beta1"],
-                    vec!["gateways"],
-                )],
+                vec![
+                    (
+                        "gateway.networking.k8s.io",
+                        vec!["v1", "v1beta1"],
+                        vec!["gateways"],
+                    ),
+                    ("gateway.networking.k8s.io", vec!["v1"], vec!["listenersets"]),
+                    (
+                        "gateway.networking.x-k8s.io",
+                        vec!["v1alpha1"],
+                        vec!["xlistenersets"],
+                    ),
+                ],
             ),
             (
                 "tenant-gateway-package-attached-namespaces",
@@ -1112,7 +1252,11 @@ mod tests {
             ),
             (
                 "tenant-gateway-namespace-guarded-labels",
-                vec![("", vec!["v1"], vec!["namespaces"])],
+                vec![(
+                    "",
+                    vec!["v1"],
+                    vec!["namespaces", "namespaces/status", "namespaces/finalize"],
+                )],
             ),
             (
                 "tenant-gateway-route-hostnames",
@@ -1127,11 +1271,16 @@ mod tests {
                         vec!["v1", "v1alpha3", "v1alpha2"],
                         vec!["tlsroutes"],
                     ),
+                    ("gateway.networking.k8s.io", vec!["v1"], vec!["grpcroutes"]),
                 ],
             ),
             (
                 "tenant-gateway-ingress-hostnames",
-                vec![("networking.k8s.io", vec!["v1"], vec!["ingresses"])],
+                vec![(
+                    "networking.k8s.io",
+                    vec!["v1"],
+                    vec!["ingresses", "ingresses/status"],
+                )],
             ),
         ];
         for (name, rules) in want {
@@ -1145,8 +1294,10 @@ mod tests {
                 assert_eq!(strings(&g["apiVersions"]), versions, "{name}");
                 assert_eq!(strings(&g["resources"]), resources, "{name}");
                 assert_eq!(strings(&g["operations"]), ["CREATE", "UPDATE"], "{name}");
-                // Subresources are never matched.
-                assert!(resources.iter().all(|r| !r.contains('/')));
+                // Subresources are matched only where the API server keeps metadata changes.
+                assert!(resources.iter().all(|r| !r.contains('/')
+                    || ["namespaces/status", "namespaces/finalize", "ingresses/status"]
+                        .contains(r)));
             }
         }
     }

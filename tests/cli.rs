@@ -256,3 +256,70 @@ fn certs_writes_a_ca_and_serving_pair() {
         assert!(text.contains("-----BEGIN"), "{f}");
     }
 }
+
+/// SPEC §9: list entries from the environment are trimmed, and a bad one refuses to start.
+/// Seen: TENANT_GATEWAY_GUARDED_LABEL="a, b" silently stopped guarding `b`.
+#[test]
+fn guarded_label_list_from_the_environment_is_trimmed_and_validated() {
+    let run_env = |env: &[(&str, &str)], stdin: &str| {
+        let mut cmd = bin();
+        cmd.args(["check", "-f", "-", "--as", "mallory", "-o", "json"])
+            .args(NS)
+            .current_dir(env!("CARGO_MANIFEST_DIR"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let mut child = cmd.spawn().expect("binary starts");
+        child
+            .stdin
+            .take()
+            .expect("stdin")
+            .write_all(stdin.as_bytes())
+            .expect("write stdin");
+        child.wait_with_output().expect("binary finishes")
+    };
+    let ns = |label: &str| {
+        format!(
+            "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant-new\n  labels:\n    {label}: x\n"
+        )
+    };
+    let env = [("TENANT_GATEWAY_GUARDED_LABEL", "example.com/a, example.com/b")];
+    for label in ["example.com/a", "example.com/b"] {
+        let out = run_env(&env, &ns(label));
+        assert_eq!(
+            out.status.code(),
+            Some(1),
+            "{label} must be guarded: {}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json");
+        assert!(
+            v[0]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(label) && m.contains("is immutable once set")),
+            "{v}"
+        );
+    }
+    let out = run_env(&env, &ns("team"));
+    assert_eq!(out.status.code(), Some(0), "unguarded labels pass");
+
+    for (var, value, phrase) in [
+        (
+            "TENANT_GATEWAY_GUARDED_LABEL",
+            "example.com/a,example com/b",
+            "is not a valid label key",
+        ),
+        ("TENANT_GATEWAY_GUARDED_LABEL", "example.com/a,,b", "is not a valid label key"),
+        ("TENANT_GATEWAY_TRUSTED_GROUP", "system:masters,ops team", "is not a valid group name"),
+        ("TENANT_GATEWAY_ENFORCEMENT", "route=warn, ingress=block", "--enforcement"),
+    ] {
+        let out = run_env(&[(var, value)], &ns("team"));
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{var}={value:?}: {err}");
+        assert!(err.contains(phrase), "{var}={value:?}: {err}");
+    }
+}

@@ -165,15 +165,22 @@ impl<'a> AdmissionRequest<'a> {
             .next()
             .unwrap_or_default()
             .to_string();
+        // The path's API resource of the object's group (ListenerSet or XListenerSet).
+        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
+        let api = target
+            .api_resources()
+            .iter()
+            .find(|a| a.group == group)
+            .unwrap_or(target.primary());
         AdmissionRequest {
             uid: uid.into(),
             kind: GroupVersionKind {
-                kind: target.kind().into(),
+                kind: api.kind.into(),
             },
             resource: GroupVersionResource {
-                group: target.group().into(),
+                group: api.group.into(),
                 version: version.into(),
-                resource: target.resource().into(),
+                resource: api.resource.into(),
             },
             sub_resource: None,
             // The projection reads metadata.name when the request carries none.
@@ -397,30 +404,36 @@ impl Admission {
                 ),
             );
         };
-        // Deleting or connecting cannot publish a hostname; subresources (status, scale)
-        // cannot change the fields any layer reads.
+        // Deleting or connecting cannot publish a hostname.
         if matches!(operation, Operation::Delete | Operation::Connect) {
             return Decision::allow(Some(layer));
         }
-        if request
+        // A subresource write is admitted unchecked only where the API server resets every
+        // field the layer reads (`WebhookResource::trusted_subresources` says why per kind);
+        // any other one (namespaces/status, namespaces/finalize, ingresses/status, or one we
+        // do not know) is judged like an UPDATE of the main resource.
+        let subresource = request
             .sub_resource
             .as_deref()
-            .is_some_and(|s| !s.is_empty())
+            .filter(|s| !s.is_empty());
+        if let Some(sub) = subresource
+            && resource.trusted_subresources().contains(&sub)
         {
             return Decision::allow(Some(layer));
         }
-        if !resource
-            .versions()
-            .contains(&request.resource.version.as_ref())
-        {
+        // The path's API resource the request is for (ListenerSet or XListenerSet).
+        let api = resource
+            .api_resource(&request.resource.group, &request.resource.resource)
+            .unwrap_or(resource.primary());
+        if !api.versions.contains(&request.resource.version.as_ref()) {
             return Decision::error(
                 Some(layer),
                 format!(
                     "{}/{} {} is not a version tenant-gateway knows the shape of (known: {}); register the webhook with matchPolicy: Equivalent so the API server converts",
-                    resource.group(),
+                    api.group,
                     request.resource.version,
-                    resource.resource(),
-                    resource.versions().join(", ")
+                    api.resource,
+                    api.versions.join(", ")
                 ),
             );
         }
@@ -431,7 +444,7 @@ impl Admission {
         }
 
         let kind = if request.kind.kind.is_empty() {
-            resource.kind()
+            api.kind
         } else {
             request.kind.kind.as_ref()
         };
@@ -469,12 +482,16 @@ impl Admission {
             _ => None,
         };
         let old_object: Option<&Value> = old_projected.as_deref();
+        // A subresource write that leaves every field the layer reads as it was cannot
+        // publish anything new (the main resource's writes are judged on their own): an
+        // ingress controller updating the status of an Ingress admitted before the webhook
+        // existed is not blocked by it.
+        if subresource.is_some() && old_object == Some(object) {
+            return Decision::allow(Some(layer));
+        }
         // For cluster-scoped kinds the API server fills request.namespace with the object's
         // own name (Namespaces); it is not a scope, so messages say `Namespace x`, not `x/x`.
-        let cluster_scoped = matches!(
-            resource,
-            WebhookResource::Namespaces | WebhookResource::Packages
-        );
+        let cluster_scoped = resource.cluster_scoped();
         let namespace = request
             .namespace
             .as_deref()
@@ -528,7 +545,13 @@ impl Admission {
         // A bug in a layer must deny, not crash the server or admit.
         let cfg = &self.cfg;
         let result = catch_unwind(AssertUnwindSafe(|| {
-            policy::evaluate(layer, &review, &ns_ctx, cfg)
+            policy::evaluate_with(
+                layer,
+                &review,
+                &ns_ctx,
+                self.namespaces.apex_owners(),
+                cfg,
+            )
         }));
         let findings = match result {
             Ok(Ok(f)) => f,

@@ -46,6 +46,9 @@ pub fn layer_paths(layer: Layer) -> &'static [Path] {
         METADATA[0],
         METADATA[1],
         METADATA[2],
+        &["metadata", "annotations", crate::policy::ingress::ANNOTATIONS[0]],
+        &["metadata", "annotations", crate::policy::ingress::ANNOTATIONS[1]],
+        &["metadata", "annotations", crate::policy::ingress::ANNOTATIONS[2]],
         &["spec", "defaultBackend"],
         &["spec", "rules", "host"],
         &["spec", "tls", "hosts"],
@@ -365,6 +368,19 @@ mod tests {
             (
                 Layer::Ingress,
                 json!({"metadata": {"name": "i"}, "spec": {"defaultBackend": {}, "rules": [{"http": {}}, {"host": "dashboard.example.org"}], "tls": [{"hosts": ["*.customer.com"], "secretName": "s"}]}}),
+            ),
+            // Only the annotations are wrong: the projection must keep them.
+            (
+                Layer::Ingress,
+                json!({"metadata": {"name": "i", "annotations": {"nginx.ingress.kubernetes.io/server-alias": "x.bob.example.org", "other": "y"}}, "spec": {"rules": [{"host": "a.alice.example.org"}]}}),
+            ),
+            (
+                Layer::Ingress,
+                json!({"metadata": {"name": "i", "annotations": {"nginx.ingress.kubernetes.io/configuration-snippet": "more_set_headers x;"}}, "spec": {"rules": [{"host": "a.alice.example.org"}]}}),
+            ),
+            (
+                Layer::Route,
+                json!({"metadata": {"name": "r"}, "spec": {"rules": [{"matches": [{"method": {"service": "s"}}]}]}}),
             ),
             (
                 Layer::Namespace,

@@ -17,21 +17,35 @@ pub fn by_url(name: &str, base_url: &str, ca_bundle_b64: &str) -> Value {
     let webhooks: Vec<Value> = WebhookResource::ALL
         .into_iter()
         .map(|r| {
-            let cluster_scoped =
-                matches!(r, WebhookResource::Namespaces | WebhookResource::Packages);
+            let cluster_scoped = r.cluster_scoped();
+            let rules: Vec<Value> = r
+                .api_resources()
+                .iter()
+                .map(|a| {
+                    // The main resource plus the subresources whose writes the API server
+                    // does not reset (`WebhookResource::evaluated_subresources`).
+                    let mut resources = vec![a.resource.to_string()];
+                    resources.extend(
+                        r.evaluated_subresources()
+                            .iter()
+                            .map(|sub| format!("{}/{sub}", a.resource)),
+                    );
+                    json!({
+                        "apiGroups": [a.group],
+                        "apiVersions": a.versions,
+                        "resources": resources,
+                        "operations": ["CREATE", "UPDATE"],
+                        "scope": if cluster_scoped { "Cluster" } else { "Namespaced" },
+                    })
+                })
+                .collect();
             let mut hook = json!({
                 "name": format!("{}.tenant-gateway.cozystack.io", r.resource()),
                 "clientConfig": {
                     "url": format!("{base}{}", r.path()),
                     "caBundle": ca_bundle_b64,
                 },
-                "rules": [{
-                    "apiGroups": [r.group()],
-                    "apiVersions": r.versions(),
-                    "resources": [r.resource()],
-                    "operations": ["CREATE", "UPDATE"],
-                    "scope": if cluster_scoped { "Cluster" } else { "Namespaced" },
-                }],
+                "rules": rules,
                 "failurePolicy": "Fail",
                 "matchPolicy": "Equivalent",
                 "sideEffects": "None",
@@ -83,7 +97,62 @@ mod tests {
             assert_eq!(h["matchPolicy"], "Equivalent");
             assert_eq!(h["timeoutSeconds"], 5);
             assert_eq!(h["admissionReviewVersions"], json!(["v1"]));
-            assert_eq!(h["rules"][0]["resources"], json!([r.resource()]));
+            assert_eq!(h["rules"][0]["resources"][0], r.resource());
         }
+    }
+
+    fn hook<'a>(v: &'a Value, name: &str) -> &'a Value {
+        v["webhooks"]
+            .as_array()
+            .expect("webhooks")
+            .iter()
+            .find(|h| h["name"] == format!("{name}.tenant-gateway.cozystack.io"))
+            .expect("hook")
+    }
+
+    #[test]
+    fn subresources_that_keep_read_fields_are_registered() {
+        let v = by_url("tg", "https://127.0.0.1:8443", "Q0E=");
+        let ns = hook(&v, "namespaces");
+        assert_eq!(
+            ns["rules"][0]["resources"],
+            json!(["namespaces", "namespaces/status", "namespaces/finalize"])
+        );
+        assert_eq!(ns["rules"][0]["scope"], "Cluster");
+        let ing = hook(&v, "ingresses");
+        assert_eq!(
+            ing["rules"][0]["resources"],
+            json!(["ingresses", "ingresses/status"])
+        );
+        // CRD status subresources reset everything but status: not registered.
+        assert_eq!(
+            hook(&v, "httproutes")["rules"][0]["resources"],
+            json!(["httproutes"])
+        );
+    }
+
+    #[test]
+    fn new_paths_are_registered() {
+        let v = by_url("tg", "https://127.0.0.1:8443", "Q0E=");
+        let ls = hook(&v, "listenersets");
+        assert_eq!(
+            ls["clientConfig"]["url"],
+            "https://127.0.0.1:8443/validate/listenersets"
+        );
+        assert_eq!(
+            ls["rules"],
+            json!([
+                {"apiGroups": ["gateway.networking.k8s.io"], "apiVersions": ["v1"],
+                 "resources": ["listenersets"], "operations": ["CREATE", "UPDATE"],
+                 "scope": "Namespaced"},
+                {"apiGroups": ["gateway.networking.x-k8s.io"], "apiVersions": ["v1alpha1"],
+                 "resources": ["xlistenersets"], "operations": ["CREATE", "UPDATE"],
+                 "scope": "Namespaced"},
+            ])
+        );
+        let grpc = hook(&v, "grpcroutes");
+        assert_eq!(grpc["rules"][0]["apiGroups"], json!(["gateway.networking.k8s.io"]));
+        assert_eq!(grpc["rules"][0]["apiVersions"], json!(["v1"]));
+        assert!(grpc["namespaceSelector"].is_object());
     }
 }

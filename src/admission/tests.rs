@@ -17,6 +17,10 @@ fn admission_with(cfg: PolicyConfig) -> Admission {
         BTreeMap::from([(HOST_LABEL.to_string(), "alice.example.org".to_string())]),
     );
     ns.insert("tenant-nolabel", BTreeMap::new());
+    ns.insert(
+        "tenant-cust",
+        BTreeMap::from([(HOST_LABEL.to_string(), "Customer1.io".to_string())]),
+    );
     Admission::new(
         Arc::new(cfg),
         NamespaceSource::Static(Arc::new(ns)),
@@ -117,6 +121,182 @@ async fn delete_connect_and_subresources_are_allowed() {
     r["request"]["subResource"] = json!("status");
     let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
     assert!(allowed(&v), "status subresource must be allowed: {v}");
+}
+
+/// A review of `resource` (group, version, plural, kind) at `sub` with both sides given.
+fn review_of(
+    resource: (&str, &str, &str, &str),
+    sub: &str,
+    user_groups: &[&str],
+    old: Value,
+    new: Value,
+) -> Value {
+    let (group, version, plural, kind) = resource;
+    let ns = new["metadata"]["namespace"].clone();
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "uid-sub",
+            "kind": {"group": group, "version": version, "kind": kind},
+            "resource": {"group": group, "version": version, "resource": plural},
+            "subResource": sub,
+            "name": new["metadata"]["name"],
+            "namespace": ns,
+            "operation": "UPDATE",
+            "userInfo": {"username": "mallory", "groups": user_groups},
+            "object": new,
+            "oldObject": old,
+        }
+    })
+}
+
+const NAMESPACES: (&str, &str, &str, &str) = ("", "v1", "namespaces", "Namespace");
+const INGRESSES: (&str, &str, &str, &str) = ("networking.k8s.io", "v1", "ingresses", "Ingress");
+
+#[tokio::test]
+async fn namespace_status_and_finalize_are_judged_like_updates() {
+    let a = admission();
+    let ns = |host: &str| {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "tenant-alice", "labels": {HOST_LABEL: host}},
+               "spec": {"finalizers": []}})
+    };
+    for sub in ["status", "finalize"] {
+        // (groups, new host label, allowed)
+        for (groups, host, ok) in [
+            (&["tenant-alice-admins"][..], "example.org", false),
+            (&["tenant-alice-admins"][..], "alice.example.org", true),
+            (&["system:masters"][..], "example.org", true),
+        ] {
+            let r = review_of(NAMESPACES, sub, groups, ns("alice.example.org"), ns(host));
+            let (_, v) = post(&a, WebhookResource::Namespaces, &r).await;
+            assert_eq!(allowed(&v), ok, "{sub} {groups:?} {host}: {v}");
+            if !ok {
+                assert!(message(&v).contains("is immutable once set"), "{v}");
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn subresources_are_trusted_only_where_the_api_server_resets_read_fields() {
+    let a = admission();
+    // CRD status writes reset spec and metadata: admitted unchecked.
+    let mut r = route_review("UPDATE", "tenant-alice", &["shop.bob.example.org"]);
+    r["request"]["subResource"] = json!("status");
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(allowed(&v), "httproutes/status: {v}");
+    // A subresource we know nothing about is judged like an UPDATE.
+    r["request"]["subResource"] = json!("scale");
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(!allowed(&v), "httproutes/scale: {v}");
+
+    // ingresses/status keeps annotations: judged, but only when a read field changes.
+    let ing = |alias: &str, hosts: &str| {
+        json!({"apiVersion": "networking.k8s.io/v1", "kind": "Ingress",
+               "metadata": {"name": "web", "namespace": "tenant-alice",
+                            "annotations": {crate::policy::ingress::SERVER_ALIAS: alias}},
+               "spec": {"rules": [{"host": hosts}]},
+               "status": {"loadBalancer": {}}})
+    };
+    let groups = &["tenant-alice-admins"][..];
+    let cases = [
+        // (old, new, allowed)
+        (ing("", "a.alice.example.org"), ing("dashboard.example.org", "a.alice.example.org"), false),
+        (ing("", "a.alice.example.org"), ing("b.alice.example.org", "a.alice.example.org"), true),
+        // An Ingress admitted before the webhook: a status write that changes nothing read
+        // passes (the ingress controller is not blocked).
+        (ing("dashboard.example.org", "x.bob.example.org"), ing("dashboard.example.org", "x.bob.example.org"), true),
+    ];
+    for (old, new, ok) in cases {
+        let r = review_of(INGRESSES, "status", groups, old.clone(), new.clone());
+        let (_, v) = post(&a, WebhookResource::Ingresses, &r).await;
+        assert_eq!(allowed(&v), ok, "{old} -> {new}: {v}");
+        if !ok {
+            assert!(message(&v).contains("server-alias"), "{v}");
+        }
+    }
+}
+
+#[tokio::test]
+async fn grpcroutes_and_listenersets_have_paths() {
+    let a = admission();
+    let mut r = route_review("CREATE", "tenant-alice", &["grpc.bob.example.org"]);
+    r["request"]["resource"] =
+        json!({"group": "gateway.networking.k8s.io", "version": "v1", "resource": "grpcroutes"});
+    r["request"]["kind"]["kind"] = json!("GRPCRoute");
+    let (_, v) = post(&a, WebhookResource::GrpcRoutes, &r).await;
+    assert!(!allowed(&v), "{v}");
+    assert!(message(&v).starts_with("GRPCRoute tenant-alice/web"), "{v}");
+    assert!(message(&v).contains("hostnames must equal"), "{v}");
+    r["request"]["object"]["spec"]["hostnames"] = json!([]);
+    let (_, v) = post(&a, WebhookResource::GrpcRoutes, &r).await;
+    assert!(message(&v).contains("spec.hostnames is empty"), "{v}");
+    // A GRPCRoute sent to the HTTPRoute path is a misconfiguration.
+    let (_, v) = post(&a, WebhookResource::HttpRoutes, &r).await;
+    assert!(message(&v).contains("webhook misconfiguration"), "{v}");
+
+    for (group, version, plural, kind) in [
+        ("gateway.networking.k8s.io", "v1", "listenersets", "ListenerSet"),
+        ("gateway.networking.x-k8s.io", "v1alpha1", "xlistenersets", "XListenerSet"),
+    ] {
+        let obj = |host: &str| {
+            json!({"apiVersion": format!("{group}/{version}"), "kind": kind,
+                   "metadata": {"name": "ls", "namespace": "tenant-alice"},
+                   "spec": {"parentRef": {"name": "gw"},
+                            "listeners": [{"name": "l", "port": 443, "protocol": "HTTPS", "hostname": host}]}})
+        };
+        let mut r = review_of(
+            (group, version, plural, kind),
+            "",
+            &["tenant-alice-admins"],
+            Value::Null,
+            obj("shop.bob.example.org"),
+        );
+        r["request"]["operation"] = json!("CREATE");
+        let (_, v) = post(&a, WebhookResource::ListenerSets, &r).await;
+        assert!(!allowed(&v), "{kind}: {v}");
+        assert!(
+            message(&v).starts_with(&format!("{kind} tenant-alice/ls"))
+                && message(&v).contains("must equal alice.example.org or end with .alice.example.org"),
+            "{kind}: {v}"
+        );
+        r["request"]["object"] = obj("shop.alice.example.org");
+        let (_, v) = post(&a, WebhookResource::ListenerSets, &r).await;
+        assert!(allowed(&v), "{kind}: {v}");
+        // Versions are checked per API resource.
+        r["request"]["resource"]["version"] = json!("v1beta9");
+        let (_, v) = post(&a, WebhookResource::ListenerSets, &r).await;
+        assert!(message(&v).contains(plural) && message(&v).contains(version), "{v}");
+        // The Gateway path does not serve ListenerSets.
+        r["request"]["resource"]["version"] = json!(version);
+        let (_, v) = post(&a, WebhookResource::Gateways, &r).await;
+        assert!(message(&v).contains("webhook misconfiguration"), "{kind}: {v}");
+    }
+}
+
+#[tokio::test]
+async fn another_namespaces_apex_is_denied_through_the_snapshot_index() {
+    let a = admission();
+    let mut r = route_review("CREATE", "tenant-alice", &[]);
+    r["request"]["resource"] = json!({"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"});
+    r["request"]["kind"]["kind"] = json!("Ingress");
+    for (host, ok) in [("shop.customer1.io", false), ("customer1.io", false), ("shop.customer9.io", true)] {
+        r["request"]["object"] = json!({"metadata": {"name": "web", "namespace": "tenant-alice"},
+            "spec": {"rules": [{"host": host}]}});
+        let (_, v) = post(&a, WebhookResource::Ingresses, &r).await;
+        assert_eq!(allowed(&v), ok, "{host}: {v}");
+        if !ok {
+            assert!(message(&v).contains("another tenant's namespace"), "{v}");
+        }
+    }
+    // The owner itself may publish there.
+    r["request"]["namespace"] = json!("tenant-cust");
+    r["request"]["object"] = json!({"metadata": {"name": "web", "namespace": "tenant-cust"},
+        "spec": {"rules": [{"host": "shop.customer1.io"}]}});
+    let (_, v) = post(&a, WebhookResource::Ingresses, &r).await;
+    assert!(allowed(&v), "{v}");
 }
 
 #[tokio::test]

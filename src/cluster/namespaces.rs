@@ -16,20 +16,23 @@ use kube::runtime::watcher::{self, Event};
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::apex::{ApexMap, LiveApexIndex};
+use super::miss::MissCache;
 use crate::metrics::Metrics;
-use crate::policy::NamespaceContext;
+use crate::policy::{ApexOwners, NamespaceContext};
 use crate::server::health::Readiness;
 
 /// How long the live GET on an index miss may take before the request is denied with
 /// "retry": well inside the API server's 5 s webhook timeout.
 pub const LIVE_GET_TIMEOUT: Duration = Duration::from_secs(2);
 
-#[derive(Debug, thiserror::Error)]
+/// Cloned to every review that waited for the same GET (`miss::MissCache`).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LookupError {
     #[error("the API server did not answer within {0:?}")]
     Timeout(Duration),
     #[error("the API server returned an error: {0}")]
-    Api(#[from] kube::Error),
+    Api(Arc<kube::Error>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -81,12 +84,22 @@ impl NamespaceSource {
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+
+    /// apex → namespaces, for layer 8's "not within another namespace's apex".
+    pub fn apex_owners(&self) -> &dyn ApexOwners {
+        match self {
+            NamespaceSource::Static(s) => s.apexes(),
+            NamespaceSource::Live(l) => l.apexes.as_ref(),
+        }
+    }
 }
 
 /// Namespaces read once from a file; nothing changes at run time.
 #[derive(Debug, Default, Clone)]
 pub struct StaticNamespaces {
     by_name: HashMap<String, BTreeMap<String, String>>,
+    /// Built once from `by_name` on first use (after loading), never per review.
+    apexes: std::sync::OnceLock<ApexMap>,
 }
 
 impl StaticNamespaces {
@@ -186,6 +199,19 @@ impl StaticNamespaces {
 
     pub fn insert(&mut self, name: &str, labels: BTreeMap<String, String>) {
         self.by_name.insert(name.to_string(), labels);
+        // Rebuilt on next use with the new entry.
+        self.apexes = std::sync::OnceLock::new();
+    }
+
+    /// The apex map of the snapshot, built on first use.
+    pub fn apexes(&self) -> &ApexMap {
+        self.apexes.get_or_init(|| {
+            let mut m = ApexMap::default();
+            for (name, labels) in &self.by_name {
+                m.set(name, labels);
+            }
+            m
+        })
     }
 
     pub fn lookup(&self, name: &str) -> NamespaceContext {
@@ -570,6 +596,9 @@ pub struct LiveNamespaces {
     store: Store<PartialObjectMeta<Namespace>>,
     api: Api<PartialObjectMeta<Namespace>>,
     readiness: Arc<Readiness>,
+    /// Fed by the same watch as `store`.
+    apexes: Arc<LiveApexIndex>,
+    misses: Arc<MissCache>,
 }
 
 impl LiveNamespaces {
@@ -593,9 +622,15 @@ impl LiveNamespaces {
             });
         let ready = readiness.clone();
         let reader = store.clone();
+        let apexes = Arc::new(LiveApexIndex::default());
+        let misses = Arc::new(MissCache::default());
+        let (apex_writer, miss_writer) = (apexes.clone(), misses.clone());
         tokio::spawn(async move {
             let mut stream = reflector::reflector(writer, stream).boxed();
             while let Some(event) = stream.next().await {
+                if let Ok(event) = &event {
+                    index_event(&apex_writer, &miss_writer, event);
+                }
                 match event {
                     Ok(Event::InitDone) => {
                         ready.set_index_synced(true);
@@ -617,6 +652,8 @@ impl LiveNamespaces {
             store,
             api,
             readiness,
+            apexes,
+            misses,
         })
     }
 
@@ -629,15 +666,52 @@ impl LiveNamespaces {
             });
         }
         // A miss may be cache lag for a namespace created a moment ago: ask the API server
-        // once before concluding it does not exist.
-        match tokio::time::timeout(LIVE_GET_TIMEOUT, self.api.get_opt(name)).await {
-            Err(_) => Err(LookupError::Timeout(LIVE_GET_TIMEOUT)),
-            Ok(Err(e)) => Err(LookupError::Api(e)),
-            Ok(Ok(None)) => Ok(NamespaceContext::NotFound),
-            Ok(Ok(Some(ns))) => Ok(NamespaceContext::Found {
-                labels: ns.metadata.labels.unwrap_or_default(),
-            }),
+        // once before concluding it does not exist (coalesced per name, "not found"
+        // remembered briefly: `MissCache`).
+        self.misses
+            .lookup(name, || async {
+                match self.api.get_opt(name).await {
+                    Err(e) => Err(LookupError::Api(Arc::new(e))),
+                    Ok(None) => Ok(NamespaceContext::NotFound),
+                    Ok(Some(ns)) => Ok(NamespaceContext::Found {
+                        labels: ns.metadata.labels.unwrap_or_default(),
+                    }),
+                }
+            })
+            .await
+    }
+}
+
+/// Keep the apex map and the miss cache in step with one watch event.
+fn index_event(
+    apexes: &LiveApexIndex,
+    misses: &MissCache,
+    event: &Event<PartialObjectMeta<Namespace>>,
+) {
+    let empty = BTreeMap::new();
+    let parts = |ns: &'_ PartialObjectMeta<Namespace>| -> (String, BTreeMap<String, String>) {
+        (
+            ns.metadata.name.clone().unwrap_or_default(),
+            ns.metadata.labels.clone().unwrap_or_else(|| empty.clone()),
+        )
+    };
+    match event {
+        Event::Apply(ns) => {
+            let (name, labels) = parts(ns);
+            misses.forget(&name);
+            apexes.apply(&name, &labels);
         }
+        Event::Delete(ns) => {
+            misses.forget(ns.metadata.name.as_deref().unwrap_or_default());
+            apexes.delete(ns.metadata.name.as_deref().unwrap_or_default());
+        }
+        Event::Init => apexes.relist_started(),
+        Event::InitApply(ns) => {
+            let (name, labels) = parts(ns);
+            misses.forget(&name);
+            apexes.relist_item(&name, &labels);
+        }
+        Event::InitDone => apexes.relist_done(),
     }
 }
 

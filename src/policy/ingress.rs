@@ -5,13 +5,19 @@
 //! outside the platform root `R` (a tenant's own custom domain). Catch-alls — a rule without a
 //! host, `spec.defaultBackend` — are denied because on a shared ingress controller they would
 //! capture traffic for names the tenant does not own.
+//!
+//! ingress-nginx also takes hostnames from annotations: `server-alias` adds names to the
+//! server block (judged like rule hosts), and the snippet annotations paste raw nginx
+//! configuration, `server_name` included, so they are denied outright in tenant scope. A
+//! custom domain is never one inside another namespace's apex (`ApexOwners`): that name
+//! belongs to the tenant whose namespace carries it.
 
 use super::util::{
     Violations, as_array, as_object, as_str, clip, get, missing_apex, quoted, root, shape_error,
 };
 use super::{
-    Findings, HOST_LABEL, LayerResult, NamespaceContext, PolicyConfig, Review, ShapeError,
-    object_ref,
+    ApexOwners, Findings, HOST_LABEL, LayerResult, NamespaceContext, NoApexOwners, PolicyConfig,
+    Review, ShapeError, object_ref,
 };
 use crate::hostname;
 
@@ -20,8 +26,18 @@ const MAX_WARNING: usize = 120;
 /// Custom-domain warnings listed one by one before they are summarised.
 const MAX_CUSTOM_DOMAIN_WARNINGS: usize = 8;
 
+/// ingress-nginx: extra server names for the Ingress's hosts, separated by commas or spaces.
+pub const SERVER_ALIAS: &str = "nginx.ingress.kubernetes.io/server-alias";
+/// ingress-nginx: raw nginx configuration pasted into the server block / every location.
+pub const SERVER_SNIPPET: &str = "nginx.ingress.kubernetes.io/server-snippet";
+pub const CONFIGURATION_SNIPPET: &str = "nginx.ingress.kubernetes.io/configuration-snippet";
+/// The annotations the layer reads (the projection decodes exactly these).
+pub const ANNOTATIONS: [&str; 3] = [SERVER_ALIAS, SERVER_SNIPPET, CONFIGURATION_SNIPPET];
+
 /// Something in the Ingress the layer judges, in document order.
 enum Item<'a> {
+    /// A snippet annotation with content.
+    Snippet(&'static str),
     DefaultBackend,
     HostlessRule(usize),
     Host { at: HostAt, host: &'a str },
@@ -31,6 +47,8 @@ enum Item<'a> {
 /// path strings.
 #[derive(Clone, Copy)]
 enum HostAt {
+    /// The n-th entry of the server-alias annotation.
+    Alias(usize),
     Rule(usize),
     Tls(usize, usize),
 }
@@ -38,6 +56,7 @@ enum HostAt {
 impl std::fmt::Display for HostAt {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
+            HostAt::Alias(i) => write!(f, "annotation {SERVER_ALIAS} entry {}", i + 1),
             HostAt::Rule(i) => write!(f, "spec.rules[{i}].host"),
             HostAt::Tls(i, j) => write!(f, "spec.tls[{i}].hosts[{j}]"),
         }
@@ -45,6 +64,16 @@ impl std::fmt::Display for HostAt {
 }
 
 pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) -> LayerResult {
+    evaluate_with(review, ns, &NoApexOwners, cfg)
+}
+
+/// [`evaluate`] knowing which apexes other namespaces carry.
+pub fn evaluate_with(
+    review: &Review<'_>,
+    ns: &NamespaceContext,
+    others: &dyn ApexOwners,
+    cfg: &PolicyConfig,
+) -> LayerResult {
     if !cfg.in_tenant_scope(review.namespace) {
         return Ok(Findings::ok());
     }
@@ -85,6 +114,15 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
     let mut custom_domains: Vec<&str> = Vec::new();
     for item in items {
         match item {
+            Item::Snippet(key) => violations.push(|| {
+                format!(
+                    "{}: annotation {key} is not allowed in tenant namespaces: a snippet is raw \
+                     nginx configuration for the shared ingress controller and can set any \
+                     server_name; remove it and publish hosts with spec.rules[].host ({})",
+                    object(),
+                    allowed()
+                )
+            }),
             Item::DefaultBackend => violations.push(|| {
                 format!(
                     "{}: spec.defaultBackend is not allowed in tenant namespaces: it catches \
@@ -138,6 +176,19 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
                             allowed()
                         )
                     });
+                } else if let Some(taken) = other_apex(host, others, review.namespace) {
+                    // The owner is not named: which tenant holds which domain is not this
+                    // tenant's business; an operator finds it with a label selector.
+                    violations.push(|| {
+                        format!(
+                            "{}: {at}: host {} is not allowed: it is within {taken}, the apex \
+                             of another tenant's namespace ({HOST_LABEL}={taken}); a custom \
+                             domain must not be within another namespace's apex ({})",
+                            object(),
+                            quoted(host),
+                            allowed()
+                        )
+                    });
                 } else {
                     custom_domains.push(host);
                 }
@@ -148,6 +199,18 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
         violations: violations.finish(review),
         warnings: custom_domain_warnings(custom_domains, root_host),
     })
+}
+
+/// The suffix of `host` (itself included) that another namespace than `own` carries as its
+/// apex, walking `a.b.c`, `b.c`, `c`: one lookup per label, no scan of the namespaces.
+fn other_apex<'h>(host: &'h str, others: &dyn ApexOwners, own: &str) -> Option<&'h str> {
+    let mut suffix = host;
+    loop {
+        if others.owned_by_other(suffix, own) {
+            return Some(suffix);
+        }
+        suffix = suffix.split_once('.')?.1;
+    }
 }
 
 /// One warning per distinct accepted custom domain, in document order, at most
@@ -178,6 +241,33 @@ fn custom_domain_warnings(mut hosts: Vec<&str>, root_host: &str) -> Vec<String> 
 fn parse<'a>(review: &Review<'a>) -> Result<Vec<Item<'a>>, ShapeError> {
     let mut items = Vec::new();
     let object = root(review, review.object, "object")?;
+    let metadata = as_object(review, get(object, "metadata"), || "metadata".to_string())?;
+    let annotations = as_object(review, get(metadata, "annotations"), || {
+        "metadata.annotations".to_string()
+    })?;
+    for key in [SERVER_SNIPPET, CONFIGURATION_SNIPPET] {
+        let value = as_str(review, get(annotations, key), || {
+            format!("metadata.annotations[{key}]")
+        })?;
+        // An empty snippet configures nothing.
+        if value.is_some_and(|v| !v.trim().is_empty()) {
+            items.push(Item::Snippet(key));
+        }
+    }
+    let aliases = as_str(review, get(annotations, SERVER_ALIAS), || {
+        format!("metadata.annotations[{SERVER_ALIAS}]")
+    })?;
+    for (i, host) in aliases
+        .unwrap_or_default()
+        .split(|c: char| c == ',' || c.is_ascii_whitespace())
+        .filter(|h| !h.is_empty())
+        .enumerate()
+    {
+        items.push(Item::Host {
+            at: HostAt::Alias(i),
+            host,
+        });
+    }
     let spec = as_object(review, get(object, "spec"), || "spec".to_string())?;
     // Any non-null defaultBackend is a catch-all, whatever its content.
     if get(spec, "defaultBackend").is_some() {
@@ -417,6 +507,181 @@ mod tests {
                 assert!(w.len() <= MAX_WARNING);
             }
         }
+    }
+
+    /// Apexes other namespaces carry, as the namespace index would report them.
+    struct Others(&'static [(&'static str, &'static str)]);
+
+    impl ApexOwners for Others {
+        fn owned_by_other(&self, apex: &str, except: &str) -> bool {
+            self.0.iter().any(|(ns, a)| *a == apex && *ns != except)
+        }
+    }
+
+    const OTHERS: Others = Others(&[
+        ("tenant-cust", "customer1.io"),
+        ("tenant-shop", "shop.customer2.io"),
+        ("tenant-alice", "alice-own.io"),
+        ("tenant-root", "example.org"),
+    ]);
+
+    #[test]
+    fn custom_domains_within_another_namespaces_apex_are_denied() {
+        // (own apex, host, denied?)
+        let cases = [
+            ("alice.example.org", "customer1.io", true),
+            ("alice.example.org", "shop.customer1.io", true),
+            ("alice.example.org", "a.b.customer1.io", true),
+            ("alice.example.org", "notcustomer1.io", false),
+            ("alice.example.org", "customer1.io.evil.com", false),
+            ("alice.example.org", "shop.customer2.io", true),
+            ("alice.example.org", "x.shop.customer2.io", true),
+            // The parent of another apex is not inside it.
+            ("alice.example.org", "customer2.io", false),
+            ("alice.example.org", "www.customer2.io", false),
+            // The object's own namespace is never "another".
+            ("alice.example.org", "alice-own.io", false),
+            ("alice.example.org", "www.alice-own.io", false),
+            // Inside the own apex first: a parent publishing under a child's custom apex.
+            ("customer1.io", "shop.customer1.io", false),
+            ("customer2.io", "shop.customer2.io", false),
+        ];
+        for (apex, host, denied) in cases {
+            let obj = ingress(json!([host]), json!([host]));
+            let r = review("Ingress", "tenant-alice", &obj);
+            let f = evaluate_with(&r, &ns_apex(apex), &OTHERS, &cfg()).expect("ok");
+            if denied {
+                assert_eq!(f.violations.len(), 2, "{apex} {host}: {f:?}");
+                for (v, at) in f.violations.iter().zip(["spec.rules[0]", "spec.tls[0]"]) {
+                    assert_mentions(
+                        v,
+                        &[
+                            at,
+                            &format!("host \"{host}\" is not allowed"),
+                            "another tenant's namespace",
+                            "must not be within another namespace's apex",
+                            "must be within",
+                        ],
+                    );
+                    assert!(!v.contains("tenant-cust") && !v.contains("tenant-shop"), "{v}");
+                }
+                assert!(f.warnings.is_empty(), "{f:?}");
+            } else {
+                assert!(f.violations.is_empty(), "{apex} {host}: {f:?}");
+            }
+        }
+        // Without an index nothing is taken (offline callers, the plain `evaluate`).
+        let obj = ingress(json!(["customer1.io"]), json!([]));
+        assert!(run(&alice(), &obj).expect("ok").violations.is_empty());
+    }
+
+    fn annotated(annotations: Value, rule_hosts: Value) -> Value {
+        let mut obj = ingress(rule_hosts, json!([]));
+        obj["metadata"]["annotations"] = annotations;
+        obj
+    }
+
+    #[test]
+    fn server_alias_entries_are_judged_like_rule_hosts() {
+        // (server-alias value, offending values in order, warned custom domains)
+        let cases: Vec<(&str, Vec<&str>, Vec<&str>)> = vec![
+            ("", vec![], vec![]),
+            ("  , ,", vec![], vec![]),
+            ("a.alice.example.org", vec![], vec![]),
+            ("a.alice.example.org,b.alice.example.org", vec![], vec![]),
+            (
+                "a.alice.example.org b.alice.example.org\t*.alice.example.org",
+                vec![],
+                vec![],
+            ),
+            ("dashboard.example.org", vec!["entry 1", "\"dashboard.example.org\""], vec![]),
+            (
+                "a.alice.example.org, x.bob.example.org",
+                vec!["entry 2", "\"x.bob.example.org\""],
+                vec![],
+            ),
+            ("shop.customer.com", vec![], vec!["shop.customer.com"]),
+            ("*.customer.com", vec!["entry 1", "wildcard"], vec![]),
+            ("customer1.io", vec!["entry 1", "another tenant's namespace"], vec![]),
+            ("a.alice.example.org;server_name", vec!["entry 1", "is invalid"], vec![]),
+            ("Shop.alice.example.org", vec!["entry 1", "uppercase"], vec![]),
+        ];
+        for (alias, offending, warned) in cases {
+            let obj = annotated(
+                json!({SERVER_ALIAS: alias, "other": "x"}),
+                json!(["www.alice.example.org"]),
+            );
+            let r = review("Ingress", "tenant-alice", &obj);
+            let f = evaluate_with(&r, &alice(), &OTHERS, &cfg()).expect("ok");
+            if offending.is_empty() {
+                assert!(f.violations.is_empty(), "{alias:?}: {f:?}");
+            } else {
+                assert_eq!(f.violations.len(), 1, "{alias:?}: {f:?}");
+                let mut phrases = vec![SERVER_ALIAS, "Ingress tenant-alice/web"];
+                phrases.extend(&offending);
+                assert_mentions(&f.violations[0], &phrases);
+            }
+            assert_eq!(f.warnings.len(), warned.len(), "{alias:?}: {f:?}");
+        }
+    }
+
+    #[test]
+    fn snippet_annotations_are_denied_in_tenant_scope() {
+        for key in [SERVER_SNIPPET, CONFIGURATION_SNIPPET] {
+            let obj = annotated(
+                json!({key: "server_name dashboard.example.org;"}),
+                json!(["www.alice.example.org"]),
+            );
+            let f = run(&alice(), &obj).expect("ok");
+            assert_eq!(f.violations.len(), 1, "{key}: {f:?}");
+            assert_mentions(
+                &f.violations[0],
+                &["Ingress tenant-alice/web", key, "not allowed in tenant namespaces", "server_name"],
+            );
+            // Empty snippets configure nothing.
+            for empty in ["", "  \n"] {
+                let obj = annotated(json!({key: empty}), json!(["www.alice.example.org"]));
+                assert_eq!(run(&alice(), &obj), Ok(Findings::ok()), "{key} {empty:?}");
+            }
+            // Platform namespaces may use them.
+            let obj = annotated(json!({key: "return 403;"}), json!(["dashboard.example.org"]));
+            let r = review("Ingress", "cozy-dashboard", &obj);
+            assert_eq!(evaluate(&r, &alice(), &cfg()), Ok(Findings::ok()));
+        }
+        // Both snippets and an alias: every problem listed, annotations first.
+        let obj = annotated(
+            json!({SERVER_SNIPPET: "x", CONFIGURATION_SNIPPET: "y", SERVER_ALIAS: "x.bob.example.org"}),
+            json!(["x.evil.example.org"]),
+        );
+        let f = run(&alice(), &obj).expect("ok");
+        let order = [SERVER_SNIPPET, CONFIGURATION_SNIPPET, SERVER_ALIAS, "spec.rules[0]"];
+        assert_eq!(f.violations.len(), order.len(), "{f:?}");
+        for (v, what) in f.violations.iter().zip(order) {
+            assert!(v.contains(what), "{v} lacks {what}");
+        }
+    }
+
+    #[test]
+    fn annotation_shapes_are_shape_errors() {
+        let cases = [
+            (json!({"metadata": {"annotations": []}}), "metadata.annotations".to_string()),
+            (json!({"metadata": "x"}), "metadata".to_string()),
+            (
+                json!({"metadata": {"annotations": {SERVER_ALIAS: 5}}}),
+                format!("metadata.annotations[{SERVER_ALIAS}]"),
+            ),
+            (
+                json!({"metadata": {"annotations": {SERVER_SNIPPET: ["x"]}}}),
+                format!("metadata.annotations[{SERVER_SNIPPET}]"),
+            ),
+        ];
+        for (obj, field) in cases {
+            let err = run(&alice(), &obj).expect_err("shape");
+            assert_eq!(err.field, field, "{obj}");
+        }
+        // Null annotations read as absent.
+        let obj = json!({"metadata": {"annotations": {SERVER_ALIAS: null}}, "spec": {}});
+        assert_eq!(run(&alice(), &obj), Ok(Findings::ok()));
     }
 
     #[test]

@@ -31,7 +31,7 @@ pub const DEFAULT_TRUSTED_GROUPS: [&str; 5] = [
 /// The policy layers the webhook enforces (layer 1 and 6 live elsewhere).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Layer {
-    /// Layer 2: Gateway listener hostnames.
+    /// Layer 2: Gateway and ListenerSet listener hostnames.
     Gateway,
     /// Layer 3: Package attached namespaces.
     Package,
@@ -39,7 +39,7 @@ pub enum Layer {
     Tenant,
     /// Layer 5: Namespace guarded labels.
     Namespace,
-    /// Layer 7: HTTPRoute / TLSRoute hostnames.
+    /// Layer 7: HTTPRoute / TLSRoute / GRPCRoute hostnames.
     Route,
     /// Layer 8: Ingress hostnames.
     Ingress,
@@ -244,6 +244,23 @@ impl NamespaceContext {
     }
 }
 
+/// Which apexes other namespaces carry (the namespace index's apex → namespaces lookup),
+/// for layer 8's custom-domain branch. A lookup per host suffix, never a scan.
+pub trait ApexOwners {
+    /// True when a namespace other than `except` has `apex` (lowercase) as its
+    /// `namespace.cozystack.io/host` label value (compared lowercased).
+    fn owned_by_other(&self, apex: &str, except: &str) -> bool;
+}
+
+/// No other namespace carries any apex (tests, fuzzing, callers without an index).
+pub struct NoApexOwners;
+
+impl ApexOwners for NoApexOwners {
+    fn owned_by_other(&self, _apex: &str, _except: &str) -> bool {
+        false
+    }
+}
+
 /// What a layer found. An empty `violations` means the object passes the layer.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Findings {
@@ -292,11 +309,23 @@ pub fn object_ref(review: &Review<'_>) -> String {
     }
 }
 
-/// Which layer guards a resource, and whether it needs the namespace context.
+/// Which layer guards a resource, and whether it needs the namespace context. No other
+/// namespace's apex is known: see [`evaluate_with`].
 pub fn evaluate(
     layer: Layer,
     review: &Review<'_>,
     ns: &NamespaceContext,
+    cfg: &PolicyConfig,
+) -> LayerResult {
+    evaluate_with(layer, review, ns, &NoApexOwners, cfg)
+}
+
+/// [`evaluate`] with the apexes of the other namespaces (layer 8 reads them).
+pub fn evaluate_with(
+    layer: Layer,
+    review: &Review<'_>,
+    ns: &NamespaceContext,
+    others: &dyn ApexOwners,
     cfg: &PolicyConfig,
 ) -> LayerResult {
     match layer {
@@ -305,6 +334,6 @@ pub fn evaluate(
         Layer::Tenant => tenant::evaluate(review, cfg),
         Layer::Namespace => namespace::evaluate(review, cfg),
         Layer::Route => route::evaluate(review, ns, cfg),
-        Layer::Ingress => ingress::evaluate(review, ns, cfg),
+        Layer::Ingress => ingress::evaluate_with(review, ns, others, cfg),
     }
 }

@@ -1,4 +1,4 @@
-//! Layer 7 — HTTPRoute / TLSRoute hostnames (SPEC §2.3).
+//! Layer 7 — HTTPRoute / TLSRoute / GRPCRoute hostnames (SPEC §2.3).
 //!
 //! Routes in tenant namespaces may only claim hostnames inside the namespace apex. Claims
 //! between namespaces inside one apex are not decided here: the reconciler resolves those
@@ -48,6 +48,21 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
         )
     };
     let mut violations = Violations::default();
+    // A route without hostnames takes every hostname of the listeners it attaches to: an
+    // inherited Gateway's `*.<parent apex>`, other tenants' names included. Like an Ingress
+    // rule without a host, it is a catch-all.
+    if entries.is_empty() {
+        violations.push(|| {
+            format!(
+                "{} {}: spec.hostnames is empty or absent: a route without hostnames takes every \
+                 hostname of the listeners it attaches to, other tenants' included; list the \
+                 hostnames it serves: {}",
+                review.kind,
+                object_ref(review),
+                rule(),
+            )
+        });
+    }
     for h in entries.iter().filter_map(serde_json::Value::as_str) {
         let problem = match hostname::validate(h) {
             Err(e) => format!("is invalid: {e};"),
@@ -120,8 +135,9 @@ mod tests {
                 json!(["shop.alice.example.org", "*.alice.example.org"]),
                 vec![],
             ),
-            ("alice.example.org", json!([]), vec![]),
-            ("alice.example.org", json!(null), vec![]),
+            // Catch-alls: no hostnames at all.
+            ("alice.example.org", json!([]), vec!["spec.hostnames is empty or absent"]),
+            ("alice.example.org", json!(null), vec!["spec.hostnames is empty or absent"]),
             (
                 "ALICE.example.org",
                 json!(["shop.alice.example.org"]),
@@ -185,6 +201,45 @@ mod tests {
             for (msg, value) in f.violations.iter().zip(&offending) {
                 assert_mentions(msg, &["HTTPRoute tenant-alice/web", value, RULE, apex]);
             }
+        }
+    }
+
+    #[test]
+    fn catch_all_routes_of_every_kind_are_denied() {
+        let apex = ns_apex("alice.example.org");
+        // (object, catch-all?)
+        let objects = [
+            (route(json!([])), true),
+            (route(json!(null)), true),
+            (json!({"spec": {"parentRefs": [{"name": "gw"}]}}), true),
+            (json!({"spec": {}}), true),
+            (json!({}), true),
+            (route(json!(["grpc.alice.example.org"])), false),
+        ];
+        for kind in ["HTTPRoute", "TLSRoute", "GRPCRoute"] {
+            for (obj, catch_all) in &objects {
+                let f = run(kind, "tenant-alice", &apex, obj).expect("ok");
+                if *catch_all {
+                    assert_eq!(f.violations.len(), 1, "{kind} {obj}: {f:?}");
+                    assert_mentions(
+                        &f.violations[0],
+                        &[
+                            &format!("{kind} tenant-alice/web"),
+                            "spec.hostnames is empty or absent",
+                            "takes every hostname of the listeners",
+                            RULE,
+                            "alice.example.org",
+                        ],
+                    );
+                } else {
+                    assert_eq!(f, Findings::ok(), "{kind} {obj}");
+                }
+            }
+            // Outside tenant scope a catch-all is the platform's business.
+            assert_eq!(
+                run(kind, "cozy-system", &apex, &route(json!([]))),
+                Ok(Findings::ok())
+            );
         }
     }
 

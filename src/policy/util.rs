@@ -439,6 +439,9 @@ mod tests {
             &["metadata"],
             &["metadata", "labels"],
             &["metadata", "labels", HOST_LABEL],
+            &["metadata", "annotations"],
+            &["metadata", "annotations", super::super::ingress::SERVER_ALIAS],
+            &["metadata", "annotations", super::super::ingress::SERVER_SNIPPET],
             &["spec", "components"],
             &["spec", "components", "platform", "values"],
             &[

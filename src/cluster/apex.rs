@@ -1,0 +1,194 @@
+//! Which namespaces carry which apex: the lookup behind layer 8's "not within another
+//! tenant's apex" rule (SPEC §2.3). Kept next to the name → labels index (the static snapshot
+//! or the watch), updated by the same events, so a review never scans the namespaces: it
+//! walks the host's suffixes (`shop.customer1.io`, `customer1.io`, `io`) and looks each one up.
+//!
+//! What counts as an owner: every namespace whose `namespace.cozystack.io/host` label is set
+//! and not empty, wherever it lives (tenant scope or not). Only trusted callers can write that
+//! label (layer 5), so every value is an apex the platform handed out. The object's own
+//! namespace is never "another" owner; two namespaces carrying the same apex both own it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Mutex, RwLock};
+
+use crate::policy::{ApexOwners, HOST_LABEL};
+
+/// The apex of a label set as the map keys it: lowercased (hosts are compared lowercase, the
+/// label may carry uppercase), `None` when absent or empty.
+fn apex_key(labels: &BTreeMap<String, String>) -> Option<String> {
+    labels
+        .get(HOST_LABEL)
+        .filter(|v| !v.is_empty())
+        .map(|v| v.to_ascii_lowercase())
+}
+
+/// apex → namespaces, with the reverse map to undo a namespace's previous entry.
+#[derive(Debug, Default, Clone)]
+pub struct ApexMap {
+    apex_of: HashMap<String, String>,
+    /// Nearly always one namespace per apex; a Vec beats a set at that size.
+    owners: HashMap<String, Vec<String>>,
+}
+
+impl ApexMap {
+    /// Record `name`'s labels (a create or an update).
+    pub fn set(&mut self, name: &str, labels: &BTreeMap<String, String>) {
+        let new = apex_key(labels);
+        if self.apex_of.get(name) == new.as_ref() {
+            return;
+        }
+        self.remove(name);
+        if let Some(apex) = new {
+            let owners = self.owners.entry(apex.clone()).or_default();
+            owners.push(name.to_string());
+            self.apex_of.insert(name.to_string(), apex);
+        }
+    }
+
+    /// Forget `name` (deleted, or its host label removed).
+    pub fn remove(&mut self, name: &str) {
+        let Some(apex) = self.apex_of.remove(name) else {
+            return;
+        };
+        if let Some(owners) = self.owners.get_mut(&apex) {
+            owners.retain(|n| n != name);
+            if owners.is_empty() {
+                self.owners.remove(&apex);
+            }
+        }
+    }
+
+    /// True when a namespace other than `except` carries exactly `apex` (lowercase).
+    pub fn owned_by_other(&self, apex: &str, except: &str) -> bool {
+        self.owners
+            .get(apex)
+            .is_some_and(|owners| owners.iter().any(|n| n != except))
+    }
+
+    /// Distinct apexes known.
+    pub fn len(&self) -> usize {
+        self.owners.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.owners.is_empty()
+    }
+}
+
+impl ApexOwners for ApexMap {
+    fn owned_by_other(&self, apex: &str, except: &str) -> bool {
+        ApexMap::owned_by_other(self, apex, except)
+    }
+}
+
+/// The apex map of the live index, fed by the namespace watch. A relist (`Init` …
+/// `InitApply`… `InitDone`) builds a fresh map and swaps it in whole, so namespaces deleted
+/// while the watch was down disappear, and reviews keep reading the previous map meanwhile.
+#[derive(Debug, Default)]
+pub struct LiveApexIndex {
+    current: RwLock<ApexMap>,
+    rebuilding: Mutex<Option<ApexMap>>,
+}
+
+impl LiveApexIndex {
+    pub fn apply(&self, name: &str, labels: &BTreeMap<String, String>) {
+        write(&self.current).set(name, labels);
+    }
+
+    pub fn delete(&self, name: &str) {
+        write(&self.current).remove(name);
+    }
+
+    pub fn relist_started(&self) {
+        *lock(&self.rebuilding) = Some(ApexMap::default());
+    }
+
+    pub fn relist_item(&self, name: &str, labels: &BTreeMap<String, String>) {
+        if let Some(map) = lock(&self.rebuilding).as_mut() {
+            map.set(name, labels);
+        }
+    }
+
+    pub fn relist_done(&self) {
+        if let Some(map) = lock(&self.rebuilding).take() {
+            *write(&self.current) = map;
+        }
+    }
+}
+
+impl ApexOwners for LiveApexIndex {
+    fn owned_by_other(&self, apex: &str, except: &str) -> bool {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .owned_by_other(apex, except)
+    }
+}
+
+// A panic while a map was being updated leaves it consistent enough to read (each update is a
+// handful of inserts/removes); poisoning must not turn every later review into a panic.
+fn write<T>(l: &RwLock<T>) -> std::sync::RwLockWriteGuard<'_, T> {
+    l.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn labels(apex: Option<&str>) -> BTreeMap<String, String> {
+        let mut m = BTreeMap::from([("team".to_string(), "a".to_string())]);
+        if let Some(a) = apex {
+            m.insert(HOST_LABEL.to_string(), a.to_string());
+        }
+        m
+    }
+
+    #[test]
+    fn tracks_creates_changes_and_deletes() {
+        let mut m = ApexMap::default();
+        // (step, expected owners of customer1.io other than tenant-alice)
+        m.set("tenant-cust", &labels(Some("Customer1.IO")));
+        assert!(m.owned_by_other("customer1.io", "tenant-alice"));
+        assert!(!m.owned_by_other("customer1.io", "tenant-cust"), "own apex");
+        assert!(!m.owned_by_other("Customer1.IO", "tenant-alice"), "keys are lowercase");
+        m.set("tenant-cust2", &labels(Some("customer1.io")));
+        assert!(m.owned_by_other("customer1.io", "tenant-cust"), "shared apex");
+        assert_eq!(m.len(), 1);
+        m.set("tenant-cust", &labels(Some("customer2.io")));
+        assert!(m.owned_by_other("customer2.io", "tenant-alice"));
+        assert!(!m.owned_by_other("customer1.io", "tenant-cust2"));
+        m.set("tenant-cust2", &labels(Some("")));
+        assert!(!m.owned_by_other("customer1.io", "tenant-alice"), "empty label");
+        m.set("tenant-cust", &labels(None));
+        assert!(!m.owned_by_other("customer2.io", "tenant-alice"), "label removed");
+        assert!(m.is_empty());
+        m.set("tenant-cust", &labels(Some("customer2.io")));
+        m.remove("tenant-cust");
+        m.remove("tenant-never");
+        assert!(m.is_empty());
+        assert!(m.apex_of.is_empty());
+    }
+
+    #[test]
+    fn relist_replaces_the_map_whole() {
+        let idx = LiveApexIndex::default();
+        idx.apply("tenant-old", &labels(Some("old.io")));
+        idx.relist_started();
+        idx.relist_item("tenant-new", &labels(Some("new.io")));
+        // Until the relist completes, reviews read the previous map.
+        assert!(idx.owned_by_other("old.io", "x"));
+        assert!(!idx.owned_by_other("new.io", "x"));
+        idx.relist_done();
+        assert!(!idx.owned_by_other("old.io", "x"), "deleted while the watch was down");
+        assert!(idx.owned_by_other("new.io", "x"));
+        // A stray InitDone without Init changes nothing.
+        idx.relist_done();
+        assert!(idx.owned_by_other("new.io", "x"));
+        idx.delete("tenant-new");
+        assert!(!idx.owned_by_other("new.io", "x"));
+    }
+}
