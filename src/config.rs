@@ -339,6 +339,11 @@ pub struct ServeArgs {
     )]
     pub leader_election_name: String,
 
+    /// List both HTTPRoute and TLSRoute on every port-443 listener the reconciler renders
+    /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
+    #[arg(long, env = "TENANT_GATEWAY_UNIFORM_PORT_KINDS")]
+    pub uniform_port_kinds: bool,
+
     /// How often the certificate files are checked for changes, in seconds.
     #[arg(long, env = "TENANT_GATEWAY_TLS_RELOAD_INTERVAL", default_value = "2", value_parser = parse_secs)]
     pub tls_reload_interval: Duration,
@@ -451,30 +456,55 @@ mod tests {
             ("namespace.cozystack.io/h\u{e9}st", "contains"),
         ];
         let long = "a".repeat(64);
-        for (label, phrase) in bad_labels.iter().copied().chain([(long.as_str(), "at most 63")]) {
+        for (label, phrase) in bad_labels
+            .iter()
+            .copied()
+            .chain([(long.as_str(), "at most 63")])
+        {
             let e = with(&[], &["namespace.cozystack.io/host", label], &[])
                 .policy_config()
                 .expect_err(label);
-            assert!(matches!(e, ConfigError::BadGuardedLabel { .. }), "{label:?}: {e:?}");
+            assert!(
+                matches!(e, ConfigError::BadGuardedLabel { .. }),
+                "{label:?}: {e:?}"
+            );
             let text = e.to_string();
-            assert!(text.contains(phrase) && text.contains("--guarded-label"), "{label:?}: {text}");
+            assert!(
+                text.contains(phrase) && text.contains("--guarded-label"),
+                "{label:?}: {text}"
+            );
         }
         for ok in ["team", "a.b-c_d", "x.io/A_b.9", "k8s.io/x"] {
             assert!(with(&[], &[ok], &[]).policy_config().is_ok(), "{ok}");
         }
 
-        for (group, empty) in [("", true), (" ", true), ("system:masters x", false), ("a\tb", false)] {
+        for (group, empty) in [
+            ("", true),
+            (" ", true),
+            ("system:masters x", false),
+            ("a\tb", false),
+        ] {
             let e = with(&["system:masters", group], &[], &[])
                 .policy_config()
                 .expect_err(group);
             if empty {
-                assert!(matches!(e, ConfigError::EmptyTrustedGroup), "{group:?}: {e:?}");
+                assert!(
+                    matches!(e, ConfigError::EmptyTrustedGroup),
+                    "{group:?}: {e:?}"
+                );
             } else {
-                assert!(matches!(e, ConfigError::BadTrustedGroup { .. }), "{group:?}: {e:?}");
+                assert!(
+                    matches!(e, ConfigError::BadTrustedGroup { .. }),
+                    "{group:?}: {e:?}"
+                );
                 assert!(e.to_string().contains("--trusted-group"), "{e}");
             }
         }
-        assert!(with(&[], &[], &["route=warn", " "]).policy_config().is_err());
+        assert!(
+            with(&[], &[], &["route=warn", " "])
+                .policy_config()
+                .is_err()
+        );
     }
 
     #[test]

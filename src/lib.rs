@@ -16,4 +16,5 @@ pub mod platform;
 pub mod policies;
 pub mod policy;
 pub mod reconcile;
+pub mod serve;
 pub mod server;

@@ -254,10 +254,30 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
     let cfg = policy.policy_config()?;
     let metrics = Metrics::new();
     let readiness = Arc::new(Readiness::new());
+    let reconciler_opts = tenant_gateway::serve::ReconcilerOptions {
+        lease_namespace: serve.leader_election_namespace.clone(),
+        lease_name: serve.leader_election_name.clone(),
+        uniform_port_kinds: serve.uniform_port_kinds,
+        scope: tenant_gateway::platform::Scope {
+            tenant_prefix: policy.tenant_prefix.clone(),
+            system_prefix: policy.system_prefix.clone(),
+        },
+    };
     if serve.no_webhook {
-        anyhow::bail!(
-            "--no-webhook leaves nothing to run: the reconciler and replicator are not part of this build yet"
-        );
+        if serve.no_controller || policy.namespaces.is_some() {
+            anyhow::bail!(
+                "--no-webhook leaves nothing to run: the reconciler needs a cluster (drop --no-controller and --namespaces)"
+            );
+        }
+        let client = kube_client(serve.kubeconfig.as_deref()).await?;
+        let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
+        let r = tenant_gateway::serve::start_reconciler(client, live, metrics, reconciler_opts);
+        tokio::select! {
+            ended = r.done => anyhow::bail!("{}", ended.unwrap_or("the reconciler task panicked")),
+            _ = shutdown_signal() => {}
+        }
+        tracing::info!("stopped");
+        return Ok(ExitCode::SUCCESS);
     }
     let (Some(cert), Some(key)) = (serve.tls_cert_file.clone(), serve.tls_key_file.clone()) else {
         anyhow::bail!(
@@ -276,18 +296,24 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         }
         None => {
             let client = kube_client(serve.kubeconfig.as_deref()).await?;
-            NamespaceSource::Live(LiveNamespaces::start(
-                client,
-                readiness.clone(),
-                metrics.clone(),
-            ))
+            let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
+            if !serve.no_controller {
+                let r = tenant_gateway::serve::start_reconciler(
+                    client,
+                    live.clone(),
+                    metrics.clone(),
+                    reconciler_opts,
+                );
+                // The reconciler ending is fatal: the process exits so it restarts.
+                tokio::spawn(async move {
+                    let why = r.done.await.unwrap_or("the reconciler task panicked");
+                    tracing::error!("{why}; exiting");
+                    std::process::exit(1);
+                });
+            }
+            NamespaceSource::Live(live)
         }
     };
-    if !serve.no_controller && policy.namespaces.is_none() {
-        tracing::info!(
-            "the TenantGateway reconciler is not part of this build yet; running the webhook only"
-        );
-    }
     let admission = Arc::new(Admission::new(Arc::new(cfg), namespaces, metrics.clone()));
     let opts = ServeOptions {
         listen: serve.listen,

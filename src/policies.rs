@@ -352,9 +352,8 @@ fn quoted_list(list: &str) -> String {
 /// annotations the layer reads (as the webhook judges a subresource write only when a read
 /// field changes).
 fn status_changes_annotations() -> MatchCondition {
-    let side = |o: &str| {
-        format!("(has({o}.metadata.annotations) ? {o}.metadata.annotations : {{}})")
-    };
+    let side =
+        |o: &str| format!("(has({o}.metadata.annotations) ? {o}.metadata.annotations : {{}})");
     let (new, old) = (side("object"), side("oldObject"));
     MatchCondition {
         name: "main-resource-or-read-annotation-changed".to_string(),
@@ -1028,7 +1027,10 @@ fn ingress(cfg: &PolicyConfig, root: &str) -> PolicyDef {
                 concat(&[
                     format!(
                         "variables.objectRef + {} + {}",
-                        lit(&format!(": annotation {} entries ", policy::ingress::SERVER_ALIAS)),
+                        lit(&format!(
+                            ": annotation {} entries ",
+                            policy::ingress::SERVER_ALIAS
+                        )),
                         quoted_list("variables.badAliases")
                     ),
                     "' not allowed: ' + variables.allowed".to_string(),
@@ -1226,7 +1228,11 @@ mod tests {
                         vec!["v1", "v1beta1"],
                         vec!["gateways"],
                     ),
-                    ("gateway.networking.k8s.io", vec!["v1"], vec!["listenersets"]),
+                    (
+                        "gateway.networking.k8s.io",
+                        vec!["v1"],
+                        vec!["listenersets"],
+                    ),
                     (
                         "gateway.networking.x-k8s.io",
                         vec!["v1alpha1"],
@@ -1295,9 +1301,15 @@ mod tests {
                 assert_eq!(strings(&g["resources"]), resources, "{name}");
                 assert_eq!(strings(&g["operations"]), ["CREATE", "UPDATE"], "{name}");
                 // Subresources are matched only where the API server keeps metadata changes.
-                assert!(resources.iter().all(|r| !r.contains('/')
-                    || ["namespaces/status", "namespaces/finalize", "ingresses/status"]
-                        .contains(r)));
+                assert!(resources.iter().all(|r| {
+                    !r.contains('/')
+                        || [
+                            "namespaces/status",
+                            "namespaces/finalize",
+                            "ingresses/status",
+                        ]
+                        .contains(r)
+                }));
             }
         }
     }

@@ -286,7 +286,10 @@ fn guarded_label_list_from_the_environment_is_trimmed_and_validated() {
             "apiVersion: v1\nkind: Namespace\nmetadata:\n  name: tenant-new\n  labels:\n    {label}: x\n"
         )
     };
-    let env = [("TENANT_GATEWAY_GUARDED_LABEL", "example.com/a, example.com/b")];
+    let env = [(
+        "TENANT_GATEWAY_GUARDED_LABEL",
+        "example.com/a, example.com/b",
+    )];
     for label in ["example.com/a", "example.com/b"] {
         let out = run_env(&env, &ns(label));
         assert_eq!(
@@ -313,9 +316,21 @@ fn guarded_label_list_from_the_environment_is_trimmed_and_validated() {
             "example.com/a,example com/b",
             "is not a valid label key",
         ),
-        ("TENANT_GATEWAY_GUARDED_LABEL", "example.com/a,,b", "is not a valid label key"),
-        ("TENANT_GATEWAY_TRUSTED_GROUP", "system:masters,ops team", "is not a valid group name"),
-        ("TENANT_GATEWAY_ENFORCEMENT", "route=warn, ingress=block", "--enforcement"),
+        (
+            "TENANT_GATEWAY_GUARDED_LABEL",
+            "example.com/a,,b",
+            "is not a valid label key",
+        ),
+        (
+            "TENANT_GATEWAY_TRUSTED_GROUP",
+            "system:masters,ops team",
+            "is not a valid group name",
+        ),
+        (
+            "TENANT_GATEWAY_ENFORCEMENT",
+            "route=warn, ingress=block",
+            "--enforcement",
+        ),
     ] {
         let out = run_env(&[(var, value)], &ns("team"));
         let err = String::from_utf8_lossy(&out.stderr);

@@ -412,10 +412,7 @@ impl Admission {
         // field the layer reads (`WebhookResource::trusted_subresources` says why per kind);
         // any other one (namespaces/status, namespaces/finalize, ingresses/status, or one we
         // do not know) is judged like an UPDATE of the main resource.
-        let subresource = request
-            .sub_resource
-            .as_deref()
-            .filter(|s| !s.is_empty());
+        let subresource = request.sub_resource.as_deref().filter(|s| !s.is_empty());
         if let Some(sub) = subresource
             && resource.trusted_subresources().contains(&sub)
         {
@@ -545,13 +542,7 @@ impl Admission {
         // A bug in a layer must deny, not crash the server or admit.
         let cfg = &self.cfg;
         let result = catch_unwind(AssertUnwindSafe(|| {
-            policy::evaluate_with(
-                layer,
-                &review,
-                &ns_ctx,
-                self.namespaces.apex_owners(),
-                cfg,
-            )
+            policy::evaluate_with(layer, &review, &ns_ctx, self.namespaces.apex_owners(), cfg)
         }));
         let findings = match result {
             Ok(Ok(f)) => f,

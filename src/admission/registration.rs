@@ -151,7 +151,10 @@ mod tests {
             ])
         );
         let grpc = hook(&v, "grpcroutes");
-        assert_eq!(grpc["rules"][0]["apiGroups"], json!(["gateway.networking.k8s.io"]));
+        assert_eq!(
+            grpc["rules"][0]["apiGroups"],
+            json!(["gateway.networking.k8s.io"])
+        );
         assert_eq!(grpc["rules"][0]["apiVersions"], json!(["v1"]));
         assert!(grpc["namespaceSelector"].is_object());
     }

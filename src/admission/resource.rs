@@ -65,7 +65,12 @@ impl WebhookResource {
             }
             WebhookResource::ListenerSets => &[
                 r!(GATEWAY_API, "listenersets", "ListenerSet", &["v1"]),
-                r!(GATEWAY_API_X, "xlistenersets", "XListenerSet", &["v1alpha1"]),
+                r!(
+                    GATEWAY_API_X,
+                    "xlistenersets",
+                    "XListenerSet",
+                    &["v1alpha1"]
+                ),
             ],
             WebhookResource::HttpRoutes => &[r!(
                 GATEWAY_API,
@@ -79,9 +84,7 @@ impl WebhookResource {
                 "TLSRoute",
                 &["v1", "v1alpha3", "v1alpha2"],
             )],
-            WebhookResource::GrpcRoutes => {
-                &[r!(GATEWAY_API, "grpcroutes", "GRPCRoute", &["v1"])]
-            }
+            WebhookResource::GrpcRoutes => &[r!(GATEWAY_API, "grpcroutes", "GRPCRoute", &["v1"])],
             WebhookResource::Ingresses => {
                 &[r!("networking.k8s.io", "ingresses", "Ingress", &["v1"])]
             }
@@ -143,7 +146,10 @@ impl WebhookResource {
     /// Cluster-scoped kinds: the API server fills `request.namespace` with the object's own
     /// name for Namespaces; it is no scope.
     pub fn cluster_scoped(self) -> bool {
-        matches!(self, WebhookResource::Namespaces | WebhookResource::Packages)
+        matches!(
+            self,
+            WebhookResource::Namespaces | WebhookResource::Packages
+        )
     }
 
     /// Subresources the webhook is registered for and evaluates exactly like an UPDATE of the
@@ -242,7 +248,10 @@ mod tests {
         for r in WebhookResource::ALL {
             assert!(!r.api_resources().is_empty(), "{r:?}");
             for a in r.api_resources() {
-                assert_eq!(WebhookResource::from_group_resource(a.group, a.resource), Some(r));
+                assert_eq!(
+                    WebhookResource::from_group_resource(a.group, a.resource),
+                    Some(r)
+                );
                 assert_eq!(WebhookResource::from_group_kind(a.group, a.kind), Some(r));
                 assert!(!a.versions.is_empty());
             }

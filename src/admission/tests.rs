@@ -203,11 +203,23 @@ async fn subresources_are_trusted_only_where_the_api_server_resets_read_fields()
     let groups = &["tenant-alice-admins"][..];
     let cases = [
         // (old, new, allowed)
-        (ing("", "a.alice.example.org"), ing("dashboard.example.org", "a.alice.example.org"), false),
-        (ing("", "a.alice.example.org"), ing("b.alice.example.org", "a.alice.example.org"), true),
+        (
+            ing("", "a.alice.example.org"),
+            ing("dashboard.example.org", "a.alice.example.org"),
+            false,
+        ),
+        (
+            ing("", "a.alice.example.org"),
+            ing("b.alice.example.org", "a.alice.example.org"),
+            true,
+        ),
         // An Ingress admitted before the webhook: a status write that changes nothing read
         // passes (the ingress controller is not blocked).
-        (ing("dashboard.example.org", "x.bob.example.org"), ing("dashboard.example.org", "x.bob.example.org"), true),
+        (
+            ing("dashboard.example.org", "x.bob.example.org"),
+            ing("dashboard.example.org", "x.bob.example.org"),
+            true,
+        ),
     ];
     for (old, new, ok) in cases {
         let r = review_of(INGRESSES, "status", groups, old.clone(), new.clone());
@@ -238,8 +250,18 @@ async fn grpcroutes_and_listenersets_have_paths() {
     assert!(message(&v).contains("webhook misconfiguration"), "{v}");
 
     for (group, version, plural, kind) in [
-        ("gateway.networking.k8s.io", "v1", "listenersets", "ListenerSet"),
-        ("gateway.networking.x-k8s.io", "v1alpha1", "xlistenersets", "XListenerSet"),
+        (
+            "gateway.networking.k8s.io",
+            "v1",
+            "listenersets",
+            "ListenerSet",
+        ),
+        (
+            "gateway.networking.x-k8s.io",
+            "v1alpha1",
+            "xlistenersets",
+            "XListenerSet",
+        ),
     ] {
         let obj = |host: &str| {
             json!({"apiVersion": format!("{group}/{version}"), "kind": kind,
@@ -259,7 +281,8 @@ async fn grpcroutes_and_listenersets_have_paths() {
         assert!(!allowed(&v), "{kind}: {v}");
         assert!(
             message(&v).starts_with(&format!("{kind} tenant-alice/ls"))
-                && message(&v).contains("must equal alice.example.org or end with .alice.example.org"),
+                && message(&v)
+                    .contains("must equal alice.example.org or end with .alice.example.org"),
             "{kind}: {v}"
         );
         r["request"]["object"] = obj("shop.alice.example.org");
@@ -268,11 +291,17 @@ async fn grpcroutes_and_listenersets_have_paths() {
         // Versions are checked per API resource.
         r["request"]["resource"]["version"] = json!("v1beta9");
         let (_, v) = post(&a, WebhookResource::ListenerSets, &r).await;
-        assert!(message(&v).contains(plural) && message(&v).contains(version), "{v}");
+        assert!(
+            message(&v).contains(plural) && message(&v).contains(version),
+            "{v}"
+        );
         // The Gateway path does not serve ListenerSets.
         r["request"]["resource"]["version"] = json!(version);
         let (_, v) = post(&a, WebhookResource::Gateways, &r).await;
-        assert!(message(&v).contains("webhook misconfiguration"), "{kind}: {v}");
+        assert!(
+            message(&v).contains("webhook misconfiguration"),
+            "{kind}: {v}"
+        );
     }
 }
 
@@ -280,9 +309,14 @@ async fn grpcroutes_and_listenersets_have_paths() {
 async fn another_namespaces_apex_is_denied_through_the_snapshot_index() {
     let a = admission();
     let mut r = route_review("CREATE", "tenant-alice", &[]);
-    r["request"]["resource"] = json!({"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"});
+    r["request"]["resource"] =
+        json!({"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"});
     r["request"]["kind"]["kind"] = json!("Ingress");
-    for (host, ok) in [("shop.customer1.io", false), ("customer1.io", false), ("shop.customer9.io", true)] {
+    for (host, ok) in [
+        ("shop.customer1.io", false),
+        ("customer1.io", false),
+        ("shop.customer9.io", true),
+    ] {
         r["request"]["object"] = json!({"metadata": {"name": "web", "namespace": "tenant-alice"},
             "spec": {"rules": [{"host": host}]}});
         let (_, v) = post(&a, WebhookResource::Ingresses, &r).await;

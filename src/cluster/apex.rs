@@ -154,17 +154,29 @@ mod tests {
         m.set("tenant-cust", &labels(Some("Customer1.IO")));
         assert!(m.owned_by_other("customer1.io", "tenant-alice"));
         assert!(!m.owned_by_other("customer1.io", "tenant-cust"), "own apex");
-        assert!(!m.owned_by_other("Customer1.IO", "tenant-alice"), "keys are lowercase");
+        assert!(
+            !m.owned_by_other("Customer1.IO", "tenant-alice"),
+            "keys are lowercase"
+        );
         m.set("tenant-cust2", &labels(Some("customer1.io")));
-        assert!(m.owned_by_other("customer1.io", "tenant-cust"), "shared apex");
+        assert!(
+            m.owned_by_other("customer1.io", "tenant-cust"),
+            "shared apex"
+        );
         assert_eq!(m.len(), 1);
         m.set("tenant-cust", &labels(Some("customer2.io")));
         assert!(m.owned_by_other("customer2.io", "tenant-alice"));
         assert!(!m.owned_by_other("customer1.io", "tenant-cust2"));
         m.set("tenant-cust2", &labels(Some("")));
-        assert!(!m.owned_by_other("customer1.io", "tenant-alice"), "empty label");
+        assert!(
+            !m.owned_by_other("customer1.io", "tenant-alice"),
+            "empty label"
+        );
         m.set("tenant-cust", &labels(None));
-        assert!(!m.owned_by_other("customer2.io", "tenant-alice"), "label removed");
+        assert!(
+            !m.owned_by_other("customer2.io", "tenant-alice"),
+            "label removed"
+        );
         assert!(m.is_empty());
         m.set("tenant-cust", &labels(Some("customer2.io")));
         m.remove("tenant-cust");
@@ -183,7 +195,10 @@ mod tests {
         assert!(idx.owned_by_other("old.io", "x"));
         assert!(!idx.owned_by_other("new.io", "x"));
         idx.relist_done();
-        assert!(!idx.owned_by_other("old.io", "x"), "deleted while the watch was down");
+        assert!(
+            !idx.owned_by_other("old.io", "x"),
+            "deleted while the watch was down"
+        );
         assert!(idx.owned_by_other("new.io", "x"));
         // A stray InitDone without Init changes nothing.
         idx.relist_done();

@@ -234,7 +234,11 @@ mod tests {
                 .await;
             assert!(r.is_err());
         }
-        assert_eq!(gets.load(Ordering::SeqCst), 6, "each sequential miss asks again");
+        assert_eq!(
+            gets.load(Ordering::SeqCst),
+            6,
+            "each sequential miss asks again"
+        );
         assert_eq!(cache.negative_len(), 0);
     }
 
@@ -248,7 +252,11 @@ mod tests {
         assert_eq!(gets.load(Ordering::SeqCst), 1);
         cache.forget("tenant-x");
         cache.lookup("tenant-x", nf).await.expect("ok");
-        assert_eq!(gets.load(Ordering::SeqCst), 2, "forgotten after a watch event");
+        assert_eq!(
+            gets.load(Ordering::SeqCst),
+            2,
+            "forgotten after a watch event"
+        );
         tokio::time::sleep(Duration::from_millis(80)).await;
         cache.lookup("tenant-x", nf).await.expect("ok");
         assert_eq!(gets.load(Ordering::SeqCst), 3, "expired");

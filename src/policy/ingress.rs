@@ -40,7 +40,10 @@ enum Item<'a> {
     Snippet(&'static str),
     DefaultBackend,
     HostlessRule(usize),
-    Host { at: HostAt, host: &'a str },
+    Host {
+        at: HostAt,
+        host: &'a str,
+    },
 }
 
 /// Where a host sits; rendered only when a message needs it, so admitted objects cost no
@@ -563,7 +566,10 @@ mod tests {
                             "must be within",
                         ],
                     );
-                    assert!(!v.contains("tenant-cust") && !v.contains("tenant-shop"), "{v}");
+                    assert!(
+                        !v.contains("tenant-cust") && !v.contains("tenant-shop"),
+                        "{v}"
+                    );
                 }
                 assert!(f.warnings.is_empty(), "{f:?}");
             } else {
@@ -594,7 +600,11 @@ mod tests {
                 vec![],
                 vec![],
             ),
-            ("dashboard.example.org", vec!["entry 1", "\"dashboard.example.org\""], vec![]),
+            (
+                "dashboard.example.org",
+                vec!["entry 1", "\"dashboard.example.org\""],
+                vec![],
+            ),
             (
                 "a.alice.example.org, x.bob.example.org",
                 vec!["entry 2", "\"x.bob.example.org\""],
@@ -602,9 +612,21 @@ mod tests {
             ),
             ("shop.customer.com", vec![], vec!["shop.customer.com"]),
             ("*.customer.com", vec!["entry 1", "wildcard"], vec![]),
-            ("customer1.io", vec!["entry 1", "another tenant's namespace"], vec![]),
-            ("a.alice.example.org;server_name", vec!["entry 1", "is invalid"], vec![]),
-            ("Shop.alice.example.org", vec!["entry 1", "uppercase"], vec![]),
+            (
+                "customer1.io",
+                vec!["entry 1", "another tenant's namespace"],
+                vec![],
+            ),
+            (
+                "a.alice.example.org;server_name",
+                vec!["entry 1", "is invalid"],
+                vec![],
+            ),
+            (
+                "Shop.alice.example.org",
+                vec!["entry 1", "uppercase"],
+                vec![],
+            ),
         ];
         for (alias, offending, warned) in cases {
             let obj = annotated(
@@ -636,7 +658,12 @@ mod tests {
             assert_eq!(f.violations.len(), 1, "{key}: {f:?}");
             assert_mentions(
                 &f.violations[0],
-                &["Ingress tenant-alice/web", key, "not allowed in tenant namespaces", "server_name"],
+                &[
+                    "Ingress tenant-alice/web",
+                    key,
+                    "not allowed in tenant namespaces",
+                    "server_name",
+                ],
             );
             // Empty snippets configure nothing.
             for empty in ["", "  \n"] {
@@ -644,7 +671,10 @@ mod tests {
                 assert_eq!(run(&alice(), &obj), Ok(Findings::ok()), "{key} {empty:?}");
             }
             // Platform namespaces may use them.
-            let obj = annotated(json!({key: "return 403;"}), json!(["dashboard.example.org"]));
+            let obj = annotated(
+                json!({key: "return 403;"}),
+                json!(["dashboard.example.org"]),
+            );
             let r = review("Ingress", "cozy-dashboard", &obj);
             assert_eq!(evaluate(&r, &alice(), &cfg()), Ok(Findings::ok()));
         }
@@ -654,7 +684,12 @@ mod tests {
             json!(["x.evil.example.org"]),
         );
         let f = run(&alice(), &obj).expect("ok");
-        let order = [SERVER_SNIPPET, CONFIGURATION_SNIPPET, SERVER_ALIAS, "spec.rules[0]"];
+        let order = [
+            SERVER_SNIPPET,
+            CONFIGURATION_SNIPPET,
+            SERVER_ALIAS,
+            "spec.rules[0]",
+        ];
         assert_eq!(f.violations.len(), order.len(), "{f:?}");
         for (v, what) in f.violations.iter().zip(order) {
             assert!(v.contains(what), "{v} lacks {what}");
@@ -664,7 +699,10 @@ mod tests {
     #[test]
     fn annotation_shapes_are_shape_errors() {
         let cases = [
-            (json!({"metadata": {"annotations": []}}), "metadata.annotations".to_string()),
+            (
+                json!({"metadata": {"annotations": []}}),
+                "metadata.annotations".to_string(),
+            ),
             (json!({"metadata": "x"}), "metadata".to_string()),
             (
                 json!({"metadata": {"annotations": {SERVER_ALIAS: 5}}}),

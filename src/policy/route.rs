@@ -136,8 +136,16 @@ mod tests {
                 vec![],
             ),
             // Catch-alls: no hostnames at all.
-            ("alice.example.org", json!([]), vec!["spec.hostnames is empty or absent"]),
-            ("alice.example.org", json!(null), vec!["spec.hostnames is empty or absent"]),
+            (
+                "alice.example.org",
+                json!([]),
+                vec!["spec.hostnames is empty or absent"],
+            ),
+            (
+                "alice.example.org",
+                json!(null),
+                vec!["spec.hostnames is empty or absent"],
+            ),
             (
                 "ALICE.example.org",
                 json!(["shop.alice.example.org"]),

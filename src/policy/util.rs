@@ -440,8 +440,16 @@ mod tests {
             &["metadata", "labels"],
             &["metadata", "labels", HOST_LABEL],
             &["metadata", "annotations"],
-            &["metadata", "annotations", super::super::ingress::SERVER_ALIAS],
-            &["metadata", "annotations", super::super::ingress::SERVER_SNIPPET],
+            &[
+                "metadata",
+                "annotations",
+                super::super::ingress::SERVER_ALIAS,
+            ],
+            &[
+                "metadata",
+                "annotations",
+                super::super::ingress::SERVER_SNIPPET,
+            ],
             &["spec", "components"],
             &["spec", "components", "platform", "values"],
             &[

@@ -14,14 +14,20 @@
 //! | §3.7 zero writes on an unchanged world, ownership, deletes | `diff.rs` |
 //! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | [`plan`], [`cleanup`] |
 //!
+//! | §3.7 the kube edge: caches → inputs, writes, Controller, finalizer, events | `context.rs`, `apply.rs`, `controller.rs`, `error.rs` |
+//!
 //! The pure files import only `api`, `inputs`, `crate::platform`, `crate::hostname`,
 //! `crate::claims`, each other and the object types.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 pub mod api;
+pub mod apply;
 pub mod certmanager;
+pub mod context;
+pub mod controller;
 pub mod diff;
+pub mod error;
 pub mod inputs;
 pub mod labels;
 pub mod names;
