@@ -564,10 +564,10 @@ async fn reconcile_inner(
         s.mode = mode;
         s.conflicts = p.summary.conflicts;
         s.over_cap = p.summary.over_cap;
+        // Recorded once published (the first reconcile may only add the finalizer).
         if s.notices == p.notices {
             Vec::new()
         } else {
-            s.notices = p.notices.clone();
             p.notices.clone()
         }
     });
@@ -598,6 +598,9 @@ async fn reconcile_inner(
             Finalizer::Apply(t) => {
                 for n in &new_notices {
                     publish(&ctx2, &t, n.reason, &n.message).await;
+                }
+                if !new_notices.is_empty() {
+                    ctx2.with_state(&ObjectRef::from(t.as_ref()), |s| s.notices = new_notices);
                 }
                 let issued = apply::execute(&ctx2, &inputs, &p.writes).await?;
                 if issued > 0 {
