@@ -283,12 +283,384 @@ fn reconciler_on_a_real_api_server() {
     http01_listener_certificate_and_route_status(&c);
     ready_once_gateway_programmed_and_certificates_ready(&c);
     unchanged_world_issues_no_writes(&c, &one.metrics);
+    unlistenable_hostnames_refuse_only_their_route(&c);
+    hostname_change_swaps_listener_and_certificate(&c);
+    layer1_allowed_routes_and_passthrough(&c);
     same_named_gateway_not_owned_is_left_alone(&c);
     conflict_cozy_wins_then_loser_accepted(&c);
     deleting_the_tgw_removes_what_it_wrote(&c);
+    dns01_existing_secret_and_back(&c);
+    listener_cap_of_64(&c);
 
+    // Two replicas: one Lease holder, only it writes; killing it hands over.
+    let two = start_replica(&rt, &cp);
+    c.wait("the second replica's caches", || {
+        (counter_sum(&two.metrics, "tenant_gateway_reconcile_total") > 0).then_some(())
+    });
+    assert_eq!(one.metrics.leader.get() + two.metrics.leader.get(), 1);
+    assert_eq!(two.metrics.leader.get(), 0);
+    c.apply(&http_route(
+        "tenant-alice",
+        "late",
+        ("tenant-alice", "gw"),
+        &["late.alice.example.org"],
+    ));
+    c.wait("the holder converges", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listeners(&gw)
+            .iter()
+            .any(|(n, _)| n == "https-late")
+            .then_some(())
+    });
+    assert_eq!(writes_total(&two.metrics), 0, "the standby replica wrote");
     one.reconciler.done.abort();
+    c.wait("the standby takes the Lease over", || {
+        (two.metrics.leader.get() == 1).then_some(())
+    });
+    c.apply(&http_route(
+        "tenant-alice",
+        "later",
+        ("tenant-alice", "gw"),
+        &["later.alice.example.org"],
+    ));
+    c.wait("the new holder converges", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listeners(&gw)
+            .iter()
+            .any(|(n, _)| n == "https-later")
+            .then_some(())
+    });
+    assert!(writes_total(&two.metrics) > 0);
+    two.reconciler.done.abort();
     drop(rt);
+}
+
+/// A wildcard or out-of-apex hostname is refused in that route's status only.
+fn unlistenable_hostnames_refuse_only_their_route(c: &Cluster) {
+    c.apply(&http_route(
+        "tenant-alice",
+        "wild",
+        ("tenant-alice", "gw"),
+        &["*.alice.example.org"],
+    ));
+    c.apply(&http_route(
+        "tenant-alice",
+        "outside",
+        ("tenant-alice", "gw"),
+        &["app.example.com"],
+    ));
+    for name in ["wild", "outside"] {
+        c.wait("HostnameNotListenable on the bad route", || {
+            let r = c.get("httproute", "tenant-alice", name)?;
+            (route_condition(&r, "Accepted")?
+                == ("False".to_string(), "HostnameNotListenable".to_string()))
+                .then_some(())
+        });
+    }
+    let gw = c.get("gateway", "tenant-alice", "gw").expect("gateway");
+    let https: Vec<_> = listeners(&gw)
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("https"))
+        .collect();
+    assert_eq!(
+        https,
+        vec![(
+            "https-harbor".to_string(),
+            Some("harbor.alice.example.org".to_string())
+        )]
+    );
+    let r = c.get("httproute", "tenant-alice", "harbor").expect("route");
+    assert_eq!(
+        route_condition(&r, "Accepted").map(|c| c.0),
+        Some("True".into())
+    );
+    c.delete("httproute", "tenant-alice", "wild");
+    c.delete("httproute", "tenant-alice", "outside");
+}
+
+/// Changing a route's hostname swaps its listener and Certificate.
+fn hostname_change_swaps_listener_and_certificate(c: &Cluster) {
+    c.apply(&http_route(
+        "tenant-alice",
+        "harbor",
+        ("tenant-alice", "gw"),
+        &["registry.alice.example.org"],
+    ));
+    c.wait("https-registry replaces https-harbor", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        let ls = listeners(&gw);
+        let swapped = ls.iter().any(|(n, _)| n == "https-registry")
+            && !ls.iter().any(|(n, _)| n == "https-harbor")
+            && c.get("certificate", "tenant-alice", "gw-registry-tls")
+                .is_some()
+            && c.get("certificate", "tenant-alice", "gw-harbor-tls")
+                .is_none();
+        swapped.then_some(())
+    });
+}
+
+fn selector_values(listener: &Value) -> Vec<String> {
+    let mut v: Vec<String> =
+        listener["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"][0]["values"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn listener<'a>(gw: &'a Value, name: &str) -> Option<&'a Value> {
+    gw["spec"]["listeners"]
+        .as_array()?
+        .iter()
+        .find(|l| l["name"] == name)
+}
+
+/// Layer 1: port 80 admits the TGW namespace and cozy-cert-manager only; port-443 listeners
+/// exactly the allowed namespaces (a new inheriting namespace within seconds); passthrough
+/// listeners take TLSRoutes only.
+fn layer1_allowed_routes_and_passthrough(c: &Cluster) {
+    let gw = c.get("gateway", "tenant-alice", "gw").expect("gateway");
+    let http = listener(&gw, "http").expect("http listener");
+    assert_eq!(http["port"], 80);
+    assert_eq!(http["allowedRoutes"]["namespaces"]["from"], "Selector");
+    assert_eq!(
+        http["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"][0]["key"],
+        "kubernetes.io/metadata.name"
+    );
+    assert_eq!(selector_values(http), ["cozy-cert-manager", "tenant-alice"]);
+    let https = listener(&gw, "https-registry").expect("https listener");
+    assert_eq!(selector_values(https), ["tenant-alice", "tenant-alice-bob"]);
+    assert_eq!(
+        https["allowedRoutes"]["kinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+    );
+    c.namespace(
+        "tenant-alice-new",
+        &[
+            ("namespace.cozystack.io/host", "new.alice.example.org"),
+            ("namespace.cozystack.io/gateway", "tenant-alice"),
+        ],
+    );
+    c.wait(
+        "a new inheriting namespace in the port-443 selector",
+        || {
+            let gw = c.get("gateway", "tenant-alice", "gw")?;
+            (selector_values(listener(&gw, "https-registry")?)
+                == ["tenant-alice", "tenant-alice-bob", "tenant-alice-new"])
+            .then_some(())
+        },
+    );
+    c.apply(&tgw(
+        "tenant-alice",
+        "gw",
+        json!({"apex": "alice.example.org", "tlsPassthroughServices": ["db"]}),
+    ));
+    let gw = c.wait("listener tls-db", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listener(&gw, "tls-db").is_some().then_some(gw)
+    });
+    let tls = listener(&gw, "tls-db").expect("tls-db");
+    assert_eq!(tls["protocol"], "TLS");
+    assert_eq!(tls["hostname"], "db.alice.example.org");
+    assert_eq!(tls["tls"]["mode"], "Passthrough");
+    assert_eq!(
+        tls["allowedRoutes"]["kinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}])
+    );
+    assert_eq!(
+        listeners(&gw).last().map(|l| l.0.clone()),
+        Some("tls-db".to_string()),
+        "passthrough listeners come last"
+    );
+}
+
+fn cert_refs(l: &Value) -> Vec<String> {
+    l["tls"]["certificateRefs"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// dns01 with two inheriting children: https, https-apex, two https-child-…, one Certificate
+/// with six SANs; existingSecret: owned Issuer and Certificate deleted, every HTTPS listener
+/// on the Secret; back to http01: per-host Certificates.
+fn dns01_existing_secret_and_back(c: &Cluster) {
+    c.namespace(
+        "tenant-dave",
+        &[("namespace.cozystack.io/host", "dave.example.org")],
+    );
+    for child in ["a", "b"] {
+        c.namespace(
+            &format!("tenant-dave-{child}"),
+            &[
+                (
+                    "namespace.cozystack.io/host",
+                    &format!("{child}.dave.example.org"),
+                ),
+                ("namespace.cozystack.io/gateway", "tenant-dave"),
+            ],
+        );
+    }
+    c.apply(&http_route(
+        "tenant-dave",
+        "app",
+        ("tenant-dave", "gw"),
+        &["app.dave.example.org"],
+    ));
+    c.apply(&tgw(
+        "tenant-dave",
+        "gw",
+        json!({"apex": "dave.example.org", "certMode": "dns01",
+               "dns01": {"provider": "cloudflare",
+                         "cloudflare": {"apiTokenSecretRef": {"name": "cf", "key": "token"}}}}),
+    ));
+    let expected: Vec<String> = vec![
+        "http".into(),
+        "https".into(),
+        "https-apex".into(),
+        format!("https-child-a-{}", h8("a.dave.example.org")),
+        format!("https-child-b-{}", h8("b.dave.example.org")),
+    ];
+    c.wait("dns01 listeners", || {
+        let gw = c.get("gateway", "tenant-dave", "gw")?;
+        let names: Vec<String> = listeners(&gw).into_iter().map(|l| l.0).collect();
+        (names == expected).then_some(())
+    });
+    let cert = c.wait("the wildcard Certificate", || {
+        c.get("certificate", "tenant-dave", "gw-gateway-tls")
+    });
+    let mut sans: Vec<String> = cert["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    sans.sort();
+    assert_eq!(
+        sans,
+        [
+            "*.a.dave.example.org",
+            "*.b.dave.example.org",
+            "*.dave.example.org",
+            "a.dave.example.org",
+            "b.dave.example.org",
+            "dave.example.org"
+        ]
+    );
+    let issuer = c
+        .get("issuer", "tenant-dave", "gw-gateway")
+        .expect("issuer");
+    assert!(issuer["spec"]["acme"]["solvers"][0]["dns01"]["cloudflare"].is_object());
+
+    c.apply(&tgw(
+        "tenant-dave",
+        "gw",
+        json!({"apex": "dave.example.org", "certMode": "existingSecret",
+               "wildcardSecretRef": {"name": "wild"}}),
+    ));
+    c.wait(
+        "existingSecret: Issuer and Certificate deleted, listeners on the Secret",
+        || {
+            let gw = c.get("gateway", "tenant-dave", "gw")?;
+            let https: Vec<&Value> = gw["spec"]["listeners"]
+                .as_array()?
+                .iter()
+                .filter(|l| l["protocol"] == "HTTPS")
+                .collect();
+            let on_secret = https.len() == 4 && https.iter().all(|l| cert_refs(l) == ["wild"]);
+            (on_secret
+                && c.get("issuer", "tenant-dave", "gw-gateway").is_none()
+                && c.get("certificate", "tenant-dave", "gw-gateway-tls")
+                    .is_none())
+            .then_some(())
+        },
+    );
+
+    c.apply(&tgw(
+        "tenant-dave",
+        "gw",
+        json!({"apex": "dave.example.org"}),
+    ));
+    c.wait("http01 again: per-host Certificate", || {
+        let gw = c.get("gateway", "tenant-dave", "gw")?;
+        let l = listener(&gw, "https-app")?;
+        (cert_refs(l) == ["gw-app-tls"]
+            && c.get("certificate", "tenant-dave", "gw-app-tls").is_some()
+            && c.get("issuer", "tenant-dave", "gw-gateway").is_some())
+        .then_some(())
+    });
+}
+
+/// 70 routes with distinct hostnames: exactly 64 listeners; the rest ListenerLimitReached;
+/// ListenerCapacity=False; route 71 evicts nothing.
+fn listener_cap_of_64(c: &Cluster) {
+    c.namespace(
+        "tenant-erin",
+        &[("namespace.cozystack.io/host", "erin.example.org")],
+    );
+    c.apply(&tgw(
+        "tenant-erin",
+        "gw",
+        json!({"apex": "erin.example.org"}),
+    ));
+    let items: Vec<Value> = (0..70)
+        .map(|i| {
+            http_route(
+                "tenant-erin",
+                &format!("r{i:02}"),
+                ("tenant-erin", "gw"),
+                &[&format!("h{i:02}.erin.example.org")],
+            )
+        })
+        .collect();
+    c.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}));
+    let gw = c.wait("64 listeners", || {
+        let gw = c.get("gateway", "tenant-erin", "gw")?;
+        (listeners(&gw).len() == 64).then_some(gw)
+    });
+    let before: Vec<_> = listeners(&gw);
+    let over = c.wait("6 or 7 routes over the cap, the TGW says so", || {
+        let o = c.cp.kubectl(
+            &["get", "httproute", "-n", "tenant-erin", "-o", "json"],
+            None,
+        );
+        let list: Value = serde_json::from_str(&o.stdout).ok()?;
+        let reasons: Vec<(String, String)> = list["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| route_condition(r, "Accepted"))
+            .collect();
+        let over = reasons
+            .iter()
+            .filter(|r| r.1 == "ListenerLimitReached")
+            .count();
+        let accepted = reasons.iter().filter(|r| r.0 == "True").count();
+        let t = c.get("tenantgateway", "tenant-erin", "gw")?;
+        let cap = tgw_condition(&t, "ListenerCapacity")?;
+        (reasons.len() == 70 && accepted == 63 && over == 7 && cap.0 == "False").then_some(over)
+    });
+    assert_eq!(over, 7);
+    c.apply(&http_route(
+        "tenant-erin",
+        "r70",
+        ("tenant-erin", "gw"),
+        &["a.erin.example.org"],
+    ));
+    c.wait("route 71 over the cap", || {
+        let r = c.get("httproute", "tenant-erin", "r70")?;
+        (route_condition(&r, "Accepted")?.1 == "ListenerLimitReached").then_some(())
+    });
+    let after = listeners(&c.get("gateway", "tenant-erin", "gw").expect("gateway"));
+    assert_eq!(before, after, "route 71 evicted a listener");
 }
 
 /// http01: route harbor.alice.example.org → listener https-harbor, Certificate
