@@ -333,6 +333,71 @@ fn reconciler_on_a_real_api_server() {
     assert!(writes_total(&two.metrics) > 0);
     two.reconciler.done.abort();
     drop(rt);
+
+    webhook_and_reconciler_in_one_process(&c);
+}
+
+/// `serve` runs the webhook and the reconciler in one process; registered with the API
+/// server, every write of the reconciler passes its own webhook (Gateway: layer 2, redirect
+/// route: layer 7, namespace labels: layer 5 as a trusted caller).
+fn webhook_and_reconciler_in_one_process(c: &Cluster) {
+    let serve = Webhook::start_with(
+        c.cp,
+        "serve-both",
+        &[
+            "--leader-election-namespace",
+            "default",
+            "--leader-election-name",
+            "tenant-gateway-serve",
+        ],
+    );
+    c.cp.grant_impersonated_users();
+    serve.register(c.cp);
+    c.namespace(
+        "tenant-frank",
+        &[("namespace.cozystack.io/host", "frank.example.org")],
+    );
+    c.apply(&tgw(
+        "tenant-frank",
+        "gw",
+        json!({"apex": "frank.example.org"}),
+    ));
+    c.apply(&http_route(
+        "tenant-frank",
+        "app",
+        ("tenant-frank", "gw"),
+        &["app.frank.example.org"],
+    ));
+    c.wait(
+        "the serve process reconciled through its own webhook",
+        || {
+            let gw = c.get("gateway", "tenant-frank", "gw")?;
+            let r = c.get("httproute", "tenant-frank", "app")?;
+            let ns = c.get_cluster("namespace", "tenant-frank")?;
+            let done = listeners(&gw).iter().any(|(n, _)| n == "https-app")
+                && c.get("httproute", "tenant-frank", "gw-http-redirect")
+                    .is_some()
+                && c.get("certificate", "tenant-frank", "gw-app-tls").is_some()
+                && route_condition(&r, "Accepted")?.0 == "True"
+                && ns["metadata"]["labels"]["namespace.cozystack.io/gateway"] == "tenant-frank";
+            done.then_some(())
+        },
+    );
+    let log = serve.log();
+    assert!(!log.contains("reconcile failed"), "serve log: {log}");
+    // A tenant's own write that layer 2 denies proves the webhook was in the path.
+    let foreign = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "x", "namespace": "tenant-frank"},
+        "spec": {"gatewayClassName": "cilium", "listeners": [{"name": "https", "port": 443,
+            "protocol": "HTTPS", "hostname": "x.example.com",
+            "tls": {"mode": "Terminate", "certificateRefs": [{"name": "c"}]}}]}});
+    let o = c.cp.dry_run("frank", &[E2E_GROUP], &foreign.to_string());
+    assert!(
+        !o.allowed,
+        "layer 2 let an out-of-apex listener through: {}",
+        o.stdout
+    );
+    serve.unregister(c.cp);
 }
 
 /// A wildcard or out-of-apex hostname is refused in that route's status only.
