@@ -1,5 +1,14 @@
+{{/*
+The TenantGateway's name. At most 50 characters so that every name the controller derives
+from it (<name>-acme-account, <name>-gateway, …) keeps its plain form, the one the cleanup
+hook deletes.
+*/}}
 {{- define "gateway.name" -}}
-{{- default .Release.Name .Values.name | trunc 63 | trimSuffix "-" -}}
+{{- $n := default .Release.Name .Values.name -}}
+{{- if not (regexMatch "^[a-z0-9]([-a-z0-9]{0,48}[a-z0-9])?$" $n) -}}
+{{- fail (printf "name %q: the TenantGateway name must be a DNS label of at most 50 characters (set name, or use a shorter release name)" $n) -}}
+{{- end -}}
+{{- $n -}}
 {{- end -}}
 
 {{/* A platform value: `_cluster.<key>` trimmed, "" when absent or null. */}}
