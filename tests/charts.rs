@@ -688,16 +688,18 @@ fn expected_cluster_rules() -> Rules {
         ("gateway.cozystack.io", "tenantgateways", &["list", "watch", "patch"]),
         ("gateway.cozystack.io", "tenantgateways/status", &["patch"]),
         // controller.rs watch_owned (cluster/watch.rs guarded watcher: list, watch);
-        // apply.rs ssa(): server-side apply patch; apply.rs delete() of owned objects.
-        ("gateway.networking.k8s.io", "gateways", &["list", "watch", "patch", "delete"]),
-        ("cert-manager.io", "issuers", &["list", "watch", "patch", "delete"]),
-        ("cert-manager.io", "certificates", &["list", "watch", "patch", "delete"]),
+        // apply.rs ssa(): server-side apply patch, which the API server also authorizes as
+        // `create` when the object does not exist yet (tests/e2e_charts.rs hit exactly that
+        // "forbidden"); apply.rs delete() of owned objects.
+        ("gateway.networking.k8s.io", "gateways", &["list", "watch", "create", "patch", "delete"]),
+        ("cert-manager.io", "issuers", &["list", "watch", "create", "patch", "delete"]),
+        ("cert-manager.io", "certificates", &["list", "watch", "create", "patch", "delete"]),
         // HTTPRoutes: watched for the route index, the redirect route applied/deleted,
         // apply.rs route_status(): get_opt then replace_status.
         (
             "gateway.networking.k8s.io",
             "httproutes",
-            &["get", "list", "watch", "patch", "delete"],
+            &["get", "list", "watch", "create", "patch", "delete"],
         ),
         ("gateway.networking.k8s.io", "httproutes/status", &["update"]),
         ("gateway.networking.k8s.io", "tlsroutes", &["get", "list", "watch"]),

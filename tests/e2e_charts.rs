@@ -1,0 +1,386 @@
+//! `helm install charts/tenant-gateway` into the real API server of the tests/k8s harness
+//! (issue 10 "must show"): the release's objects are accepted by the server; the binary runs
+//! outside the cluster as the release's workload would — with the container arguments the
+//! chart rendered and a token of the chart's ServiceAccount — and the webhook is registered
+//! by URL through `webhook.url` with `certificates.mode=manual`. `kubectl auth can-i --as`
+//! the ServiceAccount confirms every verb the code needs and denies samples it must not have;
+//! the reconciler then works with exactly that RBAC, its guarded label write passing its own
+//! webhook.
+//!
+//! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
+
+mod common_e2e;
+
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use common_e2e::*;
+use serde_json::{Value, json};
+
+const NS: &str = "cozy-system";
+const SA: &str = "tg-tenant-gateway";
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Serve {
+    child: Child,
+    log: std::path::PathBuf,
+}
+
+impl Serve {
+    fn log(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        terminate(&mut self.child, Duration::from_secs(20));
+    }
+}
+
+/// `wait_for` that shows the workload's log when the deadline passes.
+fn wait_logged<T>(serve: &Serve, what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = std::time::Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}; serve log:\n{}",
+            serve.log()
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
+    let mut a = vec!["get"];
+    a.extend_from_slice(args);
+    a.extend_from_slice(&["-o", "json"]);
+    let o = cp.kubectl(&a, None);
+    o.allowed
+        .then(|| serde_json::from_str(&o.stdout).expect("kubectl prints JSON"))
+}
+
+fn can_i(cp: &ControlPlane, verb: &str, resource: &str, ns: Option<&str>) -> bool {
+    let user = format!("system:serviceaccount:{NS}:{SA}");
+    // `resource/name`, or `resource#subresource`.
+    let (resource, sub) = match resource.split_once('#') {
+        Some((r, s)) => (r, Some(format!("--subresource={s}"))),
+        None => (resource, None),
+    };
+    let mut args = vec!["auth", "can-i", verb, resource, "--as", &user];
+    if let Some(s) = &sub {
+        args.push(s);
+    }
+    if let Some(ns) = ns {
+        args.extend_from_slice(&["-n", ns]);
+    } else {
+        args.push("--all-namespaces");
+    }
+    // can-i exits 1 on "no": read the answer, not the exit code.
+    let o = cp.kubectl(&args, None);
+    match o.stdout.trim() {
+        "yes" => true,
+        "no" => false,
+        other => panic!("kubectl auth can-i {verb} {resource}: {other:?} {}", o.stderr),
+    }
+}
+
+#[test]
+fn helm_install_then_run_with_the_charts_rbac() {
+    let Some(cp) = ControlPlane::start_or_skip() else {
+        return;
+    };
+    cp.install_crds();
+    cp.grant_impersonated_users();
+    cp.create_tenant_namespaces();
+    cp.kubectl_ok(&["create", "namespace", NS], None);
+
+    // Serving certificate for the out-of-cluster webhook.
+    let dir = cp.dir.path().join("chart-install");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let certs = tenant_gateway::certs::generate(&["127.0.0.1".to_string()]).expect("certs");
+    tenant_gateway::certs::write(&dir, &certs).expect("write certs");
+    let ca_b64 = {
+        use base64::Engine as _;
+        base64::engine::general_purpose::STANDARD
+            .encode(std::fs::read(dir.join("ca.crt")).expect("ca.crt"))
+    };
+    let port = free_port();
+    let metrics_port = free_port();
+    let url = format!("https://127.0.0.1:{port}");
+    let chart = repo_root().join("charts/tenant-gateway");
+    let values = [
+        "--set".to_string(),
+        "rootHost=example.org".to_string(),
+        "--set".to_string(),
+        format!("webhook.url={url}"),
+        "--set".to_string(),
+        "certificates.mode=manual".to_string(),
+        "--set".to_string(),
+        "certificates.manual.secretName=tg-serving".to_string(),
+        "--set".to_string(),
+        format!("certificates.manual.caBundle={ca_b64}"),
+    ];
+    let helm = |args: &[&str]| -> std::process::Output {
+        Command::new(cp.bin("helm"))
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig())
+            .args(args)
+            .output()
+            .expect("helm runs")
+    };
+
+    // The container arguments the release's pods would run with.
+    let mut tpl: Vec<&str> = vec!["template", "tg", path_str(&chart), "-n", NS];
+    tpl.extend(values.iter().map(String::as_str));
+    let out = helm(&tpl);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let rendered = String::from_utf8(out.stdout).expect("utf-8");
+    let deployment: Value = serde_yaml::Deserializer::from_str(&rendered)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .find(|v: &Value| v["kind"] == "Deployment")
+        .expect("a Deployment");
+    let container_args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]
+        ["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string").to_string())
+        .collect();
+
+    // Install: every object accepted by the API server (no --wait: no kubelet here).
+    let mut install: Vec<&str> = vec!["install", "tg", path_str(&chart), "-n", NS];
+    install.extend(values.iter().map(String::as_str));
+    // The workload is not running yet and the webhook fails closed: writes it guards would
+    // fail until it is. The chart's own objects are in its excluded namespace or are not
+    // guarded kinds, so the install itself goes through.
+    let out = helm(&install);
+    assert!(
+        out.status.success(),
+        "helm install: {}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    for (kind, ns, name) in [
+        ("deployment", Some(NS), SA),
+        ("service", Some(NS), SA),
+        ("serviceaccount", Some(NS), SA),
+        ("poddisruptionbudget", Some(NS), SA),
+        ("role", Some(NS), "tg-tenant-gateway-leader-election"),
+        ("rolebinding", Some(NS), "tg-tenant-gateway-leader-election"),
+        ("clusterrole", None, SA),
+        ("clusterrolebinding", None, SA),
+        ("validatingwebhookconfiguration", None, SA),
+        ("crd", None, "tenantgateways.gateway.cozystack.io"),
+    ] {
+        let mut a = vec![kind, name];
+        if let Some(ns) = ns {
+            a.extend_from_slice(&["-n", ns]);
+        }
+        assert!(get(&cp, &a).is_some(), "{kind} {name} was not created");
+    }
+
+    // RBAC as the ServiceAccount: every verb the code needs ...
+    let needed: &[(&str, &str, Option<&str>)] = &[
+        ("get", "namespaces", None),
+        ("list", "namespaces", None),
+        ("watch", "namespaces", None),
+        ("patch", "namespaces", None),
+        ("list", "tenantgateways.gateway.cozystack.io", None),
+        ("watch", "tenantgateways.gateway.cozystack.io", None),
+        ("patch", "tenantgateways.gateway.cozystack.io", Some("tenant-alice")),
+        ("patch", "tenantgateways.gateway.cozystack.io#status", Some("tenant-alice")),
+        ("list", "gateways.gateway.networking.k8s.io", None),
+        ("watch", "gateways.gateway.networking.k8s.io", None),
+        ("create", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("patch", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("delete", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("get", "httproutes.gateway.networking.k8s.io", Some("tenant-bob")),
+        ("list", "httproutes.gateway.networking.k8s.io", None),
+        ("watch", "httproutes.gateway.networking.k8s.io", None),
+        ("create", "httproutes.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("patch", "httproutes.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("delete", "httproutes.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("update", "httproutes.gateway.networking.k8s.io#status", Some("tenant-bob")),
+        ("get", "tlsroutes.gateway.networking.k8s.io", Some("tenant-bob")),
+        ("list", "tlsroutes.gateway.networking.k8s.io", None),
+        ("watch", "tlsroutes.gateway.networking.k8s.io", None),
+        ("update", "tlsroutes.gateway.networking.k8s.io#status", Some("tenant-bob")),
+        ("list", "issuers.cert-manager.io", None),
+        ("watch", "issuers.cert-manager.io", None),
+        ("create", "issuers.cert-manager.io", Some("tenant-alice")),
+        ("patch", "issuers.cert-manager.io", Some("tenant-alice")),
+        ("delete", "issuers.cert-manager.io", Some("tenant-alice")),
+        ("list", "certificates.cert-manager.io", None),
+        ("watch", "certificates.cert-manager.io", None),
+        ("create", "certificates.cert-manager.io", Some("tenant-alice")),
+        ("patch", "certificates.cert-manager.io", Some("tenant-alice")),
+        ("delete", "certificates.cert-manager.io", Some("tenant-alice")),
+        ("create", "events.events.k8s.io", Some("tenant-alice")),
+        ("patch", "events.events.k8s.io", Some("tenant-alice")),
+        ("create", "leases.coordination.k8s.io", Some(NS)),
+        ("get", "leases.coordination.k8s.io/tenant-gateway", Some(NS)),
+        ("update", "leases.coordination.k8s.io/tenant-gateway", Some(NS)),
+    ];
+    for (verb, res, ns) in needed {
+        assert!(can_i(&cp, verb, res, *ns), "the ServiceAccount cannot {verb} {res} in {ns:?}");
+    }
+    // ... and samples it must not have.
+    let denied: &[(&str, &str, Option<&str>)] = &[
+        ("get", "secrets", Some("tenant-alice")),
+        ("list", "secrets", None),
+        ("delete", "namespaces", None),
+        ("update", "namespaces", None),
+        ("update", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("patch", "tlsroutes.gateway.networking.k8s.io", Some("tenant-alice")),
+        ("delete", "tenantgateways.gateway.cozystack.io", Some("tenant-alice")),
+        ("update", "leases.coordination.k8s.io/someone-else", Some(NS)),
+        ("create", "leases.coordination.k8s.io", Some("tenant-alice")),
+        ("create", "pods", Some(NS)),
+        ("patch", "validatingwebhookconfigurations", None),
+        ("list", "packages.cozystack.io", None),
+    ];
+    for (verb, res, ns) in denied {
+        assert!(!can_i(&cp, verb, res, *ns), "the ServiceAccount must not {verb} {res} in {ns:?}");
+    }
+
+    // The workload, outside the cluster: the chart's arguments, loopback ports, the
+    // ServiceAccount's token.
+    let token = cp.kubectl_ok(&["create", "token", SA, "-n", NS, "--duration=1h"], None);
+    let kubeconfig = dir.join("sa.kubeconfig");
+    std::fs::copy(cp.kubeconfig(), &kubeconfig).expect("copy kubeconfig");
+    let kc = path_str(&kubeconfig);
+    cp.kubectl_ok(
+        &["config", "--kubeconfig", kc, "set-credentials", "sa", "--token", token.stdout.trim()],
+        None,
+    );
+    cp.kubectl_ok(&["config", "--kubeconfig", kc, "set-context", "--current", "--user", "sa"], None);
+    let args: Vec<String> = container_args
+        .iter()
+        .map(|a| {
+            let (flag, _) = a.split_once('=').unwrap_or((a, ""));
+            match flag {
+                "--listen" => format!("--listen=127.0.0.1:{port}"),
+                "--metrics-listen" => format!("--metrics-listen=127.0.0.1:{metrics_port}"),
+                "--tls-cert-file" => format!("--tls-cert-file={}", dir.join("tls.crt").display()),
+                "--tls-key-file" => format!("--tls-key-file={}", dir.join("tls.key").display()),
+                _ => a.clone(),
+            }
+        })
+        .chain([format!("--kubeconfig={kc}")])
+        .collect();
+    assert_eq!(args[0], "serve");
+    let log = dir.join("serve.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+        .args(&args)
+        .env("POD_NAME", "tg-tenant-gateway-0")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("serve starts");
+    let mut serve = Serve { child, log };
+    let addr = format!("127.0.0.1:{metrics_port}");
+    wait_for("serve ready", WAIT, || {
+        if let Ok(Some(st)) = serve.child.try_wait() {
+            panic!("serve exited with {st}: {}", serve.log());
+        }
+        (http_status(&addr, "/readyz") == Some(200)).then_some(())
+    });
+
+    // The chart's registration reaches it: a tenant is denied, through the API server.
+    let probe = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "probe", "namespace": "tenant-alice"},
+        "spec": {"hostnames": ["probe.bob.example.org"]}})
+    .to_string();
+    wait_for("the chart's webhook to be called", WAIT, || {
+        let o = cp.dry_run("alice", &[E2E_GROUP], &probe);
+        o.stderr.contains("denied the request").then_some(())
+    });
+    let o = cp.dry_run("alice", &[E2E_GROUP], &probe);
+    assert!(o.stderr.contains("hostnames must equal"), "{}", o.stderr);
+    // kube-system is excluded, so is the release namespace (matchConditions/selectors).
+    let sys = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "probe", "namespace": NS},
+        "spec": {"hostnames": ["anything.example.net"]}})
+    .to_string();
+    assert!(cp.dry_run("alice", &[E2E_GROUP], &sys).allowed);
+
+    // The reconciler with exactly the chart's RBAC: Lease, finalizer, Gateway/Issuer by SSA,
+    // the guarded namespace label (through its own webhook: the release namespace's SA
+    // group is trusted), status, a route's Certificate and route status.
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+                "metadata": {"name": "gw", "namespace": "tenant-alice"},
+                "spec": {"apex": "alice.example.org", "attachedNamespaces": ["cozy-dashboard"]}})
+            .to_string(),
+        ),
+    );
+    let lease = wait_logged(&serve, "the Lease", WAIT, || get(&cp, &["lease", "tenant-gateway", "-n", NS]));
+    assert!(
+        lease["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap_or("")
+            .starts_with("tg-tenant-gateway-0"),
+        "{lease}"
+    );
+    wait_logged(&serve, "the Gateway", WAIT, || get(&cp, &["gateway", "gw", "-n", "tenant-alice"]));
+    wait_logged(&serve, "the Issuer", WAIT, || get(&cp, &["issuer", "gw-gateway", "-n", "tenant-alice"]));
+    wait_logged(&serve, "the redirect route", WAIT, || {
+        get(&cp, &["httproute", "gw-http-redirect", "-n", "tenant-alice"])
+    });
+    wait_logged(&serve, "the attached namespace's gateway label", WAIT, || {
+        let ns = get(&cp, &["namespace", "cozy-dashboard"])?;
+        (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"] == "tenant-alice").then_some(())
+    });
+    wait_logged(&serve, "the TenantGateway's finalizer and status", WAIT, || {
+        let t = get(&cp, &["tenantgateway", "gw", "-n", "tenant-alice"])?;
+        let fin = t["metadata"]["finalizers"]
+            .as_array()
+            .is_some_and(|f| f.iter().any(|x| x == "gateway.cozystack.io/cleanup"));
+        (fin && t["status"]["conditions"].as_array().is_some_and(|c| !c.is_empty())).then_some(())
+    });
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                "metadata": {"name": "web", "namespace": "tenant-alice"},
+                "spec": {"parentRefs": [{"name": "gw"}], "hostnames": ["shop.alice.example.org"],
+                         "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}})
+            .to_string(),
+        ),
+    );
+    wait_logged(&serve, "the route's Certificate", WAIT, || {
+        get(&cp, &["certificate", "gw-shop-tls", "-n", "tenant-alice"])
+    });
+    wait_logged(&serve, "the route status entry", WAIT, || {
+        let r = get(&cp, &["httproute", "web", "-n", "tenant-alice"])?;
+        r["status"]["parents"]
+            .as_array()
+            .is_some_and(|p| {
+                p.iter()
+                    .any(|e| e["controllerName"] == tenant_gateway::platform::CONTROLLER_NAME)
+            })
+            .then_some(())
+    });
+    // Deletion: the finalizer's cleanup removes the label it wrote.
+    cp.kubectl_ok(&["delete", "tenantgateway", "gw", "-n", "tenant-alice", "--wait=false"], None);
+    wait_logged(&serve, "the label cleanup and the TenantGateway gone", WAIT, || {
+        let ns = get(&cp, &["namespace", "cozy-dashboard"])?;
+        let gone = get(&cp, &["tenantgateway", "gw", "-n", "tenant-alice"]).is_none();
+        (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"].is_null() && gone).then_some(())
+    });
+    let log = serve.log();
+    for forbidden in ["forbidden", "Forbidden"] {
+        assert!(!log.contains(forbidden), "the workload hit RBAC: {log}");
+    }
+
+    // Uninstall: the webhook configuration goes with the release.
+    let out = helm(&["uninstall", "tg", "-n", NS]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(get(&cp, &["validatingwebhookconfiguration", SA]).is_none());
+}
