@@ -145,7 +145,10 @@ fn assert_contains(haystack: &str, needles: &[&str]) {
 fn helm_lint_both_charts() {
     for (name, args) in [
         ("tenant-gateway", vec!["--set", "rootHost=example.org"]),
-        ("gateway", vec!["--set", "_namespace.host=alice.example.org"]),
+        (
+            "gateway",
+            vec!["--set", "_namespace.host=alice.example.org"],
+        ),
     ] {
         let out = Command::new(helm())
             .args(["lint", "--strict", &chart(name)])
@@ -175,7 +178,11 @@ fn binary_registration() -> Value {
         .arg(&ca)
         .output()
         .expect("tenant-gateway runs");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let docs = parse_docs(&String::from_utf8(out.stdout).expect("utf-8"));
     docs.into_iter().next().expect("one document")
 }
@@ -202,7 +209,11 @@ fn webhook_rules_match_the_binary_registration() {
             .map(|h| h["name"].as_str().expect("name").to_string())
             .collect()
     };
-    assert_eq!(names(chart_hooks), names(binary_hooks), "same webhooks, same order");
+    assert_eq!(
+        names(chart_hooks),
+        names(binary_hooks),
+        "same webhooks, same order"
+    );
     assert_eq!(chart_hooks.len(), 9, "one webhook per path");
     for (c, b) in chart_hooks.iter().zip(binary_hooks) {
         let name = c["name"].as_str().expect("name");
@@ -357,7 +368,12 @@ fn webhook_by_url_and_switched_off() {
     ]);
     let vwc = one(&objs, "ValidatingWebhookConfiguration");
     for h in vwc["webhooks"].as_array().expect("webhooks") {
-        let resource = h["name"].as_str().expect("name").split('.').next().unwrap_or("");
+        let resource = h["name"]
+            .as_str()
+            .expect("name")
+            .split('.')
+            .next()
+            .unwrap_or("");
         assert_eq!(
             h["clientConfig"],
             json!({"url": format!("https://10.0.0.5:8443/validate/{resource}"), "caBundle": "Q0E="})
@@ -377,7 +393,8 @@ fn deployment_is_highly_available_probed_and_locked_down() {
     let dep = one(&objs, "Deployment");
     let pod = &dep["spec"]["template"]["spec"];
     assert_eq!(dep["spec"]["replicas"], 2);
-    let anti = &pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
+    let anti =
+        &pod["affinity"]["podAntiAffinity"]["requiredDuringSchedulingIgnoredDuringExecution"][0];
     assert_eq!(anti["topologyKey"], "kubernetes.io/hostname");
     assert_eq!(
         anti["labelSelector"]["matchLabels"],
@@ -396,11 +413,23 @@ fn deployment_is_highly_available_probed_and_locked_down() {
         .expect("metrics port")["containerPort"]
         .clone();
     assert_eq!(metrics_port, 9090);
-    assert_eq!(c["livenessProbe"]["httpGet"], json!({"path": "/healthz", "port": "metrics"}));
-    assert_eq!(c["readinessProbe"]["httpGet"], json!({"path": "/readyz", "port": "metrics"}));
+    assert_eq!(
+        c["livenessProbe"]["httpGet"],
+        json!({"path": "/healthz", "port": "metrics"})
+    );
+    assert_eq!(
+        c["readinessProbe"]["httpGet"],
+        json!({"path": "/readyz", "port": "metrics"})
+    );
     let args = args_of(&objs);
-    assert_eq!(arg_value(&args, "--metrics-listen").as_deref(), Some("0.0.0.0:9090"));
-    assert_eq!(arg_value(&args, "--listen").as_deref(), Some("0.0.0.0:8443"));
+    assert_eq!(
+        arg_value(&args, "--metrics-listen").as_deref(),
+        Some("0.0.0.0:9090")
+    );
+    assert_eq!(
+        arg_value(&args, "--listen").as_deref(),
+        Some("0.0.0.0:8443")
+    );
     for k in ["requests", "limits"] {
         for r in ["cpu", "memory"] {
             assert!(c["resources"][k][r].is_string(), "resources.{k}.{r}");
@@ -413,7 +442,10 @@ fn deployment_is_highly_available_probed_and_locked_down() {
     assert_eq!(sc["capabilities"]["drop"], json!(["ALL"]));
     assert_eq!(sc["seccompProfile"]["type"], "RuntimeDefault");
     assert_eq!(pod["securityContext"]["runAsNonRoot"], true);
-    assert_eq!(pod["securityContext"]["seccompProfile"]["type"], "RuntimeDefault");
+    assert_eq!(
+        pod["securityContext"]["seccompProfile"]["type"],
+        "RuntimeDefault"
+    );
     assert!(pod["securityContext"]["runAsUser"].as_i64().unwrap_or(0) > 0);
     // The drain window of the binary fits in the pod's grace period.
     assert_eq!(pod["terminationGracePeriodSeconds"], 30);
@@ -425,7 +457,12 @@ fn deployment_is_highly_available_probed_and_locked_down() {
         .as_array()
         .expect("ports")
         .iter()
-        .map(|p| (p["name"].as_str().unwrap_or("").to_string(), p["targetPort"].clone()))
+        .map(|p| {
+            (
+                p["name"].as_str().unwrap_or("").to_string(),
+                p["targetPort"].clone(),
+            )
+        })
         .collect();
     assert_eq!(ports["webhook"], "webhook");
     assert_eq!(ports["metrics"], "metrics");
@@ -455,17 +492,29 @@ fn image_values_and_enforcement_per_layer() {
     );
     // Default tag: the chart's appVersion.
     let c = container(&tg(&[])).clone();
-    assert!(c["image"].as_str().unwrap_or("").ends_with(":0.1.0"), "{}", c["image"]);
+    assert!(
+        c["image"].as_str().unwrap_or("").ends_with(":0.1.0"),
+        "{}",
+        c["image"]
+    );
 
     // A values file that says `ingress: off` (YAML 1.1 false) still means the mode off,
     // and then rootHost is not required.
     let dir = tempfile::tempdir().expect("tempdir");
     let f = dir.path().join("v.yaml");
     std::fs::write(&f, "enforcement:\n  ingress: off\n").expect("write values");
-    let objs = template("tenant-gateway", RELEASE_NS, &["-f", f.to_str().expect("path")])
-        .expect("renders without rootHost while ingress is off");
+    let objs = template(
+        "tenant-gateway",
+        RELEASE_NS,
+        &["-f", f.to_str().expect("path")],
+    )
+    .expect("renders without rootHost while ingress is off");
     let args = args_of(&objs);
-    assert!(arg_value(&args, "--enforcement").unwrap_or_default().contains("ingress=off"));
+    assert!(
+        arg_value(&args, "--enforcement")
+            .unwrap_or_default()
+            .contains("ingress=off")
+    );
     assert_eq!(arg_value(&args, "--root-host"), None);
 }
 
@@ -519,7 +568,10 @@ fn every_serve_flag_is_a_value() {
         }
     }
     let missing: Vec<&String> = flags.iter().filter(|f| !rendered.contains(*f)).collect();
-    assert!(missing.is_empty(), "serve flags without a chart value: {missing:?}");
+    assert!(
+        missing.is_empty(),
+        "serve flags without a chart value: {missing:?}"
+    );
 }
 
 /// The policy flags the chart renders are accepted by the binary (same parser as serve).
@@ -580,7 +632,13 @@ fn rendered_policy_flags_are_accepted_by_the_binary() {
     // Without the override the chart's default (deny) denies it: exit 1.
     let deny: Vec<String> = policy
         .iter()
-        .map(|a| if a.starts_with("--enforcement=") { a.replace("route=warn", "route=deny") } else { a.clone() })
+        .map(|a| {
+            if a.starts_with("--enforcement=") {
+                a.replace("route=warn", "route=deny")
+            } else {
+                a.clone()
+            }
+        })
         .collect();
     let out = Command::new(bin())
         .arg("check")
@@ -591,7 +649,12 @@ fn rendered_policy_flags_are_accepted_by_the_binary() {
         .arg(&route)
         .output()
         .expect("tenant-gateway runs");
-    assert_eq!(out.status.code(), Some(1), "{}", String::from_utf8_lossy(&out.stdout));
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
     assert!(String::from_utf8_lossy(&out.stdout).contains("DENIED"));
 }
 
@@ -613,8 +676,14 @@ fn trusted_groups_cover_the_charts_service_account() {
     let args = args_of(&tg_in("platform", &[]));
     let mut want = default_groups.clone();
     want.push("system:serviceaccounts:platform".into());
-    assert_eq!(arg_value(&args, "--trusted-group").expect("flag"), want.join(","));
-    let args = args_of(&tg_in("platform", &["--set", "trustReleaseNamespace=false"]));
+    assert_eq!(
+        arg_value(&args, "--trusted-group").expect("flag"),
+        want.join(",")
+    );
+    let args = args_of(&tg_in(
+        "platform",
+        &["--set", "trustReleaseNamespace=false"],
+    ));
     assert_eq!(
         arg_value(&args, "--trusted-group").expect("flag"),
         default_groups.join(",")
@@ -685,15 +754,31 @@ fn expected_cluster_rules() -> Rules {
         ("", "namespaces", &["get", "list", "watch", "patch"]),
         // controller.rs: reflector + watcher on TenantGateways; kube-runtime's finalizer()
         // adds/removes the finalizer with a JSON patch; apply.rs status(): patch_status (SSA).
-        ("gateway.cozystack.io", "tenantgateways", &["list", "watch", "patch"]),
+        (
+            "gateway.cozystack.io",
+            "tenantgateways",
+            &["list", "watch", "patch"],
+        ),
         ("gateway.cozystack.io", "tenantgateways/status", &["patch"]),
         // controller.rs watch_owned (cluster/watch.rs guarded watcher: list, watch);
         // apply.rs ssa(): server-side apply patch, which the API server also authorizes as
         // `create` when the object does not exist yet (tests/e2e_charts.rs hit exactly that
         // "forbidden"); apply.rs delete() of owned objects.
-        ("gateway.networking.k8s.io", "gateways", &["list", "watch", "create", "patch", "delete"]),
-        ("cert-manager.io", "issuers", &["list", "watch", "create", "patch", "delete"]),
-        ("cert-manager.io", "certificates", &["list", "watch", "create", "patch", "delete"]),
+        (
+            "gateway.networking.k8s.io",
+            "gateways",
+            &["list", "watch", "create", "patch", "delete"],
+        ),
+        (
+            "cert-manager.io",
+            "issuers",
+            &["list", "watch", "create", "patch", "delete"],
+        ),
+        (
+            "cert-manager.io",
+            "certificates",
+            &["list", "watch", "create", "patch", "delete"],
+        ),
         // HTTPRoutes: watched for the route index, the redirect route applied/deleted,
         // apply.rs route_status(): get_opt then replace_status.
         (
@@ -701,8 +786,16 @@ fn expected_cluster_rules() -> Rules {
             "httproutes",
             &["get", "list", "watch", "create", "patch", "delete"],
         ),
-        ("gateway.networking.k8s.io", "httproutes/status", &["update"]),
-        ("gateway.networking.k8s.io", "tlsroutes", &["get", "list", "watch"]),
+        (
+            "gateway.networking.k8s.io",
+            "httproutes/status",
+            &["update"],
+        ),
+        (
+            "gateway.networking.k8s.io",
+            "tlsroutes",
+            &["get", "list", "watch"],
+        ),
         ("gateway.networking.k8s.io", "tlsroutes/status", &["update"]),
         // kube-runtime Recorder::publish: create, then patch to count a repeated event.
         ("events.k8s.io", "events", &["create", "patch"]),
@@ -733,7 +826,10 @@ fn rbac_grants_exactly_the_verbs_the_code_uses() {
             json!([{"kind": "ServiceAccount", "name": "rel-tenant-gateway", "namespace": RELEASE_NS}])
         );
     }
-    assert_eq!(one(&objs, "ServiceAccount")["metadata"]["name"], "rel-tenant-gateway");
+    assert_eq!(
+        one(&objs, "ServiceAccount")["metadata"]["name"],
+        "rel-tenant-gateway"
+    );
     // No Secret access at all: nothing in the code reads or writes Secrets yet.
     assert!(!rules_of(cr).iter().any(|(_, r, _, _)| r == "secrets"));
 
@@ -748,8 +844,14 @@ fn rbac_grants_exactly_the_verbs_the_code_uses() {
     assert_eq!(role["metadata"]["namespace"], "cozy-leases");
     assert_eq!(role["rules"][1]["resourceNames"], json!(["tg-lock"]));
     let args = args_of(&objs);
-    assert_eq!(arg_value(&args, "--leader-election-namespace").as_deref(), Some("cozy-leases"));
-    assert_eq!(arg_value(&args, "--leader-election-name").as_deref(), Some("tg-lock"));
+    assert_eq!(
+        arg_value(&args, "--leader-election-namespace").as_deref(),
+        Some("cozy-leases")
+    );
+    assert_eq!(
+        arg_value(&args, "--leader-election-name").as_deref(),
+        Some("tg-lock")
+    );
 
     // Webhook only: read namespaces, nothing else.
     let objs = tg(&["--set", "controller.enabled=false"]);
@@ -784,7 +886,10 @@ fn cert_manager_mode_with_its_own_ca_or_a_given_issuer() {
             format!("rel-tenant-gateway.{RELEASE_NS}.svc.cluster.local")
         ])
     );
-    assert_eq!(serving["spec"]["issuerRef"]["name"], "rel-tenant-gateway-ca");
+    assert_eq!(
+        serving["spec"]["issuerRef"]["name"],
+        "rel-tenant-gateway-ca"
+    );
     let ca = certs
         .iter()
         .find(|c| c["metadata"]["name"] == "rel-tenant-gateway-ca")
@@ -793,7 +898,11 @@ fn cert_manager_mode_with_its_own_ca_or_a_given_issuer() {
     let issuers = find(&objs, "Issuer");
     assert_eq!(issuers.len(), 2);
     assert!(issuers.iter().any(|i| i["spec"]["selfSigned"].is_object()));
-    assert!(issuers.iter().any(|i| i["spec"]["ca"]["secretName"] == "rel-tenant-gateway-ca"));
+    assert!(
+        issuers
+            .iter()
+            .any(|i| i["spec"]["ca"]["secretName"] == "rel-tenant-gateway-ca")
+    );
     // The pod mounts what the Certificate writes, and the flags read it.
     let pod = &one(&objs, "Deployment")["spec"]["template"]["spec"];
     let tls_volume = pod["volumes"]
@@ -802,12 +911,24 @@ fn cert_manager_mode_with_its_own_ca_or_a_given_issuer() {
         .iter()
         .find(|v| v["name"] == "tls")
         .expect("tls volume");
-    assert_eq!(tls_volume["secret"]["secretName"], serving["spec"]["secretName"]);
+    assert_eq!(
+        tls_volume["secret"]["secretName"],
+        serving["spec"]["secretName"]
+    );
     let args = args_of(&objs);
-    assert_eq!(arg_value(&args, "--tls-cert-file").as_deref(), Some("/tls/tls.crt"));
-    assert_eq!(arg_value(&args, "--tls-key-file").as_deref(), Some("/tls/tls.key"));
+    assert_eq!(
+        arg_value(&args, "--tls-cert-file").as_deref(),
+        Some("/tls/tls.crt")
+    );
+    assert_eq!(
+        arg_value(&args, "--tls-key-file").as_deref(),
+        Some("/tls/tls.key")
+    );
     for h in vwc["webhooks"].as_array().expect("webhooks") {
-        assert!(h["clientConfig"]["caBundle"].is_null(), "cainjector fills it");
+        assert!(
+            h["clientConfig"]["caBundle"].is_null(),
+            "cainjector fills it"
+        );
     }
 
     let objs = tg(&[
@@ -849,17 +970,33 @@ fn manual_mode_uses_the_given_secret_and_ca() {
 #[test]
 fn install_chart_value_sets_that_must_fail() {
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
-        (vec![], vec!["rootHost is required while the ingress layer is enabled"]),
+        (
+            vec![],
+            vec!["rootHost is required while the ingress layer is enabled"],
+        ),
         (
             vec!["--set", "rootHost=  "],
             vec!["rootHost is required while the ingress layer is enabled"],
         ),
         (
-            vec!["--set", "rootHost=x.org", "--set", "enforcement.route=block"],
-            vec!["enforcement.route=block: unknown mode", "deny, warn, audit, off"],
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
+                "enforcement.route=block",
+            ],
+            vec![
+                "enforcement.route=block: unknown mode",
+                "deny, warn, audit, off",
+            ],
         ),
         (
-            vec!["--set", "rootHost=x.org", "--set", "enforcement.routes=deny"],
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
+                "enforcement.routes=deny",
+            ],
             vec!["enforcement.routes: unknown layer"],
         ),
         (
@@ -867,7 +1004,12 @@ fn install_chart_value_sets_that_must_fail() {
             vec!["certificates.mode=self is not implemented yet"],
         ),
         (
-            vec!["--set", "rootHost=x.org", "--set", "certificates.mode=vault"],
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
+                "certificates.mode=vault",
+            ],
             vec!["certificates.mode=vault: unsupported"],
         ),
         (
@@ -879,7 +1021,10 @@ fn install_chart_value_sets_that_must_fail() {
                 "--set",
                 "certificates.manual.secretName=s",
             ],
-            vec!["certificates.manual.caBundle", "is required when certificates.mode is manual"],
+            vec![
+                "certificates.manual.caBundle",
+                "is required when certificates.mode is manual",
+            ],
         ),
         (
             vec![
@@ -893,7 +1038,12 @@ fn install_chart_value_sets_that_must_fail() {
             vec!["certificates.manual.secretName is required"],
         ),
         (
-            vec!["--set", "rootHost=x.org", "--set", "networkPolicy.enabled=true"],
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
+                "networkPolicy.enabled=true",
+            ],
             vec!["networkPolicy.apiServerCIDRs is required"],
         ),
         (
@@ -933,7 +1083,10 @@ fn install_chart_value_sets_that_must_fail() {
         assert_contains(&e, &msgs);
     }
     // Allowed attached namespaces render.
-    tg(&["--set", "gateway.attachedNamespaces={cozy-dashboard,default}"]);
+    tg(&[
+        "--set",
+        "gateway.attachedNamespaces={cozy-dashboard,default}",
+    ]);
 }
 
 // ---------------------------------------------------------------------------------------
@@ -942,7 +1095,10 @@ fn install_chart_value_sets_that_must_fail() {
 #[test]
 fn chart_crd_matches_the_generator() {
     let path = repo().join("charts/tenant-gateway/crds/tenantgateways.gateway.cozystack.io.yaml");
-    let out = Command::new(bin()).arg("crd").output().expect("tenant-gateway runs");
+    let out = Command::new(bin())
+        .arg("crd")
+        .output()
+        .expect("tenant-gateway runs");
     assert!(out.status.success());
     let want = String::from_utf8(out.stdout).expect("utf-8");
     if std::env::var_os("UPDATE_CHARTS").is_some_and(|v| v == "1") {
@@ -962,7 +1118,12 @@ fn chart_crd_matches_the_generator() {
 #[test]
 fn optional_monitoring_and_network_policy() {
     let objs = tg(&[]);
-    for kind in ["ServiceMonitor", "NetworkPolicy", "PrometheusRule", "ConfigMap"] {
+    for kind in [
+        "ServiceMonitor",
+        "NetworkPolicy",
+        "PrometheusRule",
+        "ConfigMap",
+    ] {
         assert!(find(&objs, kind).is_empty(), "{kind} is off by default");
     }
     let objs = tg(&[
@@ -989,12 +1150,18 @@ fn optional_monitoring_and_network_policy() {
     assert_eq!(np["spec"]["policyTypes"], json!(["Ingress"]));
     let ingress = np["spec"]["ingress"].as_array().expect("ingress rules");
     assert_eq!(ingress.len(), 2);
-    assert_eq!(ingress[0]["ports"], json!([{"port": "webhook", "protocol": "TCP"}]));
+    assert_eq!(
+        ingress[0]["ports"],
+        json!([{"port": "webhook", "protocol": "TCP"}])
+    );
     assert_eq!(
         ingress[0]["from"],
         json!([{"ipBlock": {"cidr": "10.0.0.1/32"}}, {"ipBlock": {"cidr": "10.0.0.2/32"}}])
     );
-    assert_eq!(ingress[1]["ports"], json!([{"port": "metrics", "protocol": "TCP"}]));
+    assert_eq!(
+        ingress[1]["ports"],
+        json!([{"port": "metrics", "protocol": "TCP"}])
+    );
     assert_eq!(
         ingress[1]["from"],
         json!([{"namespaceSelector": {"matchLabels":
@@ -1003,10 +1170,13 @@ fn optional_monitoring_and_network_policy() {
 
     let cm = one(&objs, "ConfigMap");
     assert_eq!(cm["metadata"]["labels"]["grafana_dashboard"], "1");
-    let file = std::fs::read_to_string(repo().join("charts/tenant-gateway/dashboards/tenant-gateway.json"))
-        .expect("dashboard file");
+    let file = std::fs::read_to_string(
+        repo().join("charts/tenant-gateway/dashboards/tenant-gateway.json"),
+    )
+    .expect("dashboard file");
     let in_cm: Value =
-        serde_json::from_str(cm["data"]["tenant-gateway.json"].as_str().expect("json")).expect("parses");
+        serde_json::from_str(cm["data"]["tenant-gateway.json"].as_str().expect("json"))
+            .expect("parses");
     let in_file: Value = serde_json::from_str(&file).expect("parses");
     assert_eq!(in_cm, in_file);
 
@@ -1033,7 +1203,10 @@ fn optional_monitoring_and_network_policy() {
         .iter()
         .find(|r| r["alert"] == "TenantGatewayCertificateExpiringSoon")
         .expect("expiry alert");
-    assert!(expiry["expr"].as_str().unwrap_or("").ends_with("< 604800"), "7 days");
+    assert!(
+        expiry["expr"].as_str().unwrap_or("").ends_with("< 604800"),
+        "7 days"
+    );
 }
 
 /// Names the metrics registry serves (what /metrics of `serve` exposes), including the
@@ -1041,12 +1214,18 @@ fn optional_monitoring_and_network_policy() {
 fn served_metric_names() -> BTreeSet<String> {
     let m = tenant_gateway::metrics::Metrics::new();
     // Vector families only appear once they have a child.
-    m.admission_requests.with_label_values(&["r", "o", "l", "d"]).inc();
-    m.admission_duration.with_label_values(&["r"]).observe(0.001);
+    m.admission_requests
+        .with_label_values(&["r", "o", "l", "d"])
+        .inc();
+    m.admission_duration
+        .with_label_values(&["r"])
+        .observe(0.001);
     m.tls_reloads.with_label_values(&["success"]).inc();
     m.reconcile_total.with_label_values(&["success"]).inc();
     m.tenantgateways.with_label_values(&["http01"]).set(1);
-    m.reconcile_writes.with_label_values(&["Gateway", "apply"]).inc();
+    m.reconcile_writes
+        .with_label_values(&["Gateway", "apply"])
+        .inc();
     let mut names = BTreeSet::new();
     for line in m.render().lines() {
         if line.starts_with('#') || line.is_empty() {
@@ -1086,8 +1265,10 @@ fn metric_names_in(expr: &str) -> BTreeSet<String> {
 fn dashboard_and_alerts_use_only_metrics_that_exist() {
     let served = served_metric_names();
     assert!(served.contains("tenant_gateway_admission_duration_seconds_bucket"));
-    let file = std::fs::read_to_string(repo().join("charts/tenant-gateway/dashboards/tenant-gateway.json"))
-        .expect("dashboard file");
+    let file = std::fs::read_to_string(
+        repo().join("charts/tenant-gateway/dashboards/tenant-gateway.json"),
+    )
+    .expect("dashboard file");
     let dash: Value = serde_json::from_str(&file).expect("the dashboard JSON parses");
     assert!(dash["uid"].is_string() && dash["title"].is_string());
     assert!(dash["schemaVersion"].as_i64().unwrap_or(0) >= 30);
@@ -1097,7 +1278,10 @@ fn dashboard_and_alerts_use_only_metrics_that_exist() {
     let mut used = BTreeSet::new();
     for p in panels {
         let title = p["title"].as_str().expect("title");
-        assert!(ids.insert(p["id"].as_i64().expect("numeric id")), "duplicate id in {title}");
+        assert!(
+            ids.insert(p["id"].as_i64().expect("numeric id")),
+            "duplicate id in {title}"
+        );
         for k in ["x", "y", "w", "h"] {
             assert!(p["gridPos"][k].is_i64(), "{title}: gridPos.{k}");
         }
@@ -1133,7 +1317,10 @@ fn dashboard_and_alerts_use_only_metrics_that_exist() {
         used.extend(names);
     }
     let unknown: Vec<&String> = used.iter().filter(|n| !served.contains(*n)).collect();
-    assert!(unknown.is_empty(), "metrics not served by tenant-gateway: {unknown:?}");
+    assert!(
+        unknown.is_empty(),
+        "metrics not served by tenant-gateway: {unknown:?}"
+    );
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1142,9 +1329,12 @@ fn dashboard_and_alerts_use_only_metrics_that_exist() {
 fn tgw(objs: &[Value]) -> &Value {
     let t = one(objs, "TenantGateway");
     // The rendered object is what the CRD types accept.
-    let typed: tenant_gateway::reconcile::api::TenantGateway =
-        serde_json::from_value(t.clone()).unwrap_or_else(|e| panic!("not a TenantGateway: {e}: {t}"));
-    assert_eq!(typed.spec.apex, t["spec"]["apex"].as_str().unwrap_or_default());
+    let typed: tenant_gateway::reconcile::api::TenantGateway = serde_json::from_value(t.clone())
+        .unwrap_or_else(|e| panic!("not a TenantGateway: {e}: {t}"));
+    assert_eq!(
+        typed.spec.apex,
+        t["spec"]["apex"].as_str().unwrap_or_default()
+    );
     t
 }
 
@@ -1183,7 +1373,10 @@ fn gateway_http01_defaults() {
     assert_eq!(t["spec"]["issuerName"], "letsencrypt-stage");
     assert_eq!(t["spec"]["gatewayClassName"], "envoy");
     assert_eq!(t["spec"]["tlsPassthroughServices"], json!(["api"]));
-    assert_eq!(t["spec"]["attachedNamespaces"], json!(["cozy-dashboard", "default"]));
+    assert_eq!(
+        t["spec"]["attachedNamespaces"],
+        json!(["cozy-dashboard", "default"])
+    );
 }
 
 #[test]
@@ -1202,9 +1395,20 @@ fn gateway_dns01_providers_with_their_secret_defaults() {
             {"name": "cloudflare-api-token-secret", "key": "api-token"}}})
     );
     // The platform may pass empty strings: the defaults still apply.
-    let s = with(&["--set", "_cluster.dns01-cloudflare-secret-name=", "--set", "_cluster.dns01-cloudflare-secret-key="]);
-    assert_eq!(s["dns01"]["cloudflare"]["apiTokenSecretRef"]["name"], "cloudflare-api-token-secret");
-    assert_eq!(s["dns01"]["cloudflare"]["apiTokenSecretRef"]["key"], "api-token");
+    let s = with(&[
+        "--set",
+        "_cluster.dns01-cloudflare-secret-name=",
+        "--set",
+        "_cluster.dns01-cloudflare-secret-key=",
+    ]);
+    assert_eq!(
+        s["dns01"]["cloudflare"]["apiTokenSecretRef"]["name"],
+        "cloudflare-api-token-secret"
+    );
+    assert_eq!(
+        s["dns01"]["cloudflare"]["apiTokenSecretRef"]["key"],
+        "api-token"
+    );
 
     let s = with(&[
         "--set",
@@ -1258,17 +1462,35 @@ fn gateway_dns01_providers_with_their_secret_defaults() {
 #[test]
 fn gateway_existing_secret_wins_over_the_solver() {
     for solver in [
-        vec!["--set", "_cluster.solver=dns01", "--set", "_cluster.dns01-provider=route53"],
+        vec![
+            "--set",
+            "_cluster.solver=dns01",
+            "--set",
+            "_cluster.dns01-provider=route53",
+        ],
         // Even values that would fail on their own are ignored.
-        vec!["--set", "_cluster.solver=tls-alpn01", "--set", "_cluster.issuer-name=zerossl"],
+        vec![
+            "--set",
+            "_cluster.solver=tls-alpn01",
+            "--set",
+            "_cluster.issuer-name=zerossl",
+        ],
         vec![],
     ] {
-        let mut args = vec!["--set", HOST, "--set", "_cluster.wildcard-secret-name=wildcard-tls"];
+        let mut args = vec![
+            "--set",
+            HOST,
+            "--set",
+            "_cluster.wildcard-secret-name=wildcard-tls",
+        ];
         args.extend(solver);
         let objs = gw(&args);
         let t = tgw(&objs);
         assert_eq!(t["spec"]["certMode"], "existingSecret");
-        assert_eq!(t["spec"]["wildcardSecretRef"], json!({"name": "wildcard-tls"}));
+        assert_eq!(
+            t["spec"]["wildcardSecretRef"],
+            json!({"name": "wildcard-tls"})
+        );
         assert!(t["spec"]["dns01"].is_null());
         assert!(t["spec"]["issuerName"].is_null());
     }
@@ -1278,21 +1500,47 @@ fn gateway_existing_secret_wins_over_the_solver() {
 fn gateway_value_sets_that_must_fail() {
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (vec![], vec!["_namespace.host is empty"]),
-        (vec!["--set", "_namespace.host= "], vec!["_namespace.host is empty"]),
+        (
+            vec!["--set", "_namespace.host= "],
+            vec!["_namespace.host is empty"],
+        ),
         (
             vec!["--set", HOST, "--set", "_cluster.solver=tls-alpn01"],
-            vec!["_cluster.solver=\"tls-alpn01\" is not supported", "http01 or dns01"],
+            vec![
+                "_cluster.solver=\"tls-alpn01\" is not supported",
+                "http01 or dns01",
+            ],
         ),
         (
             vec!["--set", HOST, "--set", "_cluster.issuer-name=zerossl"],
-            vec!["_cluster.issuer-name=\"zerossl\" is not supported", "letsencrypt-prod or letsencrypt-stage"],
+            vec![
+                "_cluster.issuer-name=\"zerossl\" is not supported",
+                "letsencrypt-prod or letsencrypt-stage",
+            ],
         ),
         (
-            vec!["--set", HOST, "--set", "_cluster.solver=dns01", "--set", "_cluster.dns01-provider=gandi"],
-            vec!["_cluster.dns01-provider=\"gandi\" is not supported", "cloudflare, route53, digitalocean or rfc2136"],
+            vec![
+                "--set",
+                HOST,
+                "--set",
+                "_cluster.solver=dns01",
+                "--set",
+                "_cluster.dns01-provider=gandi",
+            ],
+            vec![
+                "_cluster.dns01-provider=\"gandi\" is not supported",
+                "cloudflare, route53, digitalocean or rfc2136",
+            ],
         ),
         (
-            vec!["--set", HOST, "--set", "_cluster.solver=dns01", "--set", "_cluster.dns01-provider=route53"],
+            vec![
+                "--set",
+                HOST,
+                "--set",
+                "_cluster.solver=dns01",
+                "--set",
+                "_cluster.dns01-provider=route53",
+            ],
             vec!["_cluster.dns01-route53-region is required"],
         ),
         (
@@ -1345,7 +1593,12 @@ fn gateway_value_sets_that_must_fail() {
         ),
         // ... a list with spaces, trimmed ...
         (
-            vec!["--set", HOST, "--set", "_cluster.gateway-attached-namespaces={cozy-dashboard,  tenant-root}"],
+            vec![
+                "--set",
+                HOST,
+                "--set",
+                "_cluster.gateway-attached-namespaces={cozy-dashboard,  tenant-root}",
+            ],
             vec!["entry \"tenant-root\"", "tenant.spec.gateway=true"],
         ),
         // ... and even with an existing wildcard Secret.
@@ -1372,21 +1625,36 @@ fn gateway_post_delete_hook_removes_the_acme_account_secret() {
     let objs = gw(&["--set", HOST, "--set", "name=gw"]);
     let secret = tenant_gateway::reconcile::names::acme_account_secret("gw");
     let job = one(&objs, "Job");
-    assert_eq!(job["metadata"]["annotations"]["helm.sh/hook"], "post-delete");
+    assert_eq!(
+        job["metadata"]["annotations"]["helm.sh/hook"],
+        "post-delete"
+    );
     let c = &job["spec"]["template"]["spec"]["containers"][0];
     assert_eq!(
         c["args"],
-        json!(["delete", "secret", secret, "--namespace=tenant-alice", "--ignore-not-found"])
+        json!([
+            "delete",
+            "secret",
+            secret,
+            "--namespace=tenant-alice",
+            "--ignore-not-found"
+        ])
     );
     let role = one(&objs, "Role");
-    assert_eq!(role["metadata"]["annotations"]["helm.sh/hook"], "post-delete");
+    assert_eq!(
+        role["metadata"]["annotations"]["helm.sh/hook"],
+        "post-delete"
+    );
     assert_eq!(
         role["rules"],
         json!([{"apiGroups": [""], "resources": ["secrets"], "resourceNames": [secret],
                 "verbs": ["get", "delete"]}])
     );
     for kind in ["ServiceAccount", "RoleBinding"] {
-        assert_eq!(one(&objs, kind)["metadata"]["annotations"]["helm.sh/hook"], "post-delete");
+        assert_eq!(
+            one(&objs, kind)["metadata"]["annotations"]["helm.sh/hook"],
+            "post-delete"
+        );
     }
     assert_eq!(c["securityContext"]["allowPrivilegeEscalation"], false);
     let objs = gw(&["--set", HOST, "--set", "acmeAccountCleanup.enabled=false"]);

@@ -11,6 +11,7 @@
 
 mod common_e2e;
 
+use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -39,7 +40,12 @@ impl Drop for Serve {
 }
 
 /// `wait_for` that shows the workload's log when the deadline passes.
-fn wait_logged<T>(serve: &Serve, what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+fn wait_logged<T>(
+    serve: &Serve,
+    what: &str,
+    timeout: Duration,
+    mut f: impl FnMut() -> Option<T>,
+) -> T {
     let deadline = std::time::Instant::now() + timeout;
     loop {
         if let Some(v) = f() {
@@ -52,6 +58,41 @@ fn wait_logged<T>(serve: &Serve, what: &str, timeout: Duration, mut f: impl FnMu
         );
         std::thread::sleep(Duration::from_millis(100));
     }
+}
+
+fn metrics_text(addr: &str) -> String {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr).expect("connect to /metrics");
+    s.set_read_timeout(Some(Duration::from_secs(5)))
+        .expect("timeout");
+    write!(
+        s,
+        "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )
+    .expect("write");
+    let mut buf = String::new();
+    s.read_to_string(&mut buf).expect("read /metrics");
+    buf
+}
+
+/// Metric names (`tenant_gateway_*`, `process_*`) a text mentions.
+fn metric_names_in(text: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    for (i, _) in text
+        .match_indices("tenant_gateway_")
+        .chain(text.match_indices("process_"))
+    {
+        let before = text[..i].chars().next_back();
+        if before.is_some_and(|c| c.is_ascii_alphanumeric() || c == '_') {
+            continue;
+        }
+        let name: String = text[i..]
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        out.insert(name);
+    }
+    out
 }
 
 fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
@@ -84,7 +125,10 @@ fn can_i(cp: &ControlPlane, verb: &str, resource: &str, ns: Option<&str>) -> boo
     match o.stdout.trim() {
         "yes" => true,
         "no" => false,
-        other => panic!("kubectl auth can-i {verb} {resource}: {other:?} {}", o.stderr),
+        other => panic!(
+            "kubectl auth can-i {verb} {resource}: {other:?} {}",
+            o.stderr
+        ),
     }
 }
 
@@ -137,19 +181,23 @@ fn helm_install_then_run_with_the_charts_rbac() {
     let mut tpl: Vec<&str> = vec!["template", "tg", path_str(&chart), "-n", NS];
     tpl.extend(values.iter().map(String::as_str));
     let out = helm(&tpl);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     let rendered = String::from_utf8(out.stdout).expect("utf-8");
     let deployment: Value = serde_yaml::Deserializer::from_str(&rendered)
         .filter_map(|d| serde::Deserialize::deserialize(d).ok())
         .find(|v: &Value| v["kind"] == "Deployment")
         .expect("a Deployment");
-    let container_args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]
-        ["args"]
-        .as_array()
-        .expect("args")
-        .iter()
-        .map(|a| a.as_str().expect("string").to_string())
-        .collect();
+    let container_args: Vec<String> =
+        deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+            .as_array()
+            .expect("args")
+            .iter()
+            .map(|a| a.as_str().expect("string").to_string())
+            .collect();
 
     // Install: every object accepted by the API server (no --wait: no kubelet here).
     let mut install: Vec<&str> = vec!["install", "tg", path_str(&chart), "-n", NS];
@@ -191,24 +239,72 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ("patch", "namespaces", None),
         ("list", "tenantgateways.gateway.cozystack.io", None),
         ("watch", "tenantgateways.gateway.cozystack.io", None),
-        ("patch", "tenantgateways.gateway.cozystack.io", Some("tenant-alice")),
-        ("patch", "tenantgateways.gateway.cozystack.io#status", Some("tenant-alice")),
+        (
+            "patch",
+            "tenantgateways.gateway.cozystack.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "patch",
+            "tenantgateways.gateway.cozystack.io#status",
+            Some("tenant-alice"),
+        ),
         ("list", "gateways.gateway.networking.k8s.io", None),
         ("watch", "gateways.gateway.networking.k8s.io", None),
-        ("create", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("patch", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("delete", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("get", "httproutes.gateway.networking.k8s.io", Some("tenant-bob")),
+        (
+            "create",
+            "gateways.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "patch",
+            "gateways.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "delete",
+            "gateways.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "get",
+            "httproutes.gateway.networking.k8s.io",
+            Some("tenant-bob"),
+        ),
         ("list", "httproutes.gateway.networking.k8s.io", None),
         ("watch", "httproutes.gateway.networking.k8s.io", None),
-        ("create", "httproutes.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("patch", "httproutes.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("delete", "httproutes.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("update", "httproutes.gateway.networking.k8s.io#status", Some("tenant-bob")),
-        ("get", "tlsroutes.gateway.networking.k8s.io", Some("tenant-bob")),
+        (
+            "create",
+            "httproutes.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "patch",
+            "httproutes.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "delete",
+            "httproutes.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "update",
+            "httproutes.gateway.networking.k8s.io#status",
+            Some("tenant-bob"),
+        ),
+        (
+            "get",
+            "tlsroutes.gateway.networking.k8s.io",
+            Some("tenant-bob"),
+        ),
         ("list", "tlsroutes.gateway.networking.k8s.io", None),
         ("watch", "tlsroutes.gateway.networking.k8s.io", None),
-        ("update", "tlsroutes.gateway.networking.k8s.io#status", Some("tenant-bob")),
+        (
+            "update",
+            "tlsroutes.gateway.networking.k8s.io#status",
+            Some("tenant-bob"),
+        ),
         ("list", "issuers.cert-manager.io", None),
         ("watch", "issuers.cert-manager.io", None),
         ("create", "issuers.cert-manager.io", Some("tenant-alice")),
@@ -216,17 +312,36 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ("delete", "issuers.cert-manager.io", Some("tenant-alice")),
         ("list", "certificates.cert-manager.io", None),
         ("watch", "certificates.cert-manager.io", None),
-        ("create", "certificates.cert-manager.io", Some("tenant-alice")),
-        ("patch", "certificates.cert-manager.io", Some("tenant-alice")),
-        ("delete", "certificates.cert-manager.io", Some("tenant-alice")),
+        (
+            "create",
+            "certificates.cert-manager.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "patch",
+            "certificates.cert-manager.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "delete",
+            "certificates.cert-manager.io",
+            Some("tenant-alice"),
+        ),
         ("create", "events.events.k8s.io", Some("tenant-alice")),
         ("patch", "events.events.k8s.io", Some("tenant-alice")),
         ("create", "leases.coordination.k8s.io", Some(NS)),
         ("get", "leases.coordination.k8s.io/tenant-gateway", Some(NS)),
-        ("update", "leases.coordination.k8s.io/tenant-gateway", Some(NS)),
+        (
+            "update",
+            "leases.coordination.k8s.io/tenant-gateway",
+            Some(NS),
+        ),
     ];
     for (verb, res, ns) in needed {
-        assert!(can_i(&cp, verb, res, *ns), "the ServiceAccount cannot {verb} {res} in {ns:?}");
+        assert!(
+            can_i(&cp, verb, res, *ns),
+            "the ServiceAccount cannot {verb} {res} in {ns:?}"
+        );
     }
     // ... and samples it must not have.
     let denied: &[(&str, &str, Option<&str>)] = &[
@@ -234,17 +349,36 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ("list", "secrets", None),
         ("delete", "namespaces", None),
         ("update", "namespaces", None),
-        ("update", "gateways.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("patch", "tlsroutes.gateway.networking.k8s.io", Some("tenant-alice")),
-        ("delete", "tenantgateways.gateway.cozystack.io", Some("tenant-alice")),
-        ("update", "leases.coordination.k8s.io/someone-else", Some(NS)),
+        (
+            "update",
+            "gateways.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "patch",
+            "tlsroutes.gateway.networking.k8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "delete",
+            "tenantgateways.gateway.cozystack.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "update",
+            "leases.coordination.k8s.io/someone-else",
+            Some(NS),
+        ),
         ("create", "leases.coordination.k8s.io", Some("tenant-alice")),
         ("create", "pods", Some(NS)),
         ("patch", "validatingwebhookconfigurations", None),
         ("list", "packages.cozystack.io", None),
     ];
     for (verb, res, ns) in denied {
-        assert!(!can_i(&cp, verb, res, *ns), "the ServiceAccount must not {verb} {res} in {ns:?}");
+        assert!(
+            !can_i(&cp, verb, res, *ns),
+            "the ServiceAccount must not {verb} {res} in {ns:?}"
+        );
     }
 
     // The workload, outside the cluster: the chart's arguments, loopback ports, the
@@ -254,10 +388,29 @@ fn helm_install_then_run_with_the_charts_rbac() {
     std::fs::copy(cp.kubeconfig(), &kubeconfig).expect("copy kubeconfig");
     let kc = path_str(&kubeconfig);
     cp.kubectl_ok(
-        &["config", "--kubeconfig", kc, "set-credentials", "sa", "--token", token.stdout.trim()],
+        &[
+            "config",
+            "--kubeconfig",
+            kc,
+            "set-credentials",
+            "sa",
+            "--token",
+            token.stdout.trim(),
+        ],
         None,
     );
-    cp.kubectl_ok(&["config", "--kubeconfig", kc, "set-context", "--current", "--user", "sa"], None);
+    cp.kubectl_ok(
+        &[
+            "config",
+            "--kubeconfig",
+            kc,
+            "set-context",
+            "--current",
+            "--user",
+            "sa",
+        ],
+        None,
+    );
     let args: Vec<String> = container_args
         .iter()
         .map(|a| {
@@ -320,7 +473,9 @@ fn helm_install_then_run_with_the_charts_rbac() {
             .to_string(),
         ),
     );
-    let lease = wait_logged(&serve, "the Lease", WAIT, || get(&cp, &["lease", "tenant-gateway", "-n", NS]));
+    let lease = wait_logged(&serve, "the Lease", WAIT, || {
+        get(&cp, &["lease", "tenant-gateway", "-n", NS])
+    });
     assert!(
         lease["spec"]["holderIdentity"]
             .as_str()
@@ -328,22 +483,43 @@ fn helm_install_then_run_with_the_charts_rbac() {
             .starts_with("tg-tenant-gateway-0"),
         "{lease}"
     );
-    wait_logged(&serve, "the Gateway", WAIT, || get(&cp, &["gateway", "gw", "-n", "tenant-alice"]));
-    wait_logged(&serve, "the Issuer", WAIT, || get(&cp, &["issuer", "gw-gateway", "-n", "tenant-alice"]));
+    wait_logged(&serve, "the Gateway", WAIT, || {
+        get(&cp, &["gateway", "gw", "-n", "tenant-alice"])
+    });
+    wait_logged(&serve, "the Issuer", WAIT, || {
+        get(&cp, &["issuer", "gw-gateway", "-n", "tenant-alice"])
+    });
     wait_logged(&serve, "the redirect route", WAIT, || {
-        get(&cp, &["httproute", "gw-http-redirect", "-n", "tenant-alice"])
+        get(
+            &cp,
+            &["httproute", "gw-http-redirect", "-n", "tenant-alice"],
+        )
     });
-    wait_logged(&serve, "the attached namespace's gateway label", WAIT, || {
-        let ns = get(&cp, &["namespace", "cozy-dashboard"])?;
-        (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"] == "tenant-alice").then_some(())
-    });
-    wait_logged(&serve, "the TenantGateway's finalizer and status", WAIT, || {
-        let t = get(&cp, &["tenantgateway", "gw", "-n", "tenant-alice"])?;
-        let fin = t["metadata"]["finalizers"]
-            .as_array()
-            .is_some_and(|f| f.iter().any(|x| x == "gateway.cozystack.io/cleanup"));
-        (fin && t["status"]["conditions"].as_array().is_some_and(|c| !c.is_empty())).then_some(())
-    });
+    wait_logged(
+        &serve,
+        "the attached namespace's gateway label",
+        WAIT,
+        || {
+            let ns = get(&cp, &["namespace", "cozy-dashboard"])?;
+            (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"] == "tenant-alice")
+                .then_some(())
+        },
+    );
+    wait_logged(
+        &serve,
+        "the TenantGateway's finalizer and status",
+        WAIT,
+        || {
+            let t = get(&cp, &["tenantgateway", "gw", "-n", "tenant-alice"])?;
+            let fin = t["metadata"]["finalizers"]
+                .as_array()
+                .is_some_and(|f| f.iter().any(|x| x == "gateway.cozystack.io/cleanup"));
+            (fin && t["status"]["conditions"]
+                .as_array()
+                .is_some_and(|c| !c.is_empty()))
+            .then_some(())
+        },
+    );
     cp.kubectl_ok(
         &["apply", "-f", "-"],
         Some(
@@ -368,12 +544,56 @@ fn helm_install_then_run_with_the_charts_rbac() {
             .then_some(())
     });
     // Deletion: the finalizer's cleanup removes the label it wrote.
-    cp.kubectl_ok(&["delete", "tenantgateway", "gw", "-n", "tenant-alice", "--wait=false"], None);
-    wait_logged(&serve, "the label cleanup and the TenantGateway gone", WAIT, || {
-        let ns = get(&cp, &["namespace", "cozy-dashboard"])?;
-        let gone = get(&cp, &["tenantgateway", "gw", "-n", "tenant-alice"]).is_none();
-        (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"].is_null() && gone).then_some(())
-    });
+    cp.kubectl_ok(
+        &[
+            "delete",
+            "tenantgateway",
+            "gw",
+            "-n",
+            "tenant-alice",
+            "--wait=false",
+        ],
+        None,
+    );
+    wait_logged(
+        &serve,
+        "the label cleanup and the TenantGateway gone",
+        WAIT,
+        || {
+            let ns = get(&cp, &["namespace", "cozy-dashboard"])?;
+            let gone = get(&cp, &["tenantgateway", "gw", "-n", "tenant-alice"]).is_none();
+            (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"].is_null() && gone)
+                .then_some(())
+        },
+    );
+    // Every metric the dashboard and the alerts query is on /metrics of this running serve.
+    let exposed = metrics_text(&addr);
+    let mut used = BTreeSet::new();
+    let dash = std::fs::read_to_string(
+        repo_root().join("charts/tenant-gateway/dashboards/tenant-gateway.json"),
+    )
+    .expect("dashboard");
+    used.extend(metric_names_in(&dash));
+    let mut tpl: Vec<&str> = vec![
+        "template",
+        "tg",
+        path_str(&chart),
+        "-n",
+        NS,
+        "--set",
+        "prometheusRule.enabled=true",
+    ];
+    tpl.extend(values.iter().map(String::as_str));
+    let out = helm(&tpl);
+    assert!(out.status.success());
+    used.extend(metric_names_in(&String::from_utf8_lossy(&out.stdout)));
+    assert!(used.len() >= 10, "{used:?}");
+    let missing: Vec<&String> = used
+        .iter()
+        .filter(|m| !exposed.lines().any(|l| l.starts_with(m.as_str())))
+        .collect();
+    assert!(missing.is_empty(), "not on /metrics of serve: {missing:?}");
+
     let log = serve.log();
     for forbidden in ["forbidden", "Forbidden"] {
         assert!(!log.contains(forbidden), "the workload hit RBAC: {log}");
@@ -381,6 +601,10 @@ fn helm_install_then_run_with_the_charts_rbac() {
 
     // Uninstall: the webhook configuration goes with the release.
     let out = helm(&["uninstall", "tg", "-n", NS]);
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     assert!(get(&cp, &["validatingwebhookconfiguration", SA]).is_none());
 }
