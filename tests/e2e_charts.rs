@@ -599,6 +599,96 @@ fn helm_install_then_run_with_the_charts_rbac() {
         assert!(!log.contains(forbidden), "the workload hit RBAC: {log}");
     }
 
+    // Other value sets, accepted by the API server with the real CRDs (cert-manager's,
+    // the TenantGateway CRD's CEL rules): server-side dry runs of what helm renders.
+    let dry = |chart_name: &str, release: &str, ns: &str, sets: &[&str]| {
+        let chart = repo_root().join("charts").join(chart_name);
+        let mut a: Vec<&str> = vec!["template", release, path_str(&chart), "-n", ns];
+        a.extend_from_slice(sets);
+        let out = helm(&a);
+        assert!(out.status.success(), "{sets:?}: {}", String::from_utf8_lossy(&out.stderr));
+        let manifest = String::from_utf8(out.stdout).expect("utf-8");
+        let o = cp.kubectl(&["apply", "--dry-run=server", "-n", ns, "-f", "-"], Some(&manifest));
+        assert!(o.allowed, "{chart_name} {sets:?} refused by the API server: {}", o.stderr);
+    };
+    dry(
+        "tenant-gateway",
+        "tg2",
+        NS,
+        &[
+            "--set",
+            "rootHost=example.org",
+            "--set",
+            "networkPolicy.enabled=true",
+            "--set",
+            "networkPolicy.apiServerCIDRs={127.0.0.1/32}",
+            "--set",
+            "dashboard.enabled=true",
+        ],
+    );
+    dry(
+        "tenant-gateway",
+        "tg3",
+        NS,
+        &[
+            "--set",
+            "rootHost=example.org",
+            "--set",
+            "certificates.certManager.issuerRef.name=platform",
+            "--set",
+            "certificates.certManager.issuerRef.kind=ClusterIssuer",
+        ],
+    );
+    let host = "_namespace.host=alice.example.org";
+    for sets in [
+        vec!["--set", host],
+        vec!["--set", host, "--set", "_cluster.solver=dns01"],
+        vec![
+            "--set",
+            host,
+            "--set",
+            "_cluster.solver=dns01",
+            "--set",
+            "_cluster.dns01-provider=route53",
+            "--set",
+            "_cluster.dns01-route53-region=eu-west-1",
+            "--set",
+            "_cluster.dns01-route53-secret-name=aws",
+        ],
+        vec![
+            "--set",
+            host,
+            "--set",
+            "_cluster.solver=dns01",
+            "--set",
+            "_cluster.dns01-provider=digitalocean",
+        ],
+        vec![
+            "--set",
+            host,
+            "--set",
+            "_cluster.solver=dns01",
+            "--set",
+            "_cluster.dns01-provider=rfc2136",
+            "--set",
+            "_cluster.dns01-rfc2136-nameserver=10.0.0.53:53",
+            "--set",
+            "_cluster.dns01-rfc2136-tsig-key-name=acme",
+            "--set",
+            "_cluster.dns01-rfc2136-secret-name=tsig",
+        ],
+        vec![
+            "--set",
+            host,
+            "--set",
+            "_cluster.wildcard-secret-name=wildcard",
+            "--set",
+            "_cluster.gateway-attached-namespaces=cozy-dashboard\\,default",
+        ],
+    ] {
+        dry("gateway", "alice", "tenant-alice", &sets);
+    }
+
     // Uninstall: the webhook configuration goes with the release.
     let out = helm(&["uninstall", "tg", "-n", NS]);
     assert!(
