@@ -606,10 +606,21 @@ fn helm_install_then_run_with_the_charts_rbac() {
         let mut a: Vec<&str> = vec!["template", release, path_str(&chart), "-n", ns];
         a.extend_from_slice(sets);
         let out = helm(&a);
-        assert!(out.status.success(), "{sets:?}: {}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success(),
+            "{sets:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         let manifest = String::from_utf8(out.stdout).expect("utf-8");
-        let o = cp.kubectl(&["apply", "--dry-run=server", "-n", ns, "-f", "-"], Some(&manifest));
-        assert!(o.allowed, "{chart_name} {sets:?} refused by the API server: {}", o.stderr);
+        let o = cp.kubectl(
+            &["apply", "--dry-run=server", "-n", ns, "-f", "-"],
+            Some(&manifest),
+        );
+        assert!(
+            o.allowed,
+            "{chart_name} {sets:?} refused by the API server: {}",
+            o.stderr
+        );
     };
     dry(
         "tenant-gateway",
