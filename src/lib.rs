@@ -16,5 +16,6 @@ pub mod platform;
 pub mod policies;
 pub mod policy;
 pub mod reconcile;
+pub mod selfcert;
 pub mod serve;
 pub mod server;

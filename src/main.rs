@@ -279,10 +279,47 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         tracing::info!("stopped");
         return Ok(ExitCode::SUCCESS);
     }
-    let (Some(cert), Some(key)) = (serve.tls_cert_file.clone(), serve.tls_key_file.clone()) else {
-        anyhow::bail!(
+    let self_cert =
+        serve
+            .self_cert_secret
+            .clone()
+            .map(|secret| tenant_gateway::selfcert::SelfCertConfig {
+                namespace: serve.self_cert_namespace.clone().unwrap_or_else(|| {
+                    tenant_gateway::cluster::lease::default_namespace(std::path::Path::new(
+                        tenant_gateway::cluster::lease::SERVICE_ACCOUNT_NAMESPACE_FILE,
+                    ))
+                }),
+                secret,
+                webhook_configuration: serve.webhook_configuration_name.clone(),
+                hosts: serve.self_cert_hosts.clone(),
+                validity: serve.self_cert_validity,
+                dir: serve.self_cert_dir.clone(),
+            });
+    let (cert, key) = match (
+        &self_cert,
+        serve.tls_cert_file.clone(),
+        serve.tls_key_file.clone(),
+    ) {
+        (Some(c), None, None) => {
+            if c.hosts.is_empty() {
+                anyhow::bail!(
+                    "--self-cert-secret needs --self-cert-host (the names the API server calls the webhook by)"
+                );
+            }
+            if serve.no_controller || policy.namespaces.is_some() {
+                anyhow::bail!(
+                    "--self-cert-secret needs the reconciler's leader Lease and a cluster: drop --no-controller and --namespaces"
+                );
+            }
+            (c.cert_file(), c.key_file())
+        }
+        (Some(_), _, _) => anyhow::bail!(
+            "--self-cert-secret manages the serving pair itself: drop --tls-cert-file and --tls-key-file"
+        ),
+        (None, Some(cert), Some(key)) => (cert, key),
+        (None, _, _) => anyhow::bail!(
             "--tls-cert-file and --tls-key-file are required for the webhook (create a development pair with `tenant-gateway certs`)"
-        );
+        ),
     };
     let namespaces = match policy.static_namespaces()? {
         Some(s) => {
@@ -299,11 +336,21 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
             if !serve.no_controller {
                 let r = tenant_gateway::serve::start_reconciler(
-                    client,
+                    client.clone(),
                     live.clone(),
                     metrics.clone(),
                     reconciler_opts,
                 );
+                if let Some(c) = self_cert.clone() {
+                    // The server starts on the pair: wait until the leader (maybe this
+                    // replica) has made it and it is on disk.
+                    tenant_gateway::selfcert::wait_for_pair(&client, &c, &r.leader).await?;
+                    tokio::spawn(tenant_gateway::selfcert::run(
+                        client.clone(),
+                        c,
+                        r.leader.clone(),
+                    ));
+                }
                 // The reconciler ending is fatal: the process exits so it restarts.
                 tokio::spawn(async move {
                     let why = r.done.await.unwrap_or("the reconciler task panicked");

@@ -34,6 +34,8 @@ pub struct Reconciler {
     pub routes: Arc<RouteIndex>,
     /// Ends only when a part of the reconciler ended (an error worth ending the process on).
     pub done: tokio::task::JoinHandle<&'static str>,
+    /// Whether this replica holds the Lease (gates the self-managed certificate writes too).
+    pub leader: Leader,
 }
 
 /// Start the leader election and the controller on the shared namespace index.
@@ -54,7 +56,7 @@ pub fn start_reconciler(
         client: client.clone(),
         namespaces,
         metrics: metrics.clone(),
-        leader,
+        leader: leader.clone(),
         cfg: ControllerConfig {
             plan: crate::reconcile::Config {
                 scope: opts.scope.clone(),
@@ -75,5 +77,9 @@ pub fn start_reconciler(
             _ = controller => "the TenantGateway controller ended",
         }
     });
-    Reconciler { routes, done }
+    Reconciler {
+        routes,
+        done,
+        leader,
+    }
 }

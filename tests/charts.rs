@@ -554,6 +554,7 @@ fn every_serve_flag_is_a_value() {
             "--set",
             "namespacesFile=/etc/ns.yaml",
         ],
+        vec!["--set", "certificates.mode=self"],
         vec![
             "--set",
             "webhook.enabled=false",
@@ -968,6 +969,102 @@ fn manual_mode_uses_the_given_secret_and_ca() {
 }
 
 #[test]
+fn self_mode_runs_the_binarys_own_ca_with_its_rbac() {
+    let objs = tg(&[
+        "--set",
+        "certificates.mode=self",
+        "--set",
+        "certificates.self.validity=86400",
+        "--set",
+        "certificates.self.extraHosts={10.0.0.5}",
+    ]);
+    assert!(find(&objs, "Certificate").is_empty());
+    assert!(find(&objs, "Issuer").is_empty());
+    let vwc = one(&objs, "ValidatingWebhookConfiguration");
+    assert!(vwc["metadata"]["annotations"].is_null(), "no cainjector");
+    for h in vwc["webhooks"].as_array().expect("webhooks") {
+        assert!(
+            h["clientConfig"]["caBundle"].is_null(),
+            "the binary fills it"
+        );
+    }
+    let args = args_of(&objs);
+    assert_eq!(arg_value(&args, "--tls-cert-file"), None);
+    assert_eq!(
+        arg_value(&args, "--self-cert-secret").as_deref(),
+        Some("rel-tenant-gateway-self-tls")
+    );
+    assert_eq!(
+        arg_value(&args, "--self-cert-namespace").as_deref(),
+        Some(RELEASE_NS)
+    );
+    assert_eq!(
+        arg_value(&args, "--self-cert-host").as_deref(),
+        Some(
+            "rel-tenant-gateway.cozy-system.svc,rel-tenant-gateway.cozy-system.svc.cluster.local,10.0.0.5"
+        )
+    );
+    assert_eq!(
+        arg_value(&args, "--self-cert-validity").as_deref(),
+        Some("86400")
+    );
+    assert_eq!(
+        arg_value(&args, "--webhook-configuration-name"),
+        vwc["metadata"]["name"].as_str().map(str::to_string)
+    );
+    // The pair lives in a writable emptyDir under the read-only root filesystem.
+    let dir = arg_value(&args, "--self-cert-dir").expect("dir");
+    let c = container(&objs);
+    let mount = c["volumeMounts"]
+        .as_array()
+        .expect("mounts")
+        .iter()
+        .find(|m| dir.starts_with(m["mountPath"].as_str().unwrap_or("?")))
+        .expect("a mount holds --self-cert-dir");
+    let pod = &one(&objs, "Deployment")["spec"]["template"]["spec"];
+    let vol = pod["volumes"]
+        .as_array()
+        .expect("volumes")
+        .iter()
+        .find(|v| v["name"] == mount["name"])
+        .expect("its volume");
+    assert!(vol["emptyDir"].is_object());
+
+    // selfcert.rs: read + create + replace the one Secret; get + replace the one webhook
+    // configuration. On top of the default rules, nothing else.
+    let cr = rules_of(one(&objs, "ClusterRole"));
+    let mut want = expected_cluster_rules();
+    for v in ["get", "update"] {
+        want.insert((
+            "admissionregistration.k8s.io".into(),
+            "validatingwebhookconfigurations".into(),
+            v.into(),
+            Some("rel-tenant-gateway".into()),
+        ));
+    }
+    assert_eq!(cr, want);
+    let role = find(&objs, "Role")
+        .into_iter()
+        .find(|r| r["metadata"]["name"] == "rel-tenant-gateway-self-tls")
+        .expect("the Secret role");
+    let mut want = rules(&[("", "secrets", &["create"])]);
+    for v in ["get", "update"] {
+        want.insert((
+            "".into(),
+            "secrets".into(),
+            v.into(),
+            Some("rel-tenant-gateway-self-tls".into()),
+        ));
+    }
+    assert_eq!(rules_of(role), want);
+    assert!(
+        find(&objs, "RoleBinding")
+            .iter()
+            .any(|b| b["roleRef"]["name"] == "rel-tenant-gateway-self-tls")
+    );
+}
+
+#[test]
 fn install_chart_value_sets_that_must_fail() {
     let cases: Vec<(Vec<&str>, Vec<&str>)> = vec![
         (
@@ -1000,8 +1097,15 @@ fn install_chart_value_sets_that_must_fail() {
             vec!["enforcement.routes: unknown layer"],
         ),
         (
-            vec!["--set", "rootHost=x.org", "--set", "certificates.mode=self"],
-            vec!["certificates.mode=self is not implemented yet"],
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
+                "certificates.mode=self",
+                "--set",
+                "controller.enabled=false",
+            ],
+            vec!["certificates.mode=self needs controller.enabled"],
         ),
         (
             vec![

@@ -36,7 +36,9 @@ helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" }}
 {{- end -}}
 
 {{- define "tenant-gateway.tlsSecretName" -}}
-{{- if eq .Values.certificates.mode "manual" -}}
+{{- if eq .Values.certificates.mode "self" -}}
+{{- printf "%s-self-tls" (include "tenant-gateway.fullname" .) -}}
+{{- else if eq .Values.certificates.mode "manual" -}}
 {{- required "certificates.manual.secretName is required when certificates.mode is manual" .Values.certificates.manual.secretName -}}
 {{- else -}}
 {{- printf "%s-tls" (include "tenant-gateway.fullname" .) -}}
@@ -92,8 +94,8 @@ on them, so `helm template -s` of one file fails too.
 {{- if not (has .Values.certificates.mode (list "cert-manager" "manual" "self")) -}}
 {{- fail (printf "certificates.mode=%v: unsupported (cert-manager, manual, self)" .Values.certificates.mode) -}}
 {{- end -}}
-{{- if eq .Values.certificates.mode "self" -}}
-{{- fail "certificates.mode=self is not implemented yet by this version of tenant-gateway: use cert-manager or manual" -}}
+{{- if and (eq .Values.certificates.mode "self") (not .Values.controller.enabled) -}}
+{{- fail "certificates.mode=self needs controller.enabled: the reconciler's leader Lease gates who renews the certificate" -}}
 {{- end -}}
 {{- if and (eq .Values.certificates.mode "manual") .Values.webhook.enabled (not .Values.certificates.manual.caBundle) -}}
 {{- fail "certificates.manual.caBundle (base64 of the CA PEM that signed certificates.manual.secretName) is required when certificates.mode is manual" -}}
@@ -128,4 +130,14 @@ on them, so `helm template -s` of one file fails too.
 {{/* YAML 1.1 reads a bare `off` as false: it means the mode off. */}}
 {{- define "tenant-gateway.mode" -}}
 {{- if kindIs "bool" . -}}{{- if . -}}on{{- else -}}off{{- end -}}{{- else -}}{{- toString . -}}{{- end -}}
+{{- end -}}
+
+{{/* The names the API server calls the webhook by: the Service's, plus any given. */}}
+{{- define "tenant-gateway.selfHosts" -}}
+{{- $fullname := include "tenant-gateway.fullname" . -}}
+{{- $hosts := list (printf "%s.%s.svc" $fullname .Release.Namespace) (printf "%s.%s.svc.cluster.local" $fullname .Release.Namespace) -}}
+{{- range .Values.certificates.self.extraHosts -}}
+{{- $hosts = append $hosts . -}}
+{{- end -}}
+{{- join "," $hosts -}}
 {{- end -}}
