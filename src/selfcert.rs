@@ -51,7 +51,7 @@ impl SelfCertConfig {
     }
     /// How often the Secret is checked: often enough to renew well inside the last third.
     pub fn check_every(&self) -> Duration {
-        (self.validity / 30).clamp(Duration::from_secs(1), Duration::from_secs(60))
+        (self.validity / 30).clamp(Duration::from_secs(1), Duration::from_secs(10))
     }
 }
 

@@ -709,3 +709,267 @@ fn helm_install_then_run_with_the_charts_rbac() {
     );
     assert!(get(&cp, &["validatingwebhookconfiguration", SA]).is_none());
 }
+
+/// `certificates.mode=self` against the real API server: the CA Secret appears, the webhook
+/// configuration gets the caBundle, and a forced early renewal (the serving pair removed
+/// from the Secret) swaps the serving certificate while a load loop of admission requests
+/// through the API server runs across the swap without a single failed call.
+#[test]
+fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
+    let Some(cp) = ControlPlane::start_or_skip() else {
+        return;
+    };
+    cp.install_crds();
+    cp.grant_impersonated_users();
+    cp.create_tenant_namespaces();
+    cp.kubectl_ok(&["create", "namespace", NS], None);
+    let dir = cp.dir.path().join("chart-self");
+    std::fs::create_dir_all(&dir).expect("dir");
+    let port = free_port();
+    let metrics_port = free_port();
+    let chart = repo_root().join("charts/tenant-gateway");
+    let values = [
+        "--set".to_string(),
+        "rootHost=example.org".to_string(),
+        "--set".to_string(),
+        format!("webhook.url=https://127.0.0.1:{port}"),
+        "--set".to_string(),
+        "certificates.mode=self".to_string(),
+        "--set".to_string(),
+        "certificates.self.extraHosts={127.0.0.1}".to_string(),
+    ];
+    let helm = |args: &[&str]| -> std::process::Output {
+        Command::new(cp.bin("helm"))
+            .arg("--kubeconfig")
+            .arg(cp.kubeconfig())
+            .args(args)
+            .output()
+            .expect("helm runs")
+    };
+    let mut tpl: Vec<&str> = vec!["template", "tg", path_str(&chart), "-n", NS];
+    tpl.extend(values.iter().map(String::as_str));
+    let out = helm(&tpl);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = String::from_utf8(out.stdout).expect("utf-8");
+    let deployment: Value = serde_yaml::Deserializer::from_str(&rendered)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .find(|v: &Value| v["kind"] == "Deployment")
+        .expect("a Deployment");
+    let mut install: Vec<&str> = vec!["install", "tg", path_str(&chart), "-n", NS];
+    install.extend(values.iter().map(String::as_str));
+    let out = helm(&install);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    let token = cp.kubectl_ok(&["create", "token", SA, "-n", NS, "--duration=1h"], None);
+    let kubeconfig = dir.join("sa.kubeconfig");
+    std::fs::copy(cp.kubeconfig(), &kubeconfig).expect("copy kubeconfig");
+    let kc = path_str(&kubeconfig);
+    cp.kubectl_ok(
+        &[
+            "config",
+            "--kubeconfig",
+            kc,
+            "set-credentials",
+            "sa",
+            "--token",
+            token.stdout.trim(),
+        ],
+        None,
+    );
+    cp.kubectl_ok(
+        &[
+            "config",
+            "--kubeconfig",
+            kc,
+            "set-context",
+            "--current",
+            "--user",
+            "sa",
+        ],
+        None,
+    );
+    let tls_dir = dir.join("tls");
+    let args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+        .as_array()
+        .expect("args")
+        .iter()
+        .map(|a| a.as_str().expect("string").to_string())
+        .map(|a| {
+            let (flag, _) = a.split_once('=').unwrap_or((&a, ""));
+            match flag {
+                "--listen" => format!("--listen=127.0.0.1:{port}"),
+                "--metrics-listen" => format!("--metrics-listen=127.0.0.1:{metrics_port}"),
+                "--self-cert-dir" => format!("--self-cert-dir={}", tls_dir.display()),
+                "--tls-reload-interval" => "--tls-reload-interval=0.2".to_string(),
+                _ => a.clone(),
+            }
+        })
+        .chain([format!("--kubeconfig={kc}")])
+        .collect();
+    assert!(
+        args.iter().any(|a| a.starts_with("--self-cert-secret=")),
+        "{args:?}"
+    );
+    let log = dir.join("serve.log");
+    let child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+        .args(&args)
+        .env("POD_NAME", "tg-tenant-gateway-0")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("serve starts");
+    let mut serve = Serve { child, log };
+    let addr = format!("127.0.0.1:{metrics_port}");
+    wait_for("serve ready on its own certificate", WAIT, || {
+        if let Ok(Some(st)) = serve.child.try_wait() {
+            panic!("serve exited with {st}: {}", serve.log());
+        }
+        (http_status(&addr, "/readyz") == Some(200)).then_some(())
+    });
+
+    // The CA Secret, and the caBundle on every webhook.
+    let secret_name = "tg-tenant-gateway-self-tls";
+    let secret = get(&cp, &["secret", secret_name, "-n", NS]).expect("the Secret");
+    for k in ["ca.crt", "ca.key", "tls.crt", "tls.key"] {
+        assert!(secret["data"][k].is_string(), "{k} missing");
+    }
+    let ca_b64 = secret["data"]["ca.crt"].as_str().expect("ca").to_string();
+    wait_logged(&serve, "the caBundle on every webhook", WAIT, || {
+        let vwc = get(&cp, &["validatingwebhookconfiguration", SA])?;
+        vwc["webhooks"]
+            .as_array()?
+            .iter()
+            .all(|w| w["clientConfig"]["caBundle"] == ca_b64.as_str())
+            .then_some(())
+    });
+    let probe = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": "probe", "namespace": "tenant-alice"},
+        "spec": {"hostnames": ["probe.bob.example.org"]}})
+    .to_string();
+    wait_logged(
+        &serve,
+        "the webhook called with the self-managed CA",
+        WAIT,
+        || {
+            cp.dry_run("alice", &[E2E_GROUP], &probe)
+                .stderr
+                .contains("hostnames must equal")
+                .then_some(())
+        },
+    );
+
+    // Load across a forced early renewal: every request must come back as the webhook's
+    // own denial, none as a failed call.
+    let reloads = |text: &str| -> u64 {
+        text.lines()
+            .find(|l| l.starts_with("tenant_gateway_tls_reloads_total{result=\"success\"}"))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0)
+    };
+    let before = reloads(&metrics_text(&addr));
+    let old_cert = secret["data"]["tls.crt"]
+        .as_str()
+        .expect("tls.crt")
+        .to_string();
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let load = {
+        let stop = stop.clone();
+        let kubectl = cp.bin("kubectl");
+        let kubeconfig = cp.kubeconfig();
+        let probe = probe.clone();
+        std::thread::spawn(move || {
+            let (mut ok, mut failed) = (0u32, Vec::new());
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let mut child = Command::new(&kubectl)
+                    .arg("--kubeconfig")
+                    .arg(&kubeconfig)
+                    .args(["apply", "--dry-run=server", "-f", "-", "--as", "alice"])
+                    .args(["--as-group", E2E_GROUP])
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .expect("kubectl");
+                use std::io::Write as _;
+                let _ = child
+                    .stdin
+                    .take()
+                    .expect("stdin")
+                    .write_all(probe.as_bytes());
+                let out = child.wait_with_output().expect("kubectl ends");
+                let err = String::from_utf8_lossy(&out.stderr).into_owned();
+                if err.contains("hostnames must equal") {
+                    ok += 1;
+                } else {
+                    failed.push(err);
+                }
+            }
+            (ok, failed)
+        })
+    };
+    std::thread::sleep(Duration::from_millis(500));
+    cp.kubectl_ok(
+        &[
+            "patch",
+            "secret",
+            secret_name,
+            "-n",
+            NS,
+            "--type=json",
+            "-p",
+            r#"[{"op":"remove","path":"/data/tls.crt"},{"op":"remove","path":"/data/tls.key"}]"#,
+        ],
+        None,
+    );
+    let renewed = wait_logged(
+        &serve,
+        "a new serving certificate in the Secret",
+        WAIT,
+        || {
+            let s = get(&cp, &["secret", secret_name, "-n", NS])?;
+            let c = s["data"]["tls.crt"].as_str()?.to_string();
+            (c != old_cert).then_some(s)
+        },
+    );
+    assert_eq!(
+        renewed["data"]["ca.crt"],
+        ca_b64.as_str(),
+        "same CA: no caBundle change"
+    );
+    wait_logged(
+        &serve,
+        "the serving process to reload the new pair",
+        WAIT,
+        || (reloads(&metrics_text(&addr)) > before).then_some(()),
+    );
+    // Keep the load going a little on the new certificate.
+    std::thread::sleep(Duration::from_secs(2));
+    stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    let (ok, failed) = load.join().expect("load thread");
+    assert!(
+        failed.is_empty(),
+        "{} admission calls failed across the swap: {failed:?}",
+        failed.len()
+    );
+    assert!(ok >= 5, "the load loop ran ({ok} requests)");
+    let vwc = get(&cp, &["validatingwebhookconfiguration", SA]).expect("vwc");
+    assert!(
+        vwc["webhooks"]
+            .as_array()
+            .expect("webhooks")
+            .iter()
+            .all(|w| w["clientConfig"]["caBundle"] == ca_b64.as_str())
+    );
+    let log = serve.log();
+    assert!(!log.contains("orbidden"), "the workload hit RBAC: {log}");
+    eprintln!("self mode: {ok} admission requests across the renewal, 0 failed");
+}
