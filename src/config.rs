@@ -184,9 +184,12 @@ impl PolicyArgs {
     pub fn static_namespaces(&self) -> Result<Option<NamespaceSource>, ConfigError> {
         match &self.namespaces {
             None => Ok(None),
-            Some(path) => Ok(Some(NamespaceSource::Static(Arc::new(
-                StaticNamespaces::from_file(path)?,
-            )))),
+            Some(path) => {
+                let snapshot = StaticNamespaces::from_file(path)?;
+                // Build the apex map at start-up rather than in the first review that needs it.
+                snapshot.apexes();
+                Ok(Some(NamespaceSource::Static(Arc::new(snapshot))))
+            }
         }
     }
 }

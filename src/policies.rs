@@ -677,14 +677,20 @@ fn tenant_variables() -> Vec<Variable> {
 }
 
 fn tenant_rules() -> Vec<NamedRuleWithOperations> {
-    vec![rule("apps.cozystack.io", &["v1alpha1"], &["tenants"])]
+    // tenants/status too: Cozystack serves Tenants from an aggregated API server whose status
+    // strategy is not the CRD one (`WebhookResource::evaluated_subresources`).
+    vec![rule(
+        "apps.cozystack.io",
+        &["v1alpha1"],
+        &["tenants", "tenants/status"],
+    )]
 }
 
 /// Layer 4, malformed objects: `spec.host` must be a string when present.
 fn tenant_shape() -> PolicyDef {
     PolicyDef {
         name: "tenant-host-shape",
-        rules: tenant_rules(),
+        rules: vec![rule("apps.cozystack.io", &["v1alpha1"], &["tenants"])],
         match_conditions: Vec::new(),
         variables: tenant_variables(),
         validations: vec![validation(
@@ -1250,7 +1256,11 @@ mod tests {
             ),
             (
                 "tenant-gateway-tenant-host",
-                vec![("apps.cozystack.io", vec!["v1alpha1"], vec!["tenants"])],
+                vec![(
+                    "apps.cozystack.io",
+                    vec!["v1alpha1"],
+                    vec!["tenants", "tenants/status"],
+                )],
             ),
             (
                 "tenant-gateway-tenant-host-shape",
@@ -1307,6 +1317,7 @@ mod tests {
                             "namespaces/status",
                             "namespaces/finalize",
                             "ingresses/status",
+                            "tenants/status",
                         ]
                         .contains(r)
                 }));

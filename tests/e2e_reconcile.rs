@@ -312,11 +312,37 @@ fn reconciler_on_a_real_api_server() {
             .any(|(n, _)| n == "https-late")
             .then_some(())
     });
+    c.wait("the holder finished (route status and TGW status)", || {
+        let r = c.get("httproute", "tenant-alice", "late")?;
+        let t = c.get("tenantgateway", "tenant-alice", "gw")?;
+        let listed = t["status"]["listeners"]
+            .as_array()?
+            .iter()
+            .any(|l| l["name"] == "https-late");
+        (route_condition(&r, "Accepted")?.0 == "True" && listed).then_some(())
+    });
     assert_eq!(writes_total(&two.metrics), 0, "the standby replica wrote");
     one.reconciler.done.abort();
     c.wait("the standby takes the Lease over", || {
         (two.metrics.leader.get() == 1).then_some(())
     });
+    // Gaining the Lease reconciles every TenantGateway; the world is converged, so the new
+    // holder's full resync issues no write.
+    let at_gain = counter_sum(&two.metrics, "tenant_gateway_reconcile_total");
+    c.wait("the takeover resync (4 TenantGateways)", || {
+        let n = two
+            .metrics
+            .reconcile_total
+            .with_label_values(&["success"])
+            .get();
+        (n >= 4).then_some(())
+    });
+    assert!(counter_sum(&two.metrics, "tenant_gateway_reconcile_total") >= at_gain);
+    assert_eq!(
+        writes_total(&two.metrics),
+        0,
+        "the resync of a converged world after a takeover wrote"
+    );
     c.apply(&http_route(
         "tenant-alice",
         "later",

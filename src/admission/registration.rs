@@ -124,6 +124,10 @@ mod tests {
             ing["rules"][0]["resources"],
             json!(["ingresses", "ingresses/status"])
         );
+        assert_eq!(
+            hook(&v, "tenants")["rules"][0]["resources"],
+            json!(["tenants", "tenants/status"])
+        );
         // CRD status subresources reset everything but status: not registered.
         assert_eq!(
             hook(&v, "httproutes")["rules"][0]["resources"],

@@ -155,7 +155,7 @@ impl WebhookResource {
     /// Subresources the webhook is registered for and evaluates exactly like an UPDATE of the
     /// main resource, because the API server's strategy for them keeps changes to fields the
     /// layer reads (SPEC §2.1). Checked against kube-apiserver v1.35 (tests/e2e_apiserver.rs,
-    /// `subresource_strategies`):
+    /// `check_subresource_strategies`):
     ///
     /// - `namespaces/status`, `namespaces/finalize`: the status strategy resets only `spec`,
     ///   the finalize strategy only `status`; both keep `metadata`, so a guarded label can be
@@ -163,10 +163,14 @@ impl WebhookResource {
     /// - `ingresses/status`: the status strategy resets only `spec`; `metadata.annotations`
     ///   are kept, and layer 8 reads `nginx.ingress.kubernetes.io/server-alias` and the snippet
     ///   annotations from there.
+    /// - `tenants/status`: in Cozystack, `apps.cozystack.io` is served by the cozystack-api
+    ///   aggregated API server, not by a CRD, so the CRD strategy (below) cannot be assumed;
+    ///   layer 4 compares `spec.host` of both sides, so judging status writes costs nothing
+    ///   when the host is unchanged.
     pub fn evaluated_subresources(self) -> &'static [&'static str] {
         match self {
             WebhookResource::Namespaces => &["status", "finalize"],
-            WebhookResource::Ingresses => &["status"],
+            WebhookResource::Ingresses | WebhookResource::Tenants => &["status"],
             _ => &[],
         }
     }
@@ -174,12 +178,14 @@ impl WebhookResource {
     /// Subresources admitted without evaluation, because the API server resets every field the
     /// layer reads before storing (and before validating admission sees the object):
     ///
-    /// - Gateway, ListenerSet/XListenerSet, HTTPRoute, TLSRoute, GRPCRoute (Gateway API CRDs),
-    ///   Tenant and Package (CRDs in Cozystack and in the test stand-ins): `status` is the only
+    /// - Gateway, ListenerSet/XListenerSet, HTTPRoute, TLSRoute, GRPCRoute (Gateway API CRDs)
+    ///   and Package (a CRD in Cozystack and in the test stand-in): `status` is the only
     ///   subresource their CRDs declare, and the apiextensions status strategy copies the old
     ///   object whole and keeps only the new `status` (and managedFields), so spec, labels and
     ///   annotations cannot change through it. Verified on kube-apiserver v1.35 for HTTPRoute,
-    ///   Gateway, ListenerSet and the Tenant stand-in (tests/e2e_apiserver.rs).
+    ///   ListenerSet and a CRD-served Tenant (tests/e2e_apiserver.rs,
+    ///   `check_subresource_strategies`); Gateway, the other routes and Package use the same
+    ///   apiextensions strategy.
     ///
     /// Any other subresource (one a future API adds, or a registration we do not expect) is
     /// evaluated like an UPDATE rather than trusted.
@@ -190,9 +196,10 @@ impl WebhookResource {
             | WebhookResource::HttpRoutes
             | WebhookResource::TlsRoutes
             | WebhookResource::GrpcRoutes
-            | WebhookResource::Tenants
             | WebhookResource::Packages => &["status"],
-            WebhookResource::Ingresses | WebhookResource::Namespaces => &[],
+            WebhookResource::Ingresses | WebhookResource::Namespaces | WebhookResource::Tenants => {
+                &[]
+            }
         }
     }
 

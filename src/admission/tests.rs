@@ -232,6 +232,25 @@ async fn subresources_are_trusted_only_where_the_api_server_resets_read_fields()
 }
 
 #[tokio::test]
+async fn tenant_status_is_judged_on_the_host() {
+    let a = admission();
+    const TENANTS: (&str, &str, &str, &str) =
+        ("apps.cozystack.io", "v1alpha1", "tenants", "Tenant");
+    let t = |host: &str| {
+        json!({"metadata": {"name": "carol", "namespace": "tenant-alice"}, "spec": {"host": host},
+               "status": {"ready": true}})
+    };
+    for (old, new, ok) in [
+        ("a.example.org", "a.example.org", true),
+        ("a.example.org", "example.org", false),
+    ] {
+        let r = review_of(TENANTS, "status", &["tenant-alice-admins"], t(old), t(new));
+        let (_, v) = post(&a, WebhookResource::Tenants, &r).await;
+        assert_eq!(allowed(&v), ok, "{old} -> {new}: {v}");
+    }
+}
+
+#[tokio::test]
 async fn grpcroutes_and_listenersets_have_paths() {
     let a = admission();
     let mut r = route_review("CREATE", "tenant-alice", &["grpc.bob.example.org"]);

@@ -773,6 +773,54 @@ fn index_event(
 mod tests {
     use super::*;
 
+    #[tokio::test]
+    async fn watch_events_keep_the_apex_map_and_the_miss_cache_current() {
+        use kube::api::{ObjectMeta, PartialObjectMetaExt};
+        let ns = |name: &str, apex: Option<&str>| {
+            ObjectMeta {
+                name: Some(name.to_string()),
+                labels: apex.map(|a| {
+                    BTreeMap::from([(crate::policy::HOST_LABEL.to_string(), a.to_string())])
+                }),
+                ..ObjectMeta::default()
+            }
+            .into_response_partial::<Namespace>()
+        };
+        let apexes = LiveApexIndex::default();
+        let misses = MissCache::default();
+        // "not found" remembered for tenant-cust before it exists.
+        let r = misses
+            .lookup("tenant-cust", || async { Ok(NamespaceContext::NotFound) })
+            .await;
+        assert!(matches!(r, Ok(NamespaceContext::NotFound)));
+        assert_eq!(misses.negative_len(), 1);
+
+        let steps: Vec<(Event<PartialObjectMeta<Namespace>>, bool)> = vec![
+            (Event::Apply(ns("tenant-cust", Some("customer1.io"))), true),
+            (Event::Apply(ns("tenant-cust", None)), false),
+            (Event::Apply(ns("tenant-cust", Some("Customer1.io"))), true),
+            (
+                Event::Delete(ns("tenant-cust", Some("customer1.io"))),
+                false,
+            ),
+            (Event::Init, false),
+            (
+                Event::InitApply(ns("tenant-cust", Some("customer1.io"))),
+                false,
+            ),
+            (Event::InitDone, true),
+        ];
+        for (i, (event, owned)) in steps.iter().enumerate() {
+            index_event(&apexes, &misses, event);
+            assert_eq!(
+                apexes.owned_by_other("customer1.io", "tenant-alice"),
+                *owned,
+                "step {i}"
+            );
+        }
+        assert_eq!(misses.negative_len(), 0, "the watch event cleared the miss");
+    }
+
     #[test]
     fn snapshot_reads_list_and_multidoc() {
         let list = r#"

@@ -204,8 +204,10 @@ impl Operation {
 
 /// A decoded admission request, reduced to what the layers read.
 ///
-/// The admission codec has already handled DELETE/CONNECT and subresources (always allowed),
-/// so layers only ever see CREATE and UPDATE with an `object`.
+/// The admission codec has already handled DELETE/CONNECT (always allowed) and the
+/// subresources whose writes cannot change what a layer reads, so layers only ever see CREATE
+/// and UPDATE (of the main resource, or of `namespaces/status`, `namespaces/finalize`,
+/// `ingresses/status`, judged the same way) with an `object`.
 #[derive(Debug, Clone, Copy)]
 pub struct Review<'a> {
     pub operation: Operation,

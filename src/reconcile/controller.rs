@@ -651,3 +651,80 @@ fn error_policy(tgw: Arc<TenantGateway>, err: &Error, ctx: Arc<Context>) -> Acti
         "reconcile failed");
     Action::requeue(Duration::from_secs(secs))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::testing;
+
+    fn dynamic(v: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(v).expect("dynamic object")
+    }
+
+    fn tgw(ns: &str, name: &str, uid: &str, attached: &[&str]) -> Arc<TenantGateway> {
+        let mut spec = testing::world().tgw.spec;
+        spec.attached_namespaces = attached.iter().map(|s| s.to_string()).collect();
+        let mut t = TenantGateway::new(name, spec);
+        t.metadata.namespace = Some(ns.into());
+        t.metadata.uid = Some(uid.into());
+        Arc::new(t)
+    }
+
+    #[test]
+    fn related_are_siblings_and_rivals_for_attached_namespaces() {
+        let me = tgw("tenant-a", "gw", "1", &["cozy-x"]);
+        let all = vec![
+            me.clone(),
+            tgw("tenant-a", "second", "2", &[]),
+            tgw("tenant-b", "gw", "3", &["cozy-x"]),
+            tgw("tenant-c", "gw", "4", &["cozy-y"]),
+        ];
+        let got: Vec<String> = related(&all, &me).iter().map(|r| r.to_string()).collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().any(|r| r.contains("second.tenant-a")), "{got:?}");
+        assert!(got.iter().any(|r| r.contains("gw.tenant-b")), "{got:?}");
+    }
+
+    #[test]
+    fn owned_objects_map_to_their_tenantgateway() {
+        let cert = dynamic(serde_json::json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": "gw-a-tls", "namespace": "tenant-a", "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "9"},
+                {"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+                 "name": "gw", "uid": "1", "controller": true}]}
+        }));
+        assert_eq!(owner_of(&cert), Some(tgw_ref("tenant-a", "gw")));
+        let foreign = dynamic(serde_json::json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": "c", "namespace": "tenant-a"}
+        }));
+        assert_eq!(owner_of(&foreign), None);
+    }
+
+    #[test]
+    fn redirect_candidates_include_same_named_foreign_routes() {
+        let named = dynamic(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "gw-http-redirect", "namespace": "tenant-a"}
+        }));
+        assert!(
+            is_redirect_candidate(&named),
+            "must be seen to refuse a takeover"
+        );
+        let labelled = dynamic(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "x", "namespace": "tenant-a",
+                         "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}
+        }));
+        assert!(is_redirect_candidate(&labelled));
+        let tenant = dynamic(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "harbor", "namespace": "tenant-a"}
+        }));
+        assert!(
+            !is_redirect_candidate(&tenant),
+            "tenant routes are kept as facts only"
+        );
+    }
+}

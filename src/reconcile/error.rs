@@ -8,7 +8,7 @@ pub enum Error {
     Kube {
         action: String,
         #[source]
-        source: kube::Error,
+        source: Box<kube::Error>,
     },
     #[error(
         "{what} kept changing under the write ({tries} attempts with a fresh resourceVersion); \
@@ -31,7 +31,7 @@ impl Error {
     pub fn kube(action: impl Into<String>, source: kube::Error) -> Error {
         Error::Kube {
             action: action.into(),
-            source,
+            source: Box::new(source),
         }
     }
 

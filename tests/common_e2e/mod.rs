@@ -259,10 +259,44 @@ impl ControlPlane {
             ("tenant-alice", Some("alice.example.org")),
             ("tenant-bob", Some("bob.example.org")),
             ("tenant-nolabel", None),
+            // A tenant with its own custom apex outside the platform root.
+            ("tenant-cust", Some("customer1.io")),
             ("cozy-dashboard", None),
         ] {
             self.kubectl_ok(&["apply", "-f", "-"], Some(&ns(name, host)));
         }
+    }
+
+    /// `kubectl get --raw /metrics` of the API server: how many namespace GETs answered 404
+    /// so far (what the webhook's live lookups of unknown namespaces cost it).
+    pub fn namespace_get_404s(&self) -> f64 {
+        let o = self.kubectl_ok(&["get", "--raw", "/metrics"], None);
+        o.stdout
+            .lines()
+            .filter(|l| {
+                l.starts_with("apiserver_request_total{")
+                    && l.contains("code=\"404\"")
+                    && l.contains("resource=\"namespaces\"")
+                    && l.contains("subresource=\"\"")
+                    && l.contains("verb=\"GET\"")
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum()
+    }
+
+    /// A user holding only `rules` (ClusterRole + binding named after the user), for
+    /// requests that must reach admission with nothing but those rights.
+    pub fn grant_only(&self, user: &str, rules: &str) {
+        let role = format!(
+            r#"{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRole","metadata":{{"name":"e2e-{user}"}},"rules":{rules}}}"#
+        );
+        let binding = format!(
+            r#"{{"apiVersion":"rbac.authorization.k8s.io/v1","kind":"ClusterRoleBinding","metadata":{{"name":"e2e-{user}"}},
+"roleRef":{{"apiGroup":"rbac.authorization.k8s.io","kind":"ClusterRole","name":"e2e-{user}"}},
+"subjects":[{{"apiGroup":"rbac.authorization.k8s.io","kind":"User","name":"{user}"}}]}}"#
+        );
+        self.kubectl_ok(&["apply", "-f", "-"], Some(&role));
+        self.kubectl_ok(&["apply", "-f", "-"], Some(&binding));
     }
 
     pub fn apply_policies(&self) {
