@@ -293,7 +293,10 @@ fn webhook_settings_exclusions_and_match_conditions() {
                 if let Some((_, sub)) = res.split_once('/') {
                     let allowed = matches!(
                         res,
-                        "namespaces/status" | "namespaces/finalize" | "ingresses/status"
+                        "namespaces/status"
+                            | "namespaces/finalize"
+                            | "ingresses/status"
+                            | "tenants/status"
                     );
                     assert!(allowed, "{name}: unexpected subresource {sub}");
                 }
