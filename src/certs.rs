@@ -161,6 +161,49 @@ pub fn generate_client(
     })
 }
 
+/// A CA for `serve`'s self-managed certificates (`--self-cert-secret`): PEM certificate and
+/// key, valid for ten years from yesterday.
+pub fn self_ca(common_name: &str) -> Result<(String, String), CertsError> {
+    let (params, key) = new_ca(common_name)?;
+    let cert = params
+        .self_signed(&key)
+        .map_err(|source| CertsError::Generate {
+            what: "CA certificate",
+            source,
+        })?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
+/// A serving certificate for `hosts` signed by the given CA, valid between the two Unix
+/// times (seconds). Returns the certificate and key PEM.
+pub fn serving_signed_by(
+    ca_cert_pem: &str,
+    ca_key_pem: &str,
+    hosts: &[String],
+    not_before: u64,
+    not_after: u64,
+) -> Result<(String, String), CertsError> {
+    let sans = subject_alt_names(hosts)?;
+    let ca_key = KeyPair::from_pem(ca_key_pem).map_err(CertsError::BadCa)?;
+    let issuer = Issuer::from_ca_cert_pem(ca_cert_pem, ca_key).map_err(CertsError::BadCa)?;
+    let mut params = leaf_params(hosts.first().map(String::as_str).unwrap_or(SERVICE));
+    params.subject_alt_names = sans;
+    params
+        .extended_key_usages
+        .push(ExtendedKeyUsagePurpose::ServerAuth);
+    let epoch = rcgen::date_time_ymd(1970, 1, 1);
+    params.not_before = epoch + std::time::Duration::from_secs(not_before);
+    params.not_after = epoch + std::time::Duration::from_secs(not_after);
+    let key = new_key("serving key")?;
+    let cert = params
+        .signed_by(&key, &issuer)
+        .map_err(|source| CertsError::Generate {
+            what: "serving certificate",
+            source,
+        })?;
+    Ok((cert.pem(), key.serialize_pem()))
+}
+
 /// Write `ca.crt`, `tls.crt` and `tls.key` (mode 0600) into `dir`, creating it if needed.
 /// Returns the paths written.
 pub fn write(dir: &Path, certs: &DevCerts) -> Result<Vec<PathBuf>, CertsError> {

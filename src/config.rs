@@ -351,6 +351,11 @@ pub struct ServeArgs {
     )]
     pub leader_election_name: String,
 
+    /// List both HTTPRoute and TLSRoute on every port-443 listener the reconciler renders
+    /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
+    #[arg(long, env = "TENANT_GATEWAY_UNIFORM_PORT_KINDS")]
+    pub uniform_port_kinds: bool,
+
     /// How often the certificate files are checked for changes, in seconds.
     #[arg(long, env = "TENANT_GATEWAY_TLS_RELOAD_INTERVAL", default_value = "2", value_parser = parse_secs)]
     pub tls_reload_interval: Duration,
@@ -372,6 +377,44 @@ pub struct ServeArgs {
     /// Concurrent HTTP/2 streams per webhook connection.
     #[arg(long, env = "TENANT_GATEWAY_MAX_CONCURRENT_STREAMS", default_value = "32", value_parser = clap::value_parser!(u32).range(1..))]
     pub max_concurrent_streams: u32,
+
+    /// Keep an own CA and serving pair in this Secret (self-managed certificates; needs the
+    /// reconciler's Lease): the leader renews the pair at two thirds of its life and keeps the
+    /// webhook configuration's caBundle; every replica serves the pair from --self-cert-dir.
+    #[arg(long, env = "TENANT_GATEWAY_SELF_CERT_SECRET")]
+    pub self_cert_secret: Option<String>,
+
+    /// Namespace of --self-cert-secret (default: the pod's own namespace).
+    #[arg(long, env = "TENANT_GATEWAY_SELF_CERT_NAMESPACE")]
+    pub self_cert_namespace: Option<String>,
+
+    /// DNS names / IP addresses of the self-managed serving certificate (repeatable).
+    #[arg(
+        long = "self-cert-host",
+        env = "TENANT_GATEWAY_SELF_CERT_HOST",
+        value_delimiter = ','
+    )]
+    pub self_cert_hosts: Vec<String>,
+
+    /// Lifetime of a self-managed serving certificate, in seconds.
+    #[arg(long, env = "TENANT_GATEWAY_SELF_CERT_VALIDITY", default_value = "31536000", value_parser = parse_validity)]
+    pub self_cert_validity: Duration,
+
+    /// Directory the self-managed pair is written to (Secret-volume layout).
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_SELF_CERT_DIR",
+        default_value = "/run/tenant-gateway/tls"
+    )]
+    pub self_cert_dir: PathBuf,
+
+    /// ValidatingWebhookConfiguration whose caBundle the self-managed CA keeps current.
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_WEBHOOK_CONFIGURATION_NAME",
+        default_value = "tenant-gateway"
+    )]
+    pub webhook_configuration_name: String,
 }
 
 /// A byte count: a plain number, or one with a binary suffix (`64Mi`, `512Ki`, `1Gi`).
@@ -398,6 +441,19 @@ pub fn parse_bytes(s: &str) -> Result<usize, String> {
     n.checked_mul(1usize << shift)
         .filter(|v| *v > 0)
         .ok_or_else(|| format!("{s:?}: must be more than 0 and fit in memory"))
+}
+
+fn parse_validity(s: &str) -> Result<Duration, String> {
+    let v: u64 = s
+        .trim_end_matches('s')
+        .parse()
+        .map_err(|_| format!("{s:?} is not a whole number of seconds"))?;
+    // Under 30 s the renewal (at two thirds) would chase itself; over ten years the CA
+    // (ten years) would expire first.
+    if !(30..=315_360_000).contains(&v) {
+        return Err(format!("{s:?} must be between 30 seconds and ten years"));
+    }
+    Ok(Duration::from_secs(v))
 }
 
 fn parse_secs(s: &str) -> Result<Duration, String> {

@@ -388,3 +388,124 @@ mod tests {
         assert!(!is_wildcard("foo.*.org"));
     }
 }
+
+/// Why a value is not usable as an apex (a root host, a TenantGateway's `spec.apex`).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApexError {
+    #[error("the apex is empty; set it to the tenant's domain, as in \"alice.example.org\"")]
+    Empty,
+    #[error(
+        "the apex {value:?} is a wildcard; an apex is a plain domain (drop the leading \"*.\")"
+    )]
+    Wildcard { value: String },
+    #[error("the apex {value:?} is invalid: {source}")]
+    Invalid {
+        value: String,
+        source: HostnameError,
+    },
+}
+
+/// Parse an apex: surrounding whitespace trimmed, lowercased (namespace labels and flags may
+/// carry uppercase), then a valid hostname that is not a wildcard.
+pub fn parse_apex(value: &str) -> Result<String, ApexError> {
+    let apex = value.trim().to_ascii_lowercase();
+    if apex.is_empty() {
+        return Err(ApexError::Empty);
+    }
+    if is_wildcard(&apex) || apex == "*" {
+        return Err(ApexError::Wildcard { value: apex });
+    }
+    match validate(&apex) {
+        Ok(()) => Ok(apex),
+        Err(source) => Err(ApexError::Invalid {
+            value: apex,
+            source,
+        }),
+    }
+}
+
+/// Why a route hostname gets no HTTP-01 listener (SPEC §3.3).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum NotListenable {
+    #[error("is invalid: {0}")]
+    Invalid(HostnameError),
+    #[error(
+        "is a wildcard; HTTP-01 cannot issue wildcard certificates (use certMode dns01 for \
+         wildcards)"
+    )]
+    Wildcard,
+    #[error("is not within the apex {apex}")]
+    OutsideApex { apex: String },
+}
+
+/// Whether `h` can have its own HTTPS listener and HTTP-01 certificate under `apex`: valid,
+/// not a wildcard, and within the apex.
+pub fn listenable(h: &str, apex: &str) -> Result<(), NotListenable> {
+    validate(h).map_err(NotListenable::Invalid)?;
+    if is_wildcard(h) {
+        return Err(NotListenable::Wildcard);
+    }
+    if !within(h, apex) {
+        return Err(NotListenable::OutsideApex {
+            apex: apex.to_string(),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod apex_tests {
+    use super::*;
+
+    #[test]
+    fn parse_apex_cases() {
+        // (input, Ok(value) or the phrase the error contains)
+        let cases: [(&str, Result<&str, &str>); 8] = [
+            ("alice.example.org", Ok("alice.example.org")),
+            ("  Alice.Example.ORG\n", Ok("alice.example.org")),
+            ("org", Ok("org")),
+            ("", Err("empty")),
+            ("   ", Err("empty")),
+            ("*.alice.example.org", Err("wildcard")),
+            ("alice..org", Err("label 2 is empty")),
+            ("alice.org.", Err("ends with a dot")),
+        ];
+        for (input, want) in cases {
+            match (parse_apex(input), want) {
+                (Ok(got), Ok(w)) => assert_eq!(got, w, "{input:?}"),
+                (Err(e), Err(phrase)) => {
+                    assert!(e.to_string().contains(phrase), "{input:?}: {e}")
+                }
+                (got, want) => panic!("{input:?}: got {got:?}, want {want:?}"),
+            }
+        }
+        assert_eq!(
+            parse_apex("*"),
+            Err(ApexError::Wildcard { value: "*".into() })
+        );
+    }
+
+    #[test]
+    fn listenable_cases() {
+        let apex = "alice.example.org";
+        assert_eq!(listenable("alice.example.org", apex), Ok(()));
+        assert_eq!(listenable("harbor.alice.example.org", apex), Ok(()));
+        assert_eq!(listenable("a.b.alice.example.org", apex), Ok(()));
+        assert_eq!(
+            listenable("*.alice.example.org", apex),
+            Err(NotListenable::Wildcard)
+        );
+        assert_eq!(
+            listenable("shop.bob.example.org", apex),
+            Err(NotListenable::OutsideApex { apex: apex.into() })
+        );
+        assert!(matches!(
+            listenable("Shop.alice.example.org", apex),
+            Err(NotListenable::Invalid(HostnameError::Uppercase { .. }))
+        ));
+        let msg = listenable("*.alice.example.org", apex)
+            .expect_err("wildcard")
+            .to_string();
+        assert!(msg.contains("dns01"), "{msg}");
+    }
+}

@@ -6,14 +6,18 @@
 
 pub mod admission;
 pub mod certs;
+pub mod claims;
 pub mod cluster;
 pub mod config;
 pub mod hostname;
 pub mod metrics;
 pub mod offline;
+pub mod platform;
 pub mod policies;
 pub mod policy;
 pub mod reconcile;
+pub mod selfcert;
+pub mod serve;
 pub mod server;
 pub mod suite;
 pub mod yaml;

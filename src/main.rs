@@ -29,6 +29,8 @@ struct Cli {
     command: Command,
 }
 
+// Parsed once at start-up and matched once: the size of the `serve` variant costs nothing.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Run the HTTPS admission webhook and the metrics/health server.
@@ -404,15 +406,72 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
     let cfg = policy.policy_config()?;
     let metrics = Metrics::new();
     let readiness = Arc::new(Readiness::new());
+    let reconciler_opts = tenant_gateway::serve::ReconcilerOptions {
+        lease_namespace: serve.leader_election_namespace.clone(),
+        lease_name: serve.leader_election_name.clone(),
+        uniform_port_kinds: serve.uniform_port_kinds,
+        scope: tenant_gateway::platform::Scope {
+            tenant_prefix: policy.tenant_prefix.clone(),
+            system_prefix: policy.system_prefix.clone(),
+        },
+    };
     if serve.no_webhook {
-        anyhow::bail!(
-            "--no-webhook leaves nothing to run: the reconciler and replicator are not part of this build yet"
-        );
+        if serve.no_controller || policy.namespaces.is_some() {
+            anyhow::bail!(
+                "--no-webhook leaves nothing to run: the reconciler needs a cluster (drop --no-controller and --namespaces)"
+            );
+        }
+        let client = kube_client(serve.kubeconfig.as_deref()).await?;
+        let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
+        let r = tenant_gateway::serve::start_reconciler(client, live, metrics, reconciler_opts);
+        tokio::select! {
+            ended = r.done => anyhow::bail!("{}", ended.unwrap_or("the reconciler task panicked")),
+            _ = shutdown_signal() => {}
+        }
+        tracing::info!("stopped");
+        return Ok(ExitCode::SUCCESS);
     }
-    let (Some(cert), Some(key)) = (serve.tls_cert_file.clone(), serve.tls_key_file.clone()) else {
-        anyhow::bail!(
+    let self_cert =
+        serve
+            .self_cert_secret
+            .clone()
+            .map(|secret| tenant_gateway::selfcert::SelfCertConfig {
+                namespace: serve.self_cert_namespace.clone().unwrap_or_else(|| {
+                    tenant_gateway::cluster::lease::default_namespace(std::path::Path::new(
+                        tenant_gateway::cluster::lease::SERVICE_ACCOUNT_NAMESPACE_FILE,
+                    ))
+                }),
+                secret,
+                webhook_configuration: serve.webhook_configuration_name.clone(),
+                hosts: serve.self_cert_hosts.clone(),
+                validity: serve.self_cert_validity,
+                dir: serve.self_cert_dir.clone(),
+            });
+    let (cert, key) = match (
+        &self_cert,
+        serve.tls_cert_file.clone(),
+        serve.tls_key_file.clone(),
+    ) {
+        (Some(c), None, None) => {
+            if c.hosts.is_empty() {
+                anyhow::bail!(
+                    "--self-cert-secret needs --self-cert-host (the names the API server calls the webhook by)"
+                );
+            }
+            if serve.no_controller || policy.namespaces.is_some() {
+                anyhow::bail!(
+                    "--self-cert-secret needs the reconciler's leader Lease and a cluster: drop --no-controller and --namespaces"
+                );
+            }
+            (c.cert_file(), c.key_file())
+        }
+        (Some(_), _, _) => anyhow::bail!(
+            "--self-cert-secret manages the serving pair itself: drop --tls-cert-file and --tls-key-file"
+        ),
+        (None, Some(cert), Some(key)) => (cert, key),
+        (None, _, _) => anyhow::bail!(
             "--tls-cert-file and --tls-key-file are required for the webhook (create a development pair with `tenant-gateway certs`)"
-        );
+        ),
     };
     let namespaces = match policy.static_namespaces()? {
         Some(s) => {
@@ -426,18 +485,34 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         }
         None => {
             let client = kube_client(serve.kubeconfig.as_deref()).await?;
-            NamespaceSource::Live(LiveNamespaces::start(
-                client,
-                readiness.clone(),
-                metrics.clone(),
-            ))
+            let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
+            if !serve.no_controller {
+                let r = tenant_gateway::serve::start_reconciler(
+                    client.clone(),
+                    live.clone(),
+                    metrics.clone(),
+                    reconciler_opts,
+                );
+                if let Some(c) = self_cert.clone() {
+                    // The server starts on the pair: wait until the leader (maybe this
+                    // replica) has made it and it is on disk.
+                    tenant_gateway::selfcert::wait_for_pair(&client, &c, &r.leader).await?;
+                    tokio::spawn(tenant_gateway::selfcert::run(
+                        client.clone(),
+                        c,
+                        r.leader.clone(),
+                    ));
+                }
+                // The reconciler ending is fatal: the process exits so it restarts.
+                tokio::spawn(async move {
+                    let why = r.done.await.unwrap_or("the reconciler task panicked");
+                    tracing::error!("{why}; exiting");
+                    std::process::exit(1);
+                });
+            }
+            NamespaceSource::Live(live)
         }
     };
-    if !serve.no_controller && policy.namespaces.is_none() {
-        tracing::info!(
-            "the TenantGateway reconciler is not part of this build yet; running the webhook only"
-        );
-    }
     let admission = Arc::new(Admission::new(Arc::new(cfg), namespaces, metrics.clone()));
     let opts = ServeOptions {
         listen: serve.listen,

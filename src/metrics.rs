@@ -32,6 +32,9 @@ pub struct Metrics {
     pub hostname_conflicts: IntGauge,
     pub listener_cap_overflow: IntGauge,
     pub leader: IntGauge,
+    /// labels: kind (Gateway|Issuer|Certificate|HTTPRoute|TLSRoute|Namespace|TenantGateway),
+    /// verb (apply|delete|status|label)
+    pub reconcile_writes: IntCounterVec,
 }
 
 impl Metrics {
@@ -84,10 +87,15 @@ impl Metrics {
             &["result"],
         )
         .expect("valid metric");
-        let reconcile_duration = Histogram::with_opts(HistogramOpts::new(
-            "tenant_gateway_reconcile_duration_seconds",
-            "Duration of one TenantGateway reconcile.",
-        ))
+        let reconcile_duration = Histogram::with_opts(
+            HistogramOpts::new(
+                "tenant_gateway_reconcile_duration_seconds",
+                "Duration of one TenantGateway reconcile (gather, plan and the writes).",
+            )
+            .buckets(vec![
+                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+            ]),
+        )
         .expect("valid metric");
         let tenantgateways = IntGaugeVec::new(
             Opts::new(
@@ -113,6 +121,15 @@ impl Metrics {
         )
         .expect("valid metric");
 
+        let reconcile_writes = IntCounterVec::new(
+            Opts::new(
+                "tenant_gateway_reconcile_writes_total",
+                "Writes issued by the reconciler, by object kind and verb.",
+            ),
+            &["kind", "verb"],
+        )
+        .expect("valid metric");
+
         let m = Metrics {
             registry,
             admission_requests,
@@ -126,6 +143,7 @@ impl Metrics {
             hostname_conflicts,
             listener_cap_overflow,
             leader,
+            reconcile_writes,
         };
         m.register_all();
         m
@@ -145,6 +163,7 @@ impl Metrics {
             Box::new(self.hostname_conflicts.clone()),
             Box::new(self.listener_cap_overflow.clone()),
             Box::new(self.leader.clone()),
+            Box::new(self.reconcile_writes.clone()),
         ];
         for c in collectors {
             r.register(c).expect("metric names are unique");
@@ -192,5 +211,13 @@ mod tests {
         assert!(text.contains("tenant_gateway_admission_requests_total{"));
         assert!(text.contains("tenant_gateway_admission_duration_seconds_bucket{"));
         assert!(text.contains("tenant_gateway_leader 0"));
+        m.reconcile_writes
+            .with_label_values(&["Gateway", "apply"])
+            .inc();
+        assert!(
+            m.render().contains(
+                "tenant_gateway_reconcile_writes_total{kind=\"Gateway\",verb=\"apply\"} 1"
+            )
+        );
     }
 }

@@ -1,8 +1,15 @@
-//! Cluster-facing state: the namespace index the admission layers read (SPEC §2.2).
+//! Cluster-facing state: the namespace index the admission layers read (SPEC §2.2), the
+//! shared watches of the reconciler (one per kind per process), the route index, and the
+//! leader Lease.
 
 pub mod apex;
+pub mod lease;
 pub mod miss;
 pub mod namespaces;
 pub mod objects;
+pub mod routes;
+pub mod watch;
 
-pub use namespaces::{LiveNamespaces, LookupError, NamespaceSource, StaticNamespaces};
+pub use namespaces::{
+    LiveNamespaces, LookupError, NamespaceChange, NamespaceSource, StaticNamespaces,
+};

@@ -610,6 +610,18 @@ pub struct LiveNamespaces {
     /// Fed by the same watch as `store`.
     apexes: Arc<LiveApexIndex>,
     misses: Arc<MissCache>,
+    /// Sent after the store and the indexes took the event (`subscribe`).
+    changes: tokio::sync::broadcast::Sender<NamespaceChange>,
+}
+
+/// What a subscriber learns from the namespace watch, after the store has it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceChange {
+    /// Created or changed (also every item of a relist).
+    Applied(String),
+    Deleted(String),
+    /// A (re)list completed: the store holds the whole current set.
+    Resynced,
 }
 
 impl LiveNamespaces {
@@ -628,7 +640,14 @@ impl LiveNamespaces {
             // small (10,000 namespaces within the memory target).
             .modify(|ns: &mut PartialObjectMeta<Namespace>| {
                 ns.metadata.managed_fields = None;
-                ns.metadata.annotations = None;
+                // The reconciler reads one annotation (the mark on labels it wrote).
+                ns.metadata.annotations = ns.metadata.annotations.take().and_then(|mut a| {
+                    let keep = a.remove(crate::platform::ATTACHED_BY_ANNOTATION)?;
+                    Some(BTreeMap::from([(
+                        crate::platform::ATTACHED_BY_ANNOTATION.to_string(),
+                        keep,
+                    )]))
+                });
                 ns.metadata.owner_references = None;
             });
         let ready = readiness.clone();
@@ -636,11 +655,25 @@ impl LiveNamespaces {
         let apexes = Arc::new(LiveApexIndex::default());
         let misses = Arc::new(MissCache::default());
         let (apex_writer, miss_writer) = (apexes.clone(), misses.clone());
+        let (changes, _) = tokio::sync::broadcast::channel(4096);
+        let notify = changes.clone();
         tokio::spawn(async move {
             let mut stream = reflector::reflector(writer, stream).boxed();
             while let Some(event) = stream.next().await {
                 if let Ok(event) = &event {
                     index_event(&apex_writer, &miss_writer, event);
+                    let name = |ns: &PartialObjectMeta<Namespace>| {
+                        ns.metadata.name.clone().unwrap_or_default()
+                    };
+                    // No subscriber is fine (webhook only).
+                    let _ = match event {
+                        Event::Apply(ns) | Event::InitApply(ns) => {
+                            notify.send(NamespaceChange::Applied(name(ns)))
+                        }
+                        Event::Delete(ns) => notify.send(NamespaceChange::Deleted(name(ns))),
+                        Event::InitDone => notify.send(NamespaceChange::Resynced),
+                        Event::Init => Ok(0),
+                    };
                 }
                 match event {
                     Ok(Event::InitDone) => {
@@ -665,7 +698,28 @@ impl LiveNamespaces {
             readiness,
             apexes,
             misses,
+            changes,
         })
+    }
+
+    /// Changes after the store took them; a lagging receiver must re-read [`Self::all`].
+    pub fn subscribe(&self) -> tokio::sync::broadcast::Receiver<NamespaceChange> {
+        self.changes.subscribe()
+    }
+
+    /// One namespace from the index (no live GET).
+    pub fn cached(&self, name: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {
+        self.store.get(&ObjectRef::new(name))
+    }
+
+    /// Every namespace in the index.
+    pub fn all(&self) -> Vec<Arc<PartialObjectMeta<Namespace>>> {
+        self.store.state()
+    }
+
+    /// True once the first list completed.
+    pub fn synced(&self) -> bool {
+        self.readiness.index_synced()
     }
 
     pub async fn lookup(&self, name: &str) -> Result<NamespaceContext, LookupError> {

@@ -1,4 +1,474 @@
-//! TenantGateway reconciler (SPEC §3). So far: the API types and their CRD; the controller
-//! itself is the next piece of work.
+//! TenantGateway reconciler (SPEC §3). This part is the pure core: [`plan`] turns the facts
+//! gathered from the caches ([`inputs::Inputs`]) into the exact writes one reconcile performs,
+//! and [`cleanup`] into the writes of the finalizer. Nothing here talks to a cluster; the
+//! controller edge gathers, calls these, and executes the writes when it holds the lease.
+//!
+//! | SPEC | file |
+//! |---|---|
+//! | §3.1 the API, CRD; spec rules re-checked | `api.rs`; `inputs.rs` (`TgwFacts::settings`) |
+//! | §3.2 names of listeners and objects | `names.rs` |
+//! | §3.2 rendered Gateway (layer 1), Issuer, Certificates, redirect | `render.rs`, `certmanager.rs` |
+//! | §3.3 attachment, listenable hostnames, conflicts, 64-listener cap | `routes.rs`, `crate::claims` |
+//! | §3.3 route status entries; §3.7 conditions and listener status | `status.rs` |
+//! | §3.5 namespace labels, no stealing, child apexes | `labels.rs`, [`plan`] |
+//! | §3.7 zero writes on an unchanged world, ownership, deletes | `diff.rs` |
+//! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | [`plan`], [`cleanup`] |
+//!
+//! | §3.7 the kube edge: caches → inputs, writes, Controller, finalizer, events | `context.rs`, `apply.rs`, `controller.rs`, `error.rs` |
+//!
+//! The pure files import only `api`, `inputs`, `crate::platform`, `crate::hostname`,
+//! `crate::claims`, each other and the object types.
+
+use std::collections::{BTreeMap, BTreeSet};
 
 pub mod api;
+pub mod apply;
+pub mod certmanager;
+pub mod context;
+pub mod controller;
+pub mod diff;
+pub mod error;
+pub mod inputs;
+pub mod labels;
+pub mod names;
+pub mod render;
+pub mod routes;
+pub mod status;
+#[doc(hidden)]
+pub mod testing;
+
+use diff::{Refused, RouteStatusWrite, Write};
+use inputs::{Inputs, ModeSettings, Settings};
+use render::{Desired, ListenerInfo, ListenerInputs, RenderOptions};
+use status::{GatewayState, StatusFacts};
+
+use crate::hostname;
+use crate::platform::Scope;
+
+/// Controller settings the plan depends on.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Config {
+    pub scope: Scope,
+    pub render: RenderOptions,
+}
+
+/// The outcome of one reconcile.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Plan {
+    /// The rendered objects (`None` when nothing may be rendered: invalid spec, duplicate).
+    pub desired: Option<Desired>,
+    /// Exactly the writes to perform, in order; empty for an unchanged world.
+    pub writes: Vec<Write>,
+    /// The status this reconcile computes (written only when it differs, see `writes`).
+    pub status: api::TenantGatewayStatus,
+    /// Same-named objects left alone because we do not own them.
+    pub refused: Vec<Refused>,
+    /// For admission warnings (SPEC §3.4) and metrics.
+    pub summary: Summary,
+    /// Things worth a Warning event, sorted.
+    pub notices: Vec<Notice>,
+}
+
+/// What the admission side may want to know about this Gateway.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Summary {
+    /// Winning namespace per claimed hostname.
+    pub hostname_owners: BTreeMap<String, String>,
+    /// Listeners on the rendered Gateway.
+    pub listeners: usize,
+    /// http01: hostnames that have a listener (a new hostname outside it needs one).
+    pub listener_hostnames: BTreeSet<String>,
+    /// http01: hostname listeners that may still be added under the cap.
+    pub capacity_left: usize,
+    /// Routes refused by HostnameConflict.
+    pub conflicts: usize,
+    /// Hostnames (or child apexes) left out by the cap.
+    pub over_cap: usize,
+}
+
+/// A Warning event to record (bounded reasons).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Notice {
+    pub reason: &'static str,
+    pub message: String,
+}
+
+/// Plan one reconcile of `inputs.tgw`.
+pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
+    let tgw = &inputs.tgw;
+    let previous = tgw.status.as_ref();
+
+    // One TenantGateway per namespace: the oldest (then smallest name) is reconciled.
+    let me = (
+        tgw.creation.is_none(),
+        tgw.creation.clone(),
+        tgw.name.clone(),
+    );
+    if let Some(first) = inputs
+        .siblings
+        .iter()
+        .filter(|s| s.name != tgw.name)
+        .map(|s| (s.creation.is_none(), s.creation.clone(), s.name.clone()))
+        .filter(|s| *s < me)
+        .min()
+    {
+        let msg = format!(
+            "TenantGateway {}/{} already publishes this namespace; only one TenantGateway per \
+             namespace is reconciled: delete this one",
+            tgw.namespace, first.2
+        );
+        return blocked(inputs, "Duplicate", msg);
+    }
+    let settings = match tgw.settings(&cfg.scope) {
+        Ok(s) => s,
+        Err(problems) => return blocked(inputs, "InvalidSpec", problems.join("; ")),
+    };
+    if let Some(problem) = apex_outside_namespace(inputs, &settings, cfg) {
+        return blocked(inputs, "InvalidSpec", problem);
+    }
+
+    let label_plan = labels::plan(inputs, &settings);
+    let own = tgw.namespace.as_str();
+    let inheriting: Vec<&inputs::NamespaceFacts> = inputs
+        .namespaces
+        .iter()
+        .filter(|n| n.gateway() == Some(own))
+        .collect();
+    let mut allowed: BTreeSet<String> = BTreeSet::from([own.to_string()]);
+    allowed.extend(label_plan.held.iter().cloned());
+    allowed.extend(inheriting.iter().map(|n| n.name.clone()));
+
+    let mut attach_problems: Vec<String> = label_plan.problems.clone();
+    attach_problems.extend(settings.skipped.iter().cloned());
+    let (child_apexes, child_over_cap) =
+        child_apexes(&settings, &inheriting, own, &mut attach_problems);
+    attach_problems.sort();
+    attach_problems.dedup();
+
+    let redirect_name = names::redirect_route(&tgw.name);
+    let owned_gateway = inputs
+        .observed
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some(tgw.name.as_str()));
+    let existing_hosts: BTreeSet<String> = owned_gateway
+        .filter(|g| diff::owned(&g.metadata, tgw))
+        .map(|g| {
+            g.spec
+                .listeners
+                .iter()
+                .filter(|l| l.protocol == "HTTPS")
+                .filter_map(|l| l.hostname.clone())
+                .collect()
+        })
+        .unwrap_or_default();
+    let analysis = routes::analyse(
+        inputs,
+        &settings,
+        &allowed,
+        &existing_hosts,
+        &cfg.scope,
+        (own, redirect_name.as_str()),
+    );
+
+    let li = ListenerInputs {
+        port443_namespaces: allowed,
+        hosts: analysis.listener_hosts.clone(),
+        child_apexes,
+    };
+    let desired = render::render(tgw, &settings, &li, cfg.render);
+    let (mut writes, refused) = diff::objects(&desired, &inputs.observed, tgw);
+
+    // Status.
+    let gateway_state = match owned_gateway {
+        None => GatewayState::Missing,
+        Some(g) if !diff::owned(&g.metadata, tgw) => GatewayState::NotOwned,
+        Some(g) => GatewayState::Owned(g),
+    };
+    let certificates: BTreeMap<String, &certmanager::Certificate> = inputs
+        .observed
+        .certificates
+        .iter()
+        .filter(|c| diff::owned(&c.metadata, tgw))
+        .filter_map(|c| c.metadata.name.clone().map(|n| (n, c)))
+        .collect();
+    let mut listeners = vec![ListenerInfo {
+        name: names::HTTP_LISTENER.to_string(),
+        hostname: None,
+        certificate: None,
+    }];
+    listeners.extend(desired.listeners.iter().cloned());
+    let not_owned: Vec<String> = refused
+        .iter()
+        .map(|r| {
+            format!(
+                "a {} named {} exists that this TenantGateway does not own; it is left alone \
+                 (delete or rename it)",
+                r.kind.as_str(),
+                r.name
+            )
+        })
+        .collect();
+    let over_cap: BTreeSet<String> = analysis
+        .over_cap
+        .iter()
+        .chain(child_over_cap.iter())
+        .cloned()
+        .collect();
+    let status = status::tgw_status(&StatusFacts {
+        gateway_name: &tgw.name,
+        gateway: gateway_state,
+        listeners: &listeners,
+        certificates: &certificates,
+        over_cap: &over_cap,
+        listener_count: desired.gateway.spec.listeners.len(),
+        not_owned: &not_owned,
+        attach_problems: &attach_problems,
+        generation: tgw.generation,
+        now: &inputs.now,
+        previous,
+    });
+
+    writes.extend(label_plan.writes.iter().cloned().map(Write::Namespace));
+    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
+    writes.extend(route_writes(
+        inputs,
+        &analysis,
+        &listener_names,
+        &redirect_name,
+    ));
+    if previous != Some(&status) {
+        writes.push(Write::Status(status.clone()));
+    }
+
+    let mut notices: Vec<Notice> = refused
+        .iter()
+        .map(|r| Notice {
+            reason: "TakeoverRefused",
+            message: format!(
+                "{} {}/{} exists and is not owned by this TenantGateway; left alone",
+                r.kind.as_str(),
+                own,
+                r.name
+            ),
+        })
+        .collect();
+    let conflicts = analysis
+        .routes
+        .iter()
+        .filter(|v| !v.conflicts.is_empty())
+        .count();
+    if conflicts > 0 {
+        notices.push(Notice {
+            reason: "HostnameConflict",
+            message: format!("{conflicts} route(s) lost a hostname to another namespace"),
+        });
+    }
+    if !over_cap.is_empty() {
+        notices.push(Notice {
+            reason: "ListenerLimitReached",
+            message: format!(
+                "{} hostname(s) did not fit in the {}-listener limit",
+                over_cap.len(),
+                routes::MAX_LISTENERS
+            ),
+        });
+    }
+    notices.sort();
+
+    Plan {
+        summary: Summary {
+            hostname_owners: analysis.owners.clone(),
+            listeners: desired.gateway.spec.listeners.len(),
+            listener_hostnames: analysis.listener_hosts.clone(),
+            capacity_left: analysis
+                .host_budget
+                .saturating_sub(analysis.listener_hosts.len()),
+            conflicts,
+            over_cap: over_cap.len(),
+        },
+        desired: Some(desired),
+        writes,
+        status,
+        refused,
+        notices,
+    }
+}
+
+/// In tenant scope the webhook (layer 2) admits only Gateway listener hostnames within the
+/// namespace's apex label, so an apex outside it could never be rendered: say so up front
+/// instead of failing every apply.
+fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, cfg: &Config) -> Option<String> {
+    let own = inputs.tgw.namespace.as_str();
+    if !cfg.scope.is_tenant(own) {
+        return None;
+    }
+    let label = inputs
+        .namespaces
+        .iter()
+        .find(|n| n.name == own)
+        .and_then(|n| n.apex());
+    match label {
+        Some(l) if hostname::within(&settings.apex, l) => None,
+        Some(l) => Some(format!(
+            "spec.apex {} is not within this namespace's {} label ({l}); the webhook would deny \
+             every listener of the Gateway: set spec.apex to {l} or a subdomain of it",
+            settings.apex,
+            crate::platform::HOST_LABEL
+        )),
+        None => Some(format!(
+            "namespace {own} has no {} label; the webhook denies Gateways in tenant namespaces \
+             without one (retry once the namespace is labelled)",
+            crate::platform::HOST_LABEL
+        )),
+    }
+}
+
+/// dns01/existingSecret child apexes (SPEC §3.5): inheriting namespaces other than the own one
+/// with a host label different from the apex; sorted, de-duplicated; outside the apex or
+/// invalid: reported, not rendered. Returns those that fit the listener budget and those cut.
+fn child_apexes(
+    settings: &Settings,
+    inheriting: &[&inputs::NamespaceFacts],
+    own: &str,
+    problems: &mut Vec<String>,
+) -> (BTreeSet<String>, BTreeSet<String>) {
+    if matches!(settings.mode, ModeSettings::Http01) {
+        return Default::default();
+    }
+    let mut all = BTreeSet::new();
+    for ns in inheriting.iter().filter(|n| n.name != own) {
+        let Some(label) = ns.apex() else { continue };
+        match hostname::parse_apex(label) {
+            Ok(c) if c == settings.apex => {}
+            Ok(c) if hostname::within(&c, &settings.apex) => {
+                all.insert(c);
+            }
+            Ok(c) => problems.push(format!(
+                "child apex {c} of namespace {} is outside the apex {}; not rendered",
+                ns.name, settings.apex
+            )),
+            Err(e) => problems.push(format!(
+                "child apex of namespace {}: {e}; not rendered",
+                ns.name
+            )),
+        }
+    }
+    // http, https, https-apex, the passthrough listeners; the rest for children.
+    let budget = routes::MAX_LISTENERS.saturating_sub(3 + settings.passthrough.len());
+    let fit: BTreeSet<String> = all.iter().take(budget).cloned().collect();
+    let cut: BTreeSet<String> = all.iter().skip(budget).map(|c| format!("*.{c}")).collect();
+    (fit, cut)
+}
+
+/// Route status writes: every route whose entries for this Gateway differ from the desired
+/// ones (new entries, changed entries, entries to remove when it stops attaching).
+fn route_writes(
+    inputs: &Inputs,
+    analysis: &routes::Analysis,
+    listener_names: &[String],
+    redirect_name: &str,
+) -> Vec<Write> {
+    let tgw = &inputs.tgw;
+    let gw = (tgw.namespace.as_str(), tgw.name.as_str());
+    let mut out = Vec::new();
+    let mut seen = BTreeSet::new();
+    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
+    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+    for r in ordered {
+        if !seen.insert((r.kind, r.namespace.as_str(), r.name.as_str())) {
+            continue;
+        }
+        if r.kind == inputs::RouteKind::HttpRoute
+            && r.namespace == tgw.namespace
+            && r.name == redirect_name
+        {
+            continue;
+        }
+        let current: Vec<inputs::RouteParentStatus> =
+            status::entries_for(&r.our_status, &r.namespace, gw)
+                .into_iter()
+                .cloned()
+                .collect();
+        let want = analysis
+            .routes
+            .iter()
+            .find(|v| v.kind == r.kind && v.namespace == r.namespace && v.name == r.name)
+            .map(|v| {
+                status::route_entries(v, gw, listener_names, r.generation, &inputs.now, &current)
+            })
+            .unwrap_or_default();
+        let want = status::sorted(want);
+        if status::sorted(current) != want {
+            out.push(Write::RouteStatus(RouteStatusWrite {
+                kind: r.kind,
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                resource_version: r.resource_version.clone(),
+                gateway_namespace: gw.0.to_string(),
+                gateway_name: gw.1.to_string(),
+                entries: want,
+            }));
+        }
+    }
+    out
+}
+
+/// Nothing may be rendered: report why, write nothing else (never prune on bad input).
+fn blocked(inputs: &Inputs, reason: &str, message: String) -> Plan {
+    let tgw = &inputs.tgw;
+    let status = status::blocked_status(
+        reason,
+        message,
+        tgw.generation,
+        &inputs.now,
+        tgw.status.as_ref(),
+    );
+    let writes = if tgw.status.as_ref() != Some(&status) {
+        vec![Write::Status(status.clone())]
+    } else {
+        Vec::new()
+    };
+    Plan {
+        desired: None,
+        writes,
+        status,
+        refused: Vec::new(),
+        summary: Summary::default(),
+        notices: Vec::new(),
+    }
+}
+
+/// The finalizer's writes when the TenantGateway is deleted: remove the namespace labels and
+/// annotations and the route status entries it wrote. Owned objects go by garbage collection.
+pub fn cleanup(inputs: &Inputs) -> Vec<Write> {
+    let tgw = &inputs.tgw;
+    let gw = (tgw.namespace.as_str(), tgw.name.as_str());
+    let mut writes: Vec<Write> = labels::cleanup(inputs)
+        .into_iter()
+        .map(Write::Namespace)
+        .collect();
+    let mut seen = BTreeSet::new();
+    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
+    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+    for r in ordered {
+        if !seen.insert((r.kind, r.namespace.as_str(), r.name.as_str())) {
+            continue;
+        }
+        if !status::entries_for(&r.our_status, &r.namespace, gw).is_empty() {
+            writes.push(Write::RouteStatus(RouteStatusWrite {
+                kind: r.kind,
+                namespace: r.namespace.clone(),
+                name: r.name.clone(),
+                resource_version: r.resource_version.clone(),
+                gateway_namespace: gw.0.to_string(),
+                gateway_name: gw.1.to_string(),
+                entries: Vec::new(),
+            }));
+        }
+    }
+    writes
+}
+
+#[cfg(test)]
+mod tests;

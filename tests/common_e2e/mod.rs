@@ -337,7 +337,12 @@ pub struct Webhook {
 
 impl Webhook {
     pub fn start(cp: &ControlPlane) -> Webhook {
-        let dir = cp.dir.path().join("webhook");
+        Webhook::start_with(cp, "webhook", &["--no-controller"])
+    }
+
+    /// `serve` with extra arguments, its files under `<control plane dir>/<name>`.
+    pub fn start_with(cp: &ControlPlane, name: &str, extra: &[&str]) -> Webhook {
+        let dir = cp.dir.path().join(name);
         std::fs::create_dir_all(&dir).expect("webhook dir");
         let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
         let certs = tenant_gateway::certs::generate(&hosts).expect("dev certs");
@@ -346,7 +351,8 @@ impl Webhook {
         let metrics_port = free_port();
         let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
         let child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
-            .args(["serve", "--no-controller", "--root-host", "example.org"])
+            .args(["serve", "--root-host", "example.org"])
+            .args(extra)
             .arg("--listen")
             .arg(format!("127.0.0.1:{port}"))
             .arg("--metrics-listen")

@@ -1,0 +1,115 @@
+//! Names shared with the Cozystack platform (SPEC §0, §3): label and annotation keys, the
+//! controller identity, and the tenant/system namespace scope.
+//!
+//! A leaf: it imports nothing from this crate, so `policy/`, `cluster/` and `reconcile/` can
+//! all depend on it without depending on each other. These strings are an interface with the
+//! platform's charts and controllers; changing one breaks interoperability.
+
+use std::collections::BTreeMap;
+
+/// Namespace label holding the tenant's apex domain (written by trusted platform automation).
+pub const HOST_LABEL: &str = "namespace.cozystack.io/host";
+/// Namespace label naming the namespace whose Gateway this namespace publishes through.
+pub const GATEWAY_LABEL: &str = "namespace.cozystack.io/gateway";
+/// Namespace label naming the namespace whose ingress controller this namespace uses.
+pub const INGRESS_LABEL: &str = "namespace.cozystack.io/ingress";
+/// Label written by the API server on every namespace; it cannot be forged, so listener
+/// `allowedRoutes` selectors key on it (layer 1).
+pub const METADATA_NAME_LABEL: &str = "kubernetes.io/metadata.name";
+
+/// Label on every object the reconciler renders.
+pub const MANAGED_BY_LABEL: &str = "app.kubernetes.io/managed-by";
+/// Value of [`MANAGED_BY_LABEL`].
+pub const MANAGED_BY_VALUE: &str = "tenant-gateway";
+/// Annotation marking a namespace label the reconciler wrote: its value is the namespace of
+/// the TenantGateway that wrote it. Only marked labels are ever removed.
+pub const ATTACHED_BY_ANNOTATION: &str = "gateway.cozystack.io/attached-by";
+/// Label on wildcard Secret replicas (SPEC §3.6).
+pub const WILDCARD_COPY_LABEL: &str = "gateway.cozystack.io/wildcard-copy";
+
+/// `controllerName` of our route status entries.
+pub const CONTROLLER_NAME: &str = "gateway.cozystack.io/tenantgateway-controller";
+/// The one server-side apply field manager of every reconciler write.
+pub const FIELD_MANAGER: &str = "tenant-gateway";
+/// Finalizer that lets the reconciler remove what it wrote outside owned objects.
+pub const FINALIZER: &str = "gateway.cozystack.io/cleanup";
+
+/// Namespace whose ACME HTTP-01 challenge routes may bind to port 80.
+pub const CERT_MANAGER_NAMESPACE: &str = "cozy-cert-manager";
+
+/// Gateway API group (routes' parentRef default, allowedRoutes kinds).
+pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
+/// The TenantGateway API group and version.
+pub const TGW_API_VERSION: &str = "gateway.cozystack.io/v1alpha1";
+/// Kind of the TenantGateway.
+pub const TGW_KIND: &str = "TenantGateway";
+
+/// Which namespaces are tenants' and which are the platform's (SPEC §2.2, `--tenant-prefix`,
+/// `--system-prefix`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Scope {
+    pub tenant_prefix: String,
+    pub system_prefix: String,
+}
+
+impl Default for Scope {
+    fn default() -> Self {
+        Scope {
+            tenant_prefix: "tenant-".to_string(),
+            system_prefix: "cozy-".to_string(),
+        }
+    }
+}
+
+impl Scope {
+    /// Tenant namespaces: checked by layers 2, 7, 8; never attached by name.
+    pub fn is_tenant(&self, namespace: &str) -> bool {
+        namespace.starts_with(&self.tenant_prefix)
+    }
+
+    /// Platform namespaces: they win hostname conflicts (SPEC §3.3).
+    pub fn is_system(&self, namespace: &str) -> bool {
+        !self.system_prefix.is_empty() && namespace.starts_with(&self.system_prefix)
+    }
+}
+
+/// The apex a namespace's labels carry: [`HOST_LABEL`], absent when missing or empty (an empty
+/// apex must never mean "everything").
+pub fn apex_label(labels: &BTreeMap<String, String>) -> Option<&str> {
+    labels
+        .get(HOST_LABEL)
+        .map(String::as_str)
+        .filter(|s| !s.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scope_prefixes() {
+        let s = Scope::default();
+        assert!(s.is_tenant("tenant-alice"));
+        assert!(!s.is_tenant("cozy-harbor"));
+        assert!(s.is_system("cozy-harbor"));
+        assert!(!s.is_system("tenant-cozy"));
+        let none = Scope {
+            tenant_prefix: "tenant-".into(),
+            system_prefix: String::new(),
+        };
+        assert!(
+            !none.is_system("anything"),
+            "an empty prefix grants nothing"
+        );
+    }
+
+    #[test]
+    fn apex_label_ignores_empty() {
+        let mut labels = BTreeMap::new();
+        assert_eq!(apex_label(&labels), None);
+        labels.insert(HOST_LABEL.to_string(), String::new());
+        assert_eq!(apex_label(&labels), None);
+        labels.insert(HOST_LABEL.to_string(), "alice.example.org".into());
+        assert_eq!(apex_label(&labels), Some("alice.example.org"));
+    }
+}

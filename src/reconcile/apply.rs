@@ -1,0 +1,461 @@
+//! The write edge (SPEC §3.7): executes exactly the writes a plan produced, nothing more.
+//!
+//! - Objects: server-side apply with the one field manager; `force` only on an object we
+//!   already own (a missing one is created without force, so a same-named object created in
+//!   the meantime makes the apply fail instead of being taken over).
+//! - Deletes: only what the diff found owned, with the uid as precondition.
+//! - Namespace labels: a merge patch conditional on the resourceVersion just read, re-checking
+//!   that the label is still ours to change.
+//! - Route status: `status.parents` is atomic for server-side apply (no listType), so it is
+//!   read-modify-write with the resourceVersion read: other controllers' entries are copied
+//!   verbatim, ours for this Gateway replaced; retried on conflict.
+//! - TenantGateway status: server-side apply of the status subresource.
+//!
+//! Every write first checks the lease: losing it stops the writes at once.
+
+use std::fmt::Debug;
+
+use k8s_openapi::api::core::v1::Namespace;
+use kube::Resource;
+use kube::api::{Api, DeleteParams, DynamicObject, Patch, PatchParams, PostParams, Preconditions};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use serde_json::{Value, json};
+
+use super::api::{TenantGateway, TenantGatewayStatus};
+use super::context::Context;
+use super::diff::{Object, ObjectKind, RouteStatusWrite, Write};
+use super::error::Error;
+use super::inputs::{Inputs, ParentRef, RouteKind, RouteParentStatus};
+use super::labels::NamespaceWrite;
+use crate::platform::{
+    ATTACHED_BY_ANNOTATION, CONTROLLER_NAME, FIELD_MANAGER, GATEWAY_LABEL, TGW_API_VERSION,
+    TGW_KIND,
+};
+
+/// Attempts of one read-modify-write before the reconcile fails and backs off.
+const CONFLICT_TRIES: usize = 5;
+
+/// Execute `writes` for the TenantGateway of `inputs`. Returns how many were issued.
+pub async fn execute(ctx: &Context, inputs: &Inputs, writes: &[Write]) -> Result<usize, Error> {
+    let mut issued = 0;
+    for w in writes {
+        if !ctx.leader.is_leader() {
+            tracing::info!("lost the lease; the remaining writes are left to the new holder");
+            break;
+        }
+        let (kind, verb) = one(ctx, inputs, w).await?;
+        if let Some(verb) = verb {
+            ctx.metrics
+                .reconcile_writes
+                .with_label_values(&[kind, verb])
+                .inc();
+            issued += 1;
+        }
+    }
+    Ok(issued)
+}
+
+/// One write; returns the metric labels, verb `None` when nothing had to be sent after all.
+async fn one(
+    ctx: &Context,
+    inputs: &Inputs,
+    w: &Write,
+) -> Result<(&'static str, Option<&'static str>), Error> {
+    let ns = inputs.tgw.namespace.as_str();
+    let c = ctx.client.clone();
+    match w {
+        Write::Apply(obj) => {
+            let force = present(inputs, obj.kind(), obj.name());
+            let kind = obj.kind().as_str();
+            match obj {
+                Object::Gateway(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
+                Object::Issuer(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
+                Object::Certificate(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
+                Object::HttpRoute(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
+            }
+            Ok((kind, Some("apply")))
+        }
+        Write::Delete { kind, name, uid } => {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: uid.clone(),
+                    resource_version: None,
+                }),
+                ..Default::default()
+            };
+            let res = match kind {
+                ObjectKind::Gateway => {
+                    delete::<gateway_api::apis::experimental::gateways::Gateway>(
+                        Api::namespaced(c, ns),
+                        name,
+                        &dp,
+                    )
+                    .await
+                }
+                ObjectKind::Issuer => {
+                    delete::<super::certmanager::Issuer>(Api::namespaced(c, ns), name, &dp).await
+                }
+                ObjectKind::Certificate => {
+                    delete::<super::certmanager::Certificate>(Api::namespaced(c, ns), name, &dp)
+                        .await
+                }
+                ObjectKind::HttpRoute => {
+                    delete::<gateway_api::apis::experimental::httproutes::HttpRoute>(
+                        Api::namespaced(c, ns),
+                        name,
+                        &dp,
+                    )
+                    .await
+                }
+            };
+            res.map_err(|e| Error::kube(format!("delete {} {ns}/{name}", kind.as_str()), e))?;
+            Ok((kind.as_str(), Some("delete")))
+        }
+        Write::Namespace(nw) => Ok(("Namespace", namespace(ctx, nw).await?)),
+        Write::RouteStatus(rs) => Ok((rs.kind.as_str(), route_status(ctx, rs).await?)),
+        Write::Status(s) => {
+            status(ctx, ns, &inputs.tgw.name, s).await?;
+            Ok(("TenantGateway", Some("status")))
+        }
+    }
+}
+
+fn present(inputs: &Inputs, kind: ObjectKind, name: &str) -> bool {
+    let o = &inputs.observed;
+    let n = Some(name);
+    match kind {
+        ObjectKind::Gateway => o.gateways.iter().any(|x| x.metadata.name.as_deref() == n),
+        ObjectKind::Issuer => o.issuers.iter().any(|x| x.metadata.name.as_deref() == n),
+        ObjectKind::Certificate => o
+            .certificates
+            .iter()
+            .any(|x| x.metadata.name.as_deref() == n),
+        ObjectKind::HttpRoute => o
+            .http_routes
+            .iter()
+            .any(|x| x.metadata.name.as_deref() == n),
+    }
+}
+
+async fn ssa<K>(api: Api<K>, obj: &K, force: bool) -> Result<(), Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let mut pp = PatchParams::apply(FIELD_MANAGER);
+    pp.force = force;
+    api.patch(&name, &pp, &Patch::Apply(obj))
+        .await
+        .map_err(|e| {
+            Error::kube(
+                format!(
+                    "server-side apply of {} {}/{name}",
+                    K::kind(&()),
+                    obj.meta().namespace.as_deref().unwrap_or_default()
+                ),
+                e,
+            )
+        })?;
+    Ok(())
+}
+
+async fn delete<K>(api: Api<K>, name: &str, dp: &DeleteParams) -> Result<(), kube::Error>
+where
+    K: Resource + Clone + DeserializeOwned + Debug,
+{
+    match api.delete(name, dp).await {
+        Ok(_) => Ok(()),
+        // Already gone, or replaced by another object (uid precondition): nothing of ours.
+        Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+        Err(e) => Err(e),
+    }
+}
+
+/// The label change re-checked on the live object, conditional on its resourceVersion.
+async fn namespace(ctx: &Context, w: &NamespaceWrite) -> Result<Option<&'static str>, Error> {
+    let api: Api<Namespace> = Api::all(ctx.client.clone());
+    let name = w.namespace();
+    for _ in 0..CONFLICT_TRIES {
+        let Some(ns) = api
+            .get_opt(name)
+            .await
+            .map_err(|e| Error::kube(format!("read namespace {name}"), e))?
+        else {
+            return Ok(None);
+        };
+        let label = ns
+            .metadata
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(GATEWAY_LABEL))
+            .cloned();
+        let mark = ns
+            .metadata
+            .annotations
+            .as_ref()
+            .and_then(|l| l.get(ATTACHED_BY_ANNOTATION))
+            .cloned();
+        let patch = match w {
+            NamespaceWrite::Attach { gateway, .. } => {
+                if label.as_deref() == Some(gateway) && mark.as_deref() == Some(gateway) {
+                    return Ok(None);
+                }
+                json!({"metadata": {
+                    "resourceVersion": ns.metadata.resource_version,
+                    "labels": {GATEWAY_LABEL: gateway},
+                    "annotations": {ATTACHED_BY_ANNOTATION: gateway},
+                }})
+            }
+            NamespaceWrite::Detach { gateway, .. } => {
+                if mark.as_deref() != Some(gateway) {
+                    return Ok(None);
+                }
+                // Only a label that still names this gateway is ours to remove.
+                let labels = if label.as_deref() == Some(gateway) {
+                    json!({GATEWAY_LABEL: null})
+                } else {
+                    json!({})
+                };
+                json!({"metadata": {
+                    "resourceVersion": ns.metadata.resource_version,
+                    "labels": labels,
+                    "annotations": {ATTACHED_BY_ANNOTATION: null},
+                }})
+            }
+        };
+        match api
+            .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+        {
+            Ok(_) => return Ok(Some("label")),
+            Err(e) if Error::is_conflict(&e) => continue,
+            Err(e) => return Err(Error::kube(format!("label namespace {name}"), e)),
+        }
+    }
+    Err(Error::Conflict {
+        what: format!("namespace {name}"),
+        tries: CONFLICT_TRIES,
+    })
+}
+
+fn parent_ref_json(p: &ParentRef) -> Value {
+    let mut m = serde_json::Map::new();
+    let mut put = |k: &str, v: &Option<String>| {
+        if let Some(v) = v {
+            m.insert(k.to_string(), Value::String(v.clone()));
+        }
+    };
+    put("group", &p.group);
+    put("kind", &p.kind);
+    put("namespace", &p.namespace);
+    put("sectionName", &p.section_name);
+    m.insert("name".into(), Value::String(p.name.clone()));
+    if let Some(port) = p.port {
+        m.insert("port".into(), Value::from(port));
+    }
+    Value::Object(m)
+}
+
+fn entry_json(e: &RouteParentStatus) -> Result<Value, Error> {
+    Ok(json!({
+        "parentRef": parent_ref_json(&e.parent_ref),
+        "controllerName": CONTROLLER_NAME,
+        "conditions": serde_json::to_value(&e.conditions).map_err(|source| Error::Encode {
+            what: "route status conditions".into(),
+            source,
+        })?,
+    }))
+}
+
+/// Is this `status.parents` entry ours for the Gateway of `w`?
+fn ours_for(entry: &Value, route_ns: &str, w: &RouteStatusWrite) -> bool {
+    if entry.get("controllerName").and_then(Value::as_str) != Some(CONTROLLER_NAME) {
+        return false;
+    }
+    let p = entry.get("parentRef").unwrap_or(&Value::Null);
+    let s = |k: &str| p.get(k).and_then(Value::as_str).map(str::to_string);
+    let pr = ParentRef {
+        group: s("group"),
+        kind: s("kind"),
+        namespace: s("namespace"),
+        name: s("name").unwrap_or_default(),
+        section_name: None,
+        port: None,
+    };
+    pr.targets(route_ns, &w.gateway_namespace, &w.gateway_name)
+}
+
+/// The new `status.parents`: others' entries verbatim and in place, ours for this Gateway
+/// replaced by `w.entries` (appended). `None` when nothing changes.
+pub fn merged_parents(
+    current: &[Value],
+    w: &RouteStatusWrite,
+) -> Result<Option<Vec<Value>>, Error> {
+    let mut out: Vec<Value> = current
+        .iter()
+        .filter(|e| !ours_for(e, &w.namespace, w))
+        .cloned()
+        .collect();
+    for e in &w.entries {
+        out.push(entry_json(e)?);
+    }
+    Ok((out != current).then_some(out))
+}
+
+async fn route_status(ctx: &Context, w: &RouteStatusWrite) -> Result<Option<&'static str>, Error> {
+    let ar = match w.kind {
+        RouteKind::HttpRoute => ctx.caches.http_route.clone(),
+        RouteKind::TlsRoute => ctx
+            .caches
+            .tls_route
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+            .ok_or(Error::NotServed { kind: "TLSRoute" })?,
+    };
+    let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &w.namespace, &ar);
+    let what = format!("{} {}/{} status", w.kind.as_str(), w.namespace, w.name);
+    for _ in 0..CONFLICT_TRIES {
+        let Some(mut obj) = api
+            .get_opt(&w.name)
+            .await
+            .map_err(|e| Error::kube(format!("read {what}"), e))?
+        else {
+            return Ok(None);
+        };
+        let current: Vec<Value> = obj
+            .data
+            .get("status")
+            .and_then(|s| s.get("parents"))
+            .and_then(Value::as_array)
+            .cloned()
+            .unwrap_or_default();
+        let Some(parents) = merged_parents(&current, w)? else {
+            return Ok(None);
+        };
+        let status = obj
+            .data
+            .as_object_mut()
+            .map(|m| m.entry("status").or_insert_with(|| json!({})));
+        match status {
+            Some(Value::Object(s)) => {
+                s.insert("parents".into(), Value::Array(parents));
+            }
+            _ => {
+                obj.data["status"] = json!({ "parents": parents });
+            }
+        }
+        obj.metadata.managed_fields = None;
+        // replace_status is conditional on the resourceVersion in `obj` (the one just read).
+        match api
+            .replace_status(&w.name, &PostParams::default(), &obj)
+            .await
+        {
+            Ok(_) => return Ok(Some("status")),
+            Err(e) if Error::is_conflict(&e) => continue,
+            Err(e) => return Err(Error::kube(format!("write {what}"), e)),
+        }
+    }
+    Err(Error::Conflict {
+        what,
+        tries: CONFLICT_TRIES,
+    })
+}
+
+/// Server-side apply of the whole status (we are its only writer).
+pub async fn status(
+    ctx: &Context,
+    namespace: &str,
+    name: &str,
+    s: &TenantGatewayStatus,
+) -> Result<(), Error> {
+    let api: Api<TenantGateway> = Api::namespaced(ctx.client.clone(), namespace);
+    let patch = json!({"apiVersion": TGW_API_VERSION, "kind": TGW_KIND, "status": s});
+    api.patch_status(
+        name,
+        &PatchParams::apply(FIELD_MANAGER).force(),
+        &Patch::Apply(&patch),
+    )
+    .await
+    .map_err(|e| Error::kube(format!("write TenantGateway {namespace}/{name} status"), e))?;
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    use k8s_openapi::jiff::Timestamp;
+
+    fn write(entries: Vec<RouteParentStatus>) -> RouteStatusWrite {
+        RouteStatusWrite {
+            kind: RouteKind::HttpRoute,
+            namespace: "tenant-a".into(),
+            name: "r".into(),
+            resource_version: Some("1".into()),
+            gateway_namespace: "tenant-root".into(),
+            gateway_name: "gw".into(),
+            entries,
+        }
+    }
+
+    fn ours() -> RouteParentStatus {
+        RouteParentStatus {
+            parent_ref: ParentRef {
+                group: Some("gateway.networking.k8s.io".into()),
+                kind: Some("Gateway".into()),
+                namespace: Some("tenant-root".into()),
+                name: "gw".into(),
+                section_name: None,
+                port: None,
+            },
+            conditions: vec![Condition {
+                type_: "Accepted".into(),
+                status: "True".into(),
+                reason: "Accepted".into(),
+                message: "ok".into(),
+                observed_generation: Some(1),
+                last_transition_time: Time(Timestamp::from_second(100).expect("ts")),
+            }],
+        }
+    }
+
+    #[test]
+    fn other_controllers_entries_are_kept_verbatim() {
+        let cilium = json!({"controllerName": "io.cilium/gateway-controller",
+            "parentRef": {"name": "gw", "namespace": "tenant-root"},
+            "conditions": [{"type": "Accepted", "status": "True", "extra": 1}]});
+        let old_ours = json!({"controllerName": CONTROLLER_NAME,
+            "parentRef": {"name": "gw", "namespace": "tenant-root"}, "conditions": []});
+        let ours_other_gw = json!({"controllerName": CONTROLLER_NAME,
+            "parentRef": {"name": "gw2", "namespace": "tenant-root"}, "conditions": []});
+        let current = vec![cilium.clone(), old_ours, ours_other_gw.clone()];
+        let out = merged_parents(&current, &write(vec![ours()]))
+            .expect("encodes")
+            .expect("changed");
+        assert_eq!(out.len(), 3);
+        assert_eq!(out[0], cilium);
+        assert_eq!(out[1], ours_other_gw);
+        assert_eq!(out[2]["controllerName"], CONTROLLER_NAME);
+        assert_eq!(out[2]["conditions"][0]["reason"], "Accepted");
+        assert_eq!(
+            out[2]["conditions"][0]["lastTransitionTime"],
+            "1970-01-01T00:01:40Z"
+        );
+        // Removing ours leaves the others.
+        let out = merged_parents(&current, &write(vec![]))
+            .expect("encodes")
+            .expect("changed");
+        assert_eq!(out, vec![cilium, ours_other_gw]);
+    }
+
+    #[test]
+    fn unchanged_parents_give_no_write() {
+        let current = vec![entry_json(&ours()).expect("encodes")];
+        assert_eq!(
+            merged_parents(&current, &write(vec![ours()])).expect("encodes"),
+            None
+        );
+    }
+}

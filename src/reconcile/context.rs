@@ -1,0 +1,373 @@
+//! What every reconcile shares: the caches filled by the shared watches, the leader handle,
+//! metrics and the event recorder; and `gather`, which turns the caches into the plain
+//! [`Inputs`] of one TenantGateway (no API call).
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+
+use gateway_api::apis::experimental::gateways::Gateway;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use k8s_openapi::api::core::v1::Namespace;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use k8s_openapi::jiff::Timestamp;
+use kube::Client;
+use kube::api::{ApiResource, PartialObjectMeta};
+use kube::runtime::events::Recorder;
+use kube::runtime::reflector::{ObjectRef, Store};
+
+use super::api::TenantGateway;
+use super::certmanager::{Certificate, Issuer};
+use super::inputs::{AttachClaim, Inputs, NamespaceFacts, Observed, Sibling, TgwFacts};
+use super::{Config, Notice};
+use crate::cluster::LiveNamespaces;
+use crate::cluster::lease::Leader;
+use crate::cluster::routes::RouteIndex;
+use crate::cluster::watch::ObjectCache;
+use crate::metrics::Metrics;
+use crate::platform;
+
+/// Settings of the controller edge.
+#[derive(Debug, Clone, Default)]
+pub struct ControllerConfig {
+    pub plan: Config,
+    /// Parallel reconciles.
+    pub concurrency: u16,
+}
+
+/// Which TenantGateway namespaces each namespace points at (gateway label, attached-by
+/// annotation), kept from the namespace watch so a change can be mapped to the
+/// TenantGateways it affects before and after, and so `gather` finds the inheriting
+/// namespaces without scanning all of them.
+#[derive(Default)]
+pub struct NamespaceLinks {
+    of: HashMap<String, (Option<String>, Option<String>)>,
+    by_gateway: HashMap<String, BTreeSet<String>>,
+    by_attached: HashMap<String, BTreeSet<String>>,
+}
+
+impl NamespaceLinks {
+    /// Record namespace `name`'s links (`None`: deleted); returns the TenantGateway
+    /// namespaces it pointed at before or points at now.
+    pub fn update(
+        &mut self,
+        name: &str,
+        links: Option<(Option<String>, Option<String>)>,
+    ) -> BTreeSet<String> {
+        let mut touched = BTreeSet::new();
+        if let Some((g, a)) = self.of.remove(name) {
+            if let Some(g) = g {
+                unlink(&mut self.by_gateway, &g, name);
+                touched.insert(g);
+            }
+            if let Some(a) = a {
+                unlink(&mut self.by_attached, &a, name);
+                touched.insert(a);
+            }
+        }
+        if let Some((g, a)) = links {
+            if let Some(g) = &g {
+                self.by_gateway
+                    .entry(g.clone())
+                    .or_default()
+                    .insert(name.to_string());
+                touched.insert(g.clone());
+            }
+            if let Some(a) = &a {
+                self.by_attached
+                    .entry(a.clone())
+                    .or_default()
+                    .insert(name.to_string());
+                touched.insert(a.clone());
+            }
+            if g.is_some() || a.is_some() {
+                self.of.insert(name.to_string(), (g, a));
+            }
+        }
+        touched
+    }
+
+    /// Namespaces whose gateway label or attached-by annotation names `gateway_ns`.
+    pub fn linked_to(&self, gateway_ns: &str) -> BTreeSet<String> {
+        let mut out = BTreeSet::new();
+        for m in [&self.by_gateway, &self.by_attached] {
+            if let Some(s) = m.get(gateway_ns) {
+                out.extend(s.iter().cloned());
+            }
+        }
+        out
+    }
+
+    pub fn clear(&mut self) {
+        *self = NamespaceLinks::default();
+    }
+}
+
+fn unlink(m: &mut HashMap<String, BTreeSet<String>>, key: &str, name: &str) {
+    if let Some(s) = m.get_mut(key) {
+        s.remove(name);
+        if s.is_empty() {
+            m.remove(key);
+        }
+    }
+}
+
+/// The links a namespace's metadata carries.
+pub fn links_of(ns: &PartialObjectMeta<Namespace>) -> (Option<String>, Option<String>) {
+    let g = ns
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(platform::GATEWAY_LABEL))
+        .cloned();
+    let a = ns
+        .metadata
+        .annotations
+        .as_ref()
+        .and_then(|l| l.get(platform::ATTACHED_BY_ANNOTATION))
+        .cloned();
+    (g, a)
+}
+
+/// The caches the shared watches fill (one watch per kind per process).
+pub struct Caches {
+    pub namespaces: Arc<LiveNamespaces>,
+    pub links: RwLock<NamespaceLinks>,
+    pub routes: Arc<RouteIndex>,
+    pub gateways: ObjectCache<Gateway>,
+    pub issuers: ObjectCache<Issuer>,
+    pub certificates: ObjectCache<Certificate>,
+    /// HTTPRoutes that may be our redirect route (ours, or named like one), typed.
+    pub redirects: ObjectCache<HttpRoute>,
+    pub tgws: Store<TenantGateway>,
+    pub http_route: ApiResource,
+    /// Set once the TLSRoute CRD is served.
+    pub tls_route: RwLock<Option<ApiResource>>,
+    /// One flag per watch: its first list completed.
+    pub synced: Vec<(&'static str, AtomicBool)>,
+}
+
+impl Caches {
+    pub fn mark_synced(&self, what: &str) {
+        for (k, f) in &self.synced {
+            if *k == what {
+                f.store(true, Ordering::Release);
+            }
+        }
+    }
+
+    /// Every watch has listed once (reconciling before that could prune what a slow watch
+    /// has not delivered yet).
+    pub fn all_synced(&self) -> bool {
+        self.namespaces.synced() && self.synced.iter().all(|(_, f)| f.load(Ordering::Acquire))
+    }
+
+    pub fn unsynced(&self) -> Vec<&'static str> {
+        self.synced
+            .iter()
+            .filter(|(_, f)| !f.load(Ordering::Acquire))
+            .map(|(k, _)| *k)
+            .collect()
+    }
+}
+
+/// What the reconciler remembers per TenantGateway between reconciles (metrics, events,
+/// backoff).
+#[derive(Debug, Clone, Default)]
+pub struct TgwState {
+    pub mode: &'static str,
+    pub conflicts: usize,
+    pub over_cap: usize,
+    pub notices: Vec<Notice>,
+    pub failures: u32,
+}
+
+/// Shared by every reconcile.
+pub struct Context {
+    pub client: Client,
+    pub cfg: ControllerConfig,
+    pub caches: Arc<Caches>,
+    pub leader: Leader,
+    pub metrics: Metrics,
+    pub recorder: Recorder,
+    pub state: Mutex<HashMap<ObjectRef<TenantGateway>, TgwState>>,
+    /// Published per Gateway for admission warnings (SPEC §3.4, next issue).
+    pub summaries: RwLock<HashMap<(String, String), Arc<super::Summary>>>,
+}
+
+impl Context {
+    pub fn with_state<T>(
+        &self,
+        key: &ObjectRef<TenantGateway>,
+        f: impl FnOnce(&mut TgwState) -> T,
+    ) -> T {
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        f(g.entry(key.clone()).or_default())
+    }
+
+    pub fn forget(&self, key: &ObjectRef<TenantGateway>) {
+        let mut g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        g.remove(key);
+        self.refresh_gauges(&g);
+    }
+
+    /// Recompute the gauges from the remembered states.
+    pub fn publish_gauges(&self) {
+        let g = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        self.refresh_gauges(&g);
+    }
+
+    fn refresh_gauges(&self, g: &HashMap<ObjectRef<TenantGateway>, TgwState>) {
+        let mut modes: BTreeMap<&str, i64> = ["http01", "dns01", "existingSecret", "invalid"]
+            .into_iter()
+            .map(|m| (m, 0))
+            .collect();
+        let (mut conflicts, mut over) = (0i64, 0i64);
+        for s in g.values() {
+            *modes.entry(s.mode).or_default() += 1;
+            conflicts += s.conflicts as i64;
+            over += s.over_cap as i64;
+        }
+        for (m, n) in modes {
+            if !m.is_empty() {
+                self.metrics.tenantgateways.with_label_values(&[m]).set(n);
+            }
+        }
+        self.metrics.hostname_conflicts.set(conflicts);
+        self.metrics.listener_cap_overflow.set(over);
+    }
+}
+
+/// The clock at whole seconds: condition times are stored at that precision, so a time
+/// read back compares equal to the one written.
+pub fn now() -> Time {
+    let t = Timestamp::now();
+    Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
+}
+
+pub fn tgw_facts(tgw: &TenantGateway) -> TgwFacts {
+    TgwFacts {
+        namespace: tgw.metadata.namespace.clone().unwrap_or_default(),
+        name: tgw.metadata.name.clone().unwrap_or_default(),
+        uid: tgw.metadata.uid.clone().unwrap_or_default(),
+        generation: tgw.metadata.generation,
+        creation: tgw.metadata.creation_timestamp.clone(),
+        spec: tgw.spec.clone(),
+        status: tgw.status.clone(),
+    }
+}
+
+/// The inputs of one reconcile of `tgw`, from the caches only.
+pub fn gather(tgw: &TenantGateway, caches: &Caches, now: Time) -> Inputs {
+    let facts = tgw_facts(tgw);
+    let ns = facts.namespace.clone();
+    let all = caches.tgws.state();
+    let siblings = all
+        .iter()
+        .filter(|t| t.metadata.namespace.as_deref() == Some(ns.as_str()))
+        .map(|t| Sibling {
+            name: t.metadata.name.clone().unwrap_or_default(),
+            creation: t.metadata.creation_timestamp.clone(),
+        })
+        .collect();
+    let other_claims = all
+        .iter()
+        .filter(|t| t.metadata.uid != tgw.metadata.uid)
+        .filter(|t| t.metadata.deletion_timestamp.is_none())
+        .map(|t| AttachClaim {
+            namespace: t.metadata.namespace.clone().unwrap_or_default(),
+            name: t.metadata.name.clone().unwrap_or_default(),
+            apex: t.spec.apex.clone(),
+            attached_namespaces: t.spec.attached_namespaces.clone(),
+        })
+        .collect();
+    let mut names: BTreeSet<String> = BTreeSet::from([ns.clone()]);
+    names.extend(facts.spec.attached_namespaces.iter().cloned());
+    names.extend(
+        caches
+            .links
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .linked_to(&ns),
+    );
+    let namespaces = names
+        .iter()
+        .filter_map(|n| caches.namespaces.cached(n))
+        .map(|m| NamespaceFacts {
+            name: m.metadata.name.clone().unwrap_or_default(),
+            labels: m.metadata.labels.clone().unwrap_or_default(),
+            annotations: m.metadata.annotations.clone().unwrap_or_default(),
+        })
+        .collect();
+    let routes = caches
+        .routes
+        .for_gateway(&ns, &facts.name)
+        .values()
+        .map(|r| (**r).clone())
+        .collect();
+    let observed = Observed {
+        gateways: caches
+            .gateways
+            .in_namespace(&ns)
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect(),
+        issuers: caches
+            .issuers
+            .in_namespace(&ns)
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect(),
+        certificates: caches
+            .certificates
+            .in_namespace(&ns)
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect(),
+        http_routes: caches
+            .redirects
+            .in_namespace(&ns)
+            .into_iter()
+            .map(|o| (*o).clone())
+            .collect(),
+    };
+    Inputs {
+        tgw: facts,
+        siblings,
+        other_claims,
+        namespaces,
+        routes,
+        observed,
+        now,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn links_report_old_and_new_targets() {
+        let mut l = NamespaceLinks::default();
+        let t = l.update("tenant-a", Some((Some("tenant-root".into()), None)));
+        assert_eq!(t, BTreeSet::from(["tenant-root".to_string()]));
+        assert_eq!(
+            l.linked_to("tenant-root"),
+            BTreeSet::from(["tenant-a".to_string()])
+        );
+        // Moved to another Gateway: both are touched.
+        let t = l.update(
+            "tenant-a",
+            Some((Some("tenant-b".into()), Some("tenant-b".into()))),
+        );
+        assert_eq!(
+            t,
+            BTreeSet::from(["tenant-b".to_string(), "tenant-root".to_string()])
+        );
+        assert!(l.linked_to("tenant-root").is_empty());
+        let t = l.update("tenant-a", None);
+        assert_eq!(t, BTreeSet::from(["tenant-b".to_string()]));
+        assert!(l.linked_to("tenant-b").is_empty());
+        assert!(l.of.is_empty());
+    }
+}

@@ -1,0 +1,730 @@
+//! The kube-runtime `Controller` on TenantGateways (SPEC §3.7) and the shared watches that
+//! feed it.
+//!
+//! One watch per kind per process: the Namespace reflector of the webhook (subscribed, not
+//! duplicated), HTTPRoutes, TLSRoutes (once their CRD is served), Gateways, Issuers,
+//! Certificates (once cert-manager's CRDs are served) and TenantGateways. Each watch task
+//! updates its cache first and only then sends the TenantGateways it affects to the
+//! controller (`reconcile_on`), so a reconcile always sees at least the change that woke it.
+//!
+//! One reconcile: [`gather`](super::context::gather) from the caches → [`plan`](super::plan)
+//! → publish the summary and metrics → if this replica holds the Lease: the finalizer helper
+//! around apply (the plan's writes) or cleanup (the finalizer's writes).
+
+use std::collections::BTreeSet;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use futures::channel::mpsc::{UnboundedSender, unbounded};
+use gateway_api::apis::experimental::gateways::Gateway;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::finalizer::{Event as Finalizer, finalizer};
+use kube::runtime::reflector::{self, ObjectRef};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource, ResourceExt};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::api::TenantGateway;
+use super::certmanager::{Certificate, Issuer};
+use super::context::{Caches, Context, ControllerConfig, NamespaceLinks, gather, links_of, now};
+use super::error::Error;
+use super::inputs::{ModeSettings, RouteKind};
+use super::{apply, cleanup, plan, status};
+use crate::cluster::lease::Leader;
+use crate::cluster::routes::{RouteIndex, project};
+use crate::cluster::watch::{self as cw, Key, ObjectCache};
+use crate::cluster::{LiveNamespaces, NamespaceChange};
+use crate::metrics::Metrics;
+use crate::platform::{FINALIZER, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND};
+
+/// How often an optional CRD (TLSRoute, cert-manager) is looked for until it is served.
+const CRD_RECHECK: Duration = Duration::from_secs(20);
+/// A TenantGateway is reconciled at least this often (drift repair, e.g. a missed event).
+const RESYNC: Duration = Duration::from_secs(600);
+
+type Trigger = UnboundedSender<ObjectRef<TenantGateway>>;
+
+fn tgw_ref(namespace: &str, name: &str) -> ObjectRef<TenantGateway> {
+    ObjectRef::new(name).within(namespace)
+}
+
+/// The TenantGateway controlling an object (our ownerReference), else the one whose Gateway
+/// shares its name.
+fn owner_of(o: &DynamicObject) -> Option<ObjectRef<TenantGateway>> {
+    let ns = o.metadata.namespace.as_deref()?;
+    o.metadata
+        .owner_references
+        .as_ref()
+        .and_then(|refs| {
+            refs.iter()
+                .find(|r| r.controller == Some(true) && r.kind == TGW_KIND)
+        })
+        .map(|r| tgw_ref(ns, &r.name))
+}
+
+/// Everything `run` needs.
+pub struct Parts {
+    pub client: Client,
+    pub namespaces: Arc<LiveNamespaces>,
+    pub metrics: Metrics,
+    pub leader: Leader,
+    pub cfg: ControllerConfig,
+    /// Reporter instance (the Lease identity).
+    pub instance: String,
+}
+
+/// The route index the controller fills, for the webhook (SPEC §3.4).
+pub fn route_index() -> Arc<RouteIndex> {
+    Arc::new(RouteIndex::default())
+}
+
+/// Run the watches and the controller until the process ends.
+pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
+    let Parts {
+        client,
+        namespaces,
+        metrics,
+        leader,
+        cfg,
+        instance,
+    } = parts;
+    let http_route = ApiResource {
+        group: GATEWAY_API_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{GATEWAY_API_GROUP}/v1"),
+        kind: "HTTPRoute".into(),
+        plural: "httproutes".into(),
+    };
+    let tgw_api: Api<TenantGateway> = Api::all(client.clone());
+    let (tgw_store, tgw_writer) = reflector::store();
+    let caches = Arc::new(Caches {
+        namespaces: namespaces.clone(),
+        links: RwLock::new(NamespaceLinks::default()),
+        routes,
+        gateways: ObjectCache::default(),
+        issuers: ObjectCache::default(),
+        certificates: ObjectCache::default(),
+        redirects: ObjectCache::default(),
+        tgws: tgw_store.clone(),
+        http_route: http_route.clone(),
+        tls_route: RwLock::new(None),
+        synced: ["HTTPRoute", "TLSRoute", "Gateway", "Issuer", "Certificate"]
+            .into_iter()
+            .map(|k| (k, AtomicBool::new(false)))
+            .collect(),
+    });
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "tenant-gateway".into(),
+            instance: Some(instance),
+        },
+    );
+    let ctx = Arc::new(Context {
+        client: client.clone(),
+        cfg: cfg.clone(),
+        caches: caches.clone(),
+        leader: leader.clone(),
+        metrics: metrics.clone(),
+        recorder,
+        state: Mutex::new(Default::default()),
+        summaries: RwLock::new(Default::default()),
+    });
+    let (trigger, triggers) = unbounded::<ObjectRef<TenantGateway>>();
+
+    // The subscription is taken before anything else runs, so no namespace change is lost
+    // between the first read of the store and the first event.
+    tokio::spawn(watch_namespaces(
+        namespaces.subscribe(),
+        caches.clone(),
+        trigger.clone(),
+    ));
+    tokio::spawn(watch_routes(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        RouteKind::HttpRoute,
+    ));
+    tokio::spawn(watch_routes(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        RouteKind::TlsRoute,
+    ));
+    tokio::spawn(watch_owned::<Gateway>(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        "Gateway",
+        GATEWAY_API_GROUP,
+        |c| &c.gateways,
+    ));
+    tokio::spawn(watch_owned::<Issuer>(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        "Issuer",
+        "cert-manager.io",
+        |c| &c.issuers,
+    ));
+    tokio::spawn(watch_owned::<Certificate>(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        "Certificate",
+        "cert-manager.io",
+        |c| &c.certificates,
+    ));
+
+    // Reconciling before every cache listed once could prune what a slow watch has not
+    // delivered yet.
+    let started = Instant::now();
+    let mut waited = tokio::time::interval(Duration::from_millis(100));
+    while !caches.all_synced() {
+        waited.tick().await;
+        if started.elapsed() > Duration::from_secs(30)
+            && started.elapsed().as_millis() % 30_000 < 100
+        {
+            tracing::warn!(waiting_for = ?caches.unsynced(), "controller waits for the watches to list");
+        }
+    }
+    tracing::info!(
+        routes = caches.routes.len(),
+        gateways = caches.gateways.len(),
+        "watches synced; starting the TenantGateway controller"
+    );
+
+    let fanout_store = tgw_store.clone();
+    let fanout = trigger.clone();
+    let tgw_stream = reflector::reflector(
+        tgw_writer,
+        watcher::watcher(tgw_api, watcher::Config::default()).default_backoff(),
+    )
+    .touched_objects()
+    .inspect(move |r| {
+        // Siblings (one per namespace) and rivals for attached namespaces depend on it.
+        if let Ok(t) = r {
+            for other in related(&fanout_store.state(), t) {
+                let _ = fanout.unbounded_send(other);
+            }
+        }
+    })
+    .filter_map(|r| async move {
+        match r {
+            Ok(t) => Some(Ok(t)),
+            Err(e) => {
+                tracing::warn!(error = %e, "TenantGateway watch error; retrying with backoff");
+                None
+            }
+        }
+    });
+
+    let mut leader_rx = leader.watch();
+    // Only changes count: the current claim is marked seen.
+    leader_rx.borrow_and_update();
+    let gained = futures::stream::unfold(leader_rx, |mut rx| async move {
+        loop {
+            if rx.changed().await.is_err() {
+                // The election ended: no more gains.
+                return None;
+            }
+            if *rx.borrow_and_update() {
+                return Some(((), rx));
+            }
+        }
+    });
+
+    let controller_cfg = kube::runtime::controller::Config::default()
+        .concurrency(cfg.concurrency.max(1))
+        .debounce(Duration::from_millis(200));
+    Controller::for_stream(tgw_stream, tgw_store)
+        .with_config(controller_cfg)
+        .reconcile_on(triggers)
+        .reconcile_all_on(gained)
+        .run(reconcile, error_policy, ctx)
+        .for_each(|r| async move {
+            match r {
+                Ok((o, _)) => tracing::debug!(tgw = %o, "reconciled"),
+                Err(kube::runtime::controller::Error::ReconcilerFailed(e, o)) => {
+                    tracing::warn!(tgw = %o, error = %e, "reconcile failed")
+                }
+                Err(e) => tracing::debug!(error = %e, "controller"),
+            }
+        })
+        .await;
+    tracing::error!("TenantGateway controller ended");
+}
+
+/// TenantGateways whose plan depends on `t`: the others in its namespace and those listing
+/// one of the namespaces it lists.
+fn related(all: &[Arc<TenantGateway>], t: &TenantGateway) -> Vec<ObjectRef<TenantGateway>> {
+    let ns = t.metadata.namespace.as_deref().unwrap_or_default();
+    let mine: BTreeSet<&str> = t
+        .spec
+        .attached_namespaces
+        .iter()
+        .map(String::as_str)
+        .collect();
+    all.iter()
+        .filter(|o| o.metadata.uid != t.metadata.uid)
+        .filter(|o| {
+            o.metadata.namespace.as_deref() == Some(ns)
+                || o.spec
+                    .attached_namespaces
+                    .iter()
+                    .any(|a| mine.contains(a.as_str()))
+        })
+        .map(|o| ObjectRef::from(o.as_ref()))
+        .collect()
+}
+
+fn tgws_in(caches: &Caches, namespaces: &BTreeSet<String>, trigger: &Trigger) {
+    for t in caches.tgws.state() {
+        let ns = t.metadata.namespace.as_deref().unwrap_or_default();
+        if namespaces.contains(ns) {
+            let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
+        }
+    }
+}
+
+fn rebuild_links(caches: &Caches) {
+    let mut links = caches.links.write().unwrap_or_else(|p| p.into_inner());
+    links.clear();
+    for ns in caches.namespaces.all() {
+        let name = ns.metadata.name.clone().unwrap_or_default();
+        links.update(&name, Some(links_of(&ns)));
+    }
+}
+
+fn trigger_all(caches: &Caches, trigger: &Trigger) {
+    for t in caches.tgws.state() {
+        let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
+    }
+}
+
+async fn watch_namespaces(
+    mut rx: tokio::sync::broadcast::Receiver<NamespaceChange>,
+    caches: Arc<Caches>,
+    trigger: Trigger,
+) {
+    rebuild_links(&caches);
+    loop {
+        match rx.recv().await {
+            Ok(NamespaceChange::Applied(name)) => {
+                let links = caches.namespaces.cached(&name).map(|n| links_of(&n));
+                let mut touched = caches
+                    .links
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .update(&name, links);
+                touched.insert(name.clone());
+                tgws_in(&caches, &touched, &trigger);
+                for t in caches.tgws.state() {
+                    if t.spec.attached_namespaces.contains(&name) {
+                        let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
+                    }
+                }
+            }
+            Ok(NamespaceChange::Deleted(name)) => {
+                let mut touched = caches
+                    .links
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .update(&name, None);
+                touched.insert(name.clone());
+                tgws_in(&caches, &touched, &trigger);
+            }
+            Ok(NamespaceChange::Resynced) | Err(RecvError::Lagged(_)) => {
+                rebuild_links(&caches);
+                trigger_all(&caches, &trigger);
+            }
+            Err(RecvError::Closed) => {
+                tracing::error!(
+                    "namespace watch ended; the controller sees no more namespace changes"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Wait until `group`/`kind` is served (re-checked, so installing the CRD later works).
+async fn wait_served(
+    client: &Client,
+    caches: &Caches,
+    group: &str,
+    kind: &'static str,
+) -> ApiResource {
+    let mut first = true;
+    loop {
+        if let Some(ar) = cw::served(client, group, kind).await {
+            return ar;
+        }
+        if first {
+            tracing::info!(
+                kind,
+                "not served by the API server; watching it once its CRD is installed"
+            );
+            // Nothing to list yet: the controller need not wait for it.
+            caches.mark_synced(kind);
+            first = false;
+        }
+        tokio::time::sleep(CRD_RECHECK).await;
+    }
+}
+
+fn is_redirect_candidate(o: &DynamicObject) -> bool {
+    let managed = o
+        .metadata
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .is_some_and(|v| v == MANAGED_BY_VALUE);
+    managed
+        || owner_of(o).is_some()
+        || o.metadata
+            .name
+            .as_deref()
+            .is_some_and(|n| n.ends_with("-http-redirect"))
+}
+
+async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kind: RouteKind) {
+    let ar = match kind {
+        RouteKind::HttpRoute => caches.http_route.clone(),
+        RouteKind::TlsRoute => {
+            let ar = wait_served(&client, &caches, GATEWAY_API_GROUP, "TLSRoute").await;
+            *caches.tls_route.write().unwrap_or_else(|p| p.into_inner()) = Some(ar.clone());
+            ar
+        }
+    };
+    let idx = caches.routes.clone();
+    let send = |gws: BTreeSet<Key>| {
+        for (ns, name) in gws {
+            let _ = trigger.unbounded_send(tgw_ref(&ns, &name));
+        }
+    };
+    let mut stream = std::pin::pin!(cw::guarded(client, &ar, kind.as_str()));
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Event::Init => {
+                idx.relist_started(kind);
+                if kind == RouteKind::HttpRoute {
+                    caches.redirects.relist_started();
+                }
+            }
+            Event::InitApply(o) | Event::Apply(o) => {
+                if kind == RouteKind::HttpRoute {
+                    let key = cw::key(&o);
+                    if is_redirect_candidate(&o) {
+                        caches
+                            .redirects
+                            .apply(key, cw::decode::<HttpRoute>(&o, "HTTPRoute"));
+                    } else {
+                        caches.redirects.apply(key, None);
+                    }
+                }
+                send(idx.apply(project(kind, &o)));
+            }
+            Event::Delete(o) => {
+                let (ns, name) = cw::key(&o);
+                if kind == RouteKind::HttpRoute {
+                    caches.redirects.delete(&(ns.clone(), name.clone()));
+                }
+                send(idx.delete(kind, &ns, &name));
+            }
+            Event::InitDone => {
+                if kind == RouteKind::HttpRoute {
+                    caches.redirects.relist_done();
+                }
+                send(idx.relist_done(kind));
+                caches.mark_synced(kind.as_str());
+                tracing::info!(
+                    kind = kind.as_str(),
+                    routes = idx.len(),
+                    "route index synced"
+                );
+            }
+        }
+    }
+}
+
+async fn watch_owned<T>(
+    client: Client,
+    caches: Arc<Caches>,
+    trigger: Trigger,
+    kind: &'static str,
+    group: &'static str,
+    cache: fn(&Caches) -> &ObjectCache<T>,
+) where
+    T: serde::de::DeserializeOwned + Send + Sync + 'static,
+{
+    let ar = wait_served(&client, &caches, group, kind).await;
+    let mut stream = std::pin::pin!(cw::guarded(client, &ar, kind));
+    let target = |o: &DynamicObject| {
+        // A Gateway is named like its TenantGateway; other kinds carry our ownerReference.
+        if kind == "Gateway" {
+            let (ns, name) = cw::key(o);
+            Some(tgw_ref(&ns, &name))
+        } else {
+            owner_of(o)
+        }
+    };
+    while let Some(ev) = stream.next().await {
+        let c = cache(&caches);
+        match ev {
+            Event::Init => c.relist_started(),
+            Event::InitApply(o) | Event::Apply(o) => {
+                c.apply(cw::key(&o), cw::decode::<T>(&o, kind));
+                if let Some(t) = target(&o) {
+                    let _ = trigger.unbounded_send(t);
+                }
+            }
+            Event::Delete(o) => {
+                c.delete(&cw::key(&o));
+                if let Some(t) = target(&o) {
+                    let _ = trigger.unbounded_send(t);
+                }
+            }
+            Event::InitDone => {
+                c.relist_done();
+                caches.mark_synced(kind);
+                trigger_all(&caches, &trigger);
+            }
+        }
+    }
+}
+
+fn mode_label(tgw: &TenantGateway, ctx: &Context) -> &'static str {
+    let facts = super::context::tgw_facts(tgw);
+    match facts.settings(&ctx.cfg.plan.scope).map(|s| s.mode) {
+        Ok(ModeSettings::Http01) => "http01",
+        Ok(ModeSettings::Dns01(_)) => "dns01",
+        Ok(ModeSettings::ExistingSecret { .. }) => "existingSecret",
+        Err(_) => "invalid",
+    }
+}
+
+async fn reconcile(tgw: Arc<TenantGateway>, ctx: Arc<Context>) -> Result<Action, Error> {
+    let started = Instant::now();
+    let key = ObjectRef::from(tgw.as_ref());
+    let result = reconcile_inner(&tgw, &ctx, &key).await;
+    ctx.metrics
+        .reconcile_duration
+        .observe(started.elapsed().as_secs_f64());
+    let label = match &result {
+        Ok(_) if !ctx.leader.is_leader() => "standby",
+        Ok(_) => "success",
+        Err(_) => "error",
+    };
+    ctx.metrics
+        .reconcile_total
+        .with_label_values(&[label])
+        .inc();
+    if let Err(e) = &result {
+        // The status shows the last error (best effort: the error itself may be the API).
+        if ctx.leader.is_leader() && tgw.metadata.deletion_timestamp.is_none() {
+            let s = status::blocked_status(
+                "ReconcileError",
+                e.to_string(),
+                tgw.metadata.generation,
+                &now(),
+                tgw.status.as_ref(),
+            );
+            if tgw.status.as_ref() != Some(&s) {
+                let ns = tgw.namespace().unwrap_or_default();
+                if apply::status(&ctx, &ns, &tgw.name_any(), &s).await.is_ok() {
+                    ctx.metrics
+                        .reconcile_writes
+                        .with_label_values(&["TenantGateway", "status"])
+                        .inc();
+                }
+            }
+        }
+    } else {
+        ctx.with_state(&key, |s| s.failures = 0);
+    }
+    result
+}
+
+async fn reconcile_inner(
+    tgw: &Arc<TenantGateway>,
+    ctx: &Arc<Context>,
+    key: &ObjectRef<TenantGateway>,
+) -> Result<Action, Error> {
+    let inputs = gather(tgw, &ctx.caches, now());
+    let p = plan(&inputs, &ctx.cfg.plan);
+    let mode = mode_label(tgw, ctx);
+    let new_notices = ctx.with_state(key, |s| {
+        s.mode = mode;
+        s.conflicts = p.summary.conflicts;
+        s.over_cap = p.summary.over_cap;
+        // Recorded once published (the first reconcile may only add the finalizer).
+        if s.notices == p.notices {
+            Vec::new()
+        } else {
+            p.notices.clone()
+        }
+    });
+    ctx.publish_gauges();
+    ctx.summaries
+        .write()
+        .unwrap_or_else(|p| p.into_inner())
+        .insert(
+            (inputs.tgw.namespace.clone(), inputs.tgw.name.clone()),
+            Arc::new(p.summary.clone()),
+        );
+    if !ctx.leader.is_leader() {
+        // Computed, not written: gaining the Lease reconciles everything.
+        return Ok(Action::requeue(RESYNC));
+    }
+    let api: Api<TenantGateway> = Api::namespaced(ctx.client.clone(), &inputs.tgw.namespace);
+    let has_finalizer = tgw.finalizers().iter().any(|f| f == FINALIZER);
+    if !has_finalizer && tgw.metadata.deletion_timestamp.is_none() {
+        ctx.metrics
+            .reconcile_writes
+            .with_label_values(&["TenantGateway", "finalizer"])
+            .inc();
+    }
+    let ctx2 = ctx.clone();
+    let inputs = Arc::new(inputs);
+    let action = finalizer(&api, FINALIZER, tgw.clone(), |ev| async move {
+        match ev {
+            Finalizer::Apply(t) => {
+                for n in &new_notices {
+                    publish(&ctx2, &t, n.reason, &n.message).await;
+                }
+                if !new_notices.is_empty() {
+                    ctx2.with_state(&ObjectRef::from(t.as_ref()), |s| s.notices = new_notices);
+                }
+                let issued = apply::execute(&ctx2, &inputs, &p.writes).await?;
+                if issued > 0 {
+                    tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued, "applied");
+                }
+                Ok(Action::requeue(RESYNC))
+            }
+            Finalizer::Cleanup(t) => {
+                let writes = cleanup(&inputs);
+                let issued = apply::execute(&ctx2, &inputs, &writes).await?;
+                tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued,
+                    "cleaned up namespace labels and route status entries");
+                ctx2.summaries
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .remove(&(inputs.tgw.namespace.clone(), inputs.tgw.name.clone()));
+                ctx2.forget(&ObjectRef::from(t.as_ref()));
+                Ok(Action::await_change())
+            }
+        }
+    })
+    .await
+    .map_err(|e| Error::Finalizer(Box::new(e)))?;
+    Ok(action)
+}
+
+async fn publish(ctx: &Context, tgw: &TenantGateway, reason: &str, message: &str) {
+    let ev = KubeEvent {
+        type_: EventType::Warning,
+        reason: reason.to_string(),
+        note: Some(message.chars().take(1000).collect()),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(e) = ctx.recorder.publish(&ev, &tgw.object_ref(&())).await {
+        tracing::warn!(error = %e, reason, "cannot record an event");
+    }
+}
+
+fn error_policy(tgw: Arc<TenantGateway>, err: &Error, ctx: Arc<Context>) -> Action {
+    let key = ObjectRef::from(tgw.as_ref());
+    let failures = ctx.with_state(&key, |s| {
+        s.failures = s.failures.saturating_add(1);
+        s.failures
+    });
+    let secs = 2u64.saturating_pow(failures.min(8)).min(300);
+    tracing::warn!(tgw = %key, error = %err, retry_in_secs = secs, kind = err.metric_label(),
+        "reconcile failed");
+    Action::requeue(Duration::from_secs(secs))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::testing;
+
+    fn dynamic(v: serde_json::Value) -> DynamicObject {
+        serde_json::from_value(v).expect("dynamic object")
+    }
+
+    fn tgw(ns: &str, name: &str, uid: &str, attached: &[&str]) -> Arc<TenantGateway> {
+        let mut spec = testing::world().tgw.spec;
+        spec.attached_namespaces = attached.iter().map(|s| s.to_string()).collect();
+        let mut t = TenantGateway::new(name, spec);
+        t.metadata.namespace = Some(ns.into());
+        t.metadata.uid = Some(uid.into());
+        Arc::new(t)
+    }
+
+    #[test]
+    fn related_are_siblings_and_rivals_for_attached_namespaces() {
+        let me = tgw("tenant-a", "gw", "1", &["cozy-x"]);
+        let all = vec![
+            me.clone(),
+            tgw("tenant-a", "second", "2", &[]),
+            tgw("tenant-b", "gw", "3", &["cozy-x"]),
+            tgw("tenant-c", "gw", "4", &["cozy-y"]),
+        ];
+        let got: Vec<String> = related(&all, &me).iter().map(|r| r.to_string()).collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().any(|r| r.contains("second.tenant-a")), "{got:?}");
+        assert!(got.iter().any(|r| r.contains("gw.tenant-b")), "{got:?}");
+    }
+
+    #[test]
+    fn owned_objects_map_to_their_tenantgateway() {
+        let cert = dynamic(serde_json::json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": "gw-a-tls", "namespace": "tenant-a", "ownerReferences": [
+                {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "9"},
+                {"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+                 "name": "gw", "uid": "1", "controller": true}]}
+        }));
+        assert_eq!(owner_of(&cert), Some(tgw_ref("tenant-a", "gw")));
+        let foreign = dynamic(serde_json::json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": "c", "namespace": "tenant-a"}
+        }));
+        assert_eq!(owner_of(&foreign), None);
+    }
+
+    #[test]
+    fn redirect_candidates_include_same_named_foreign_routes() {
+        let named = dynamic(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "gw-http-redirect", "namespace": "tenant-a"}
+        }));
+        assert!(
+            is_redirect_candidate(&named),
+            "must be seen to refuse a takeover"
+        );
+        let labelled = dynamic(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "x", "namespace": "tenant-a",
+                         "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}
+        }));
+        assert!(is_redirect_candidate(&labelled));
+        let tenant = dynamic(serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "harbor", "namespace": "tenant-a"}
+        }));
+        assert!(
+            !is_redirect_candidate(&tenant),
+            "tenant routes are kept as facts only"
+        );
+    }
+}

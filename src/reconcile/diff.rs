@@ -1,0 +1,416 @@
+//! Desired vs observed owned objects → the writes (SPEC §3.7).
+//!
+//! An object is applied only when it is missing or differs from the desired one in what we
+//! manage (spec, our label, our ownerReference), so an unchanged world yields no write. An
+//! object is deleted only when it carries our controller ownerReference **and** the managed-by
+//! label and is no longer desired. A same-named object we do not own is never written: it is
+//! reported instead.
+
+use std::collections::BTreeSet;
+
+use gateway_api::apis::experimental::gateways::Gateway;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+
+use super::api::TenantGatewayStatus;
+use super::certmanager::{Certificate, Issuer};
+use super::inputs::{Observed, RouteKind, RouteParentStatus, TgwFacts};
+use super::labels::NamespaceWrite;
+use super::render::{Desired, owner_reference};
+use crate::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+
+/// The owned kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum ObjectKind {
+    Issuer,
+    Certificate,
+    Gateway,
+    HttpRoute,
+}
+
+impl ObjectKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ObjectKind::Issuer => "Issuer",
+            ObjectKind::Certificate => "Certificate",
+            ObjectKind::Gateway => "Gateway",
+            ObjectKind::HttpRoute => "HTTPRoute",
+        }
+    }
+}
+
+/// One rendered object.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Object {
+    Issuer(Box<Issuer>),
+    Certificate(Box<Certificate>),
+    Gateway(Box<Gateway>),
+    HttpRoute(Box<HttpRoute>),
+}
+
+impl Object {
+    pub fn kind(&self) -> ObjectKind {
+        match self {
+            Object::Issuer(_) => ObjectKind::Issuer,
+            Object::Certificate(_) => ObjectKind::Certificate,
+            Object::Gateway(_) => ObjectKind::Gateway,
+            Object::HttpRoute(_) => ObjectKind::HttpRoute,
+        }
+    }
+
+    pub fn meta(&self) -> &ObjectMeta {
+        match self {
+            Object::Issuer(o) => &o.metadata,
+            Object::Certificate(o) => &o.metadata,
+            Object::Gateway(o) => &o.metadata,
+            Object::HttpRoute(o) => &o.metadata,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        self.meta().name.as_deref().unwrap_or_default()
+    }
+}
+
+/// Replace our entries for one Gateway in a route's `status.parents`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteStatusWrite {
+    pub kind: RouteKind,
+    pub namespace: String,
+    pub name: String,
+    /// The resourceVersion read: the write is conditional on it.
+    pub resource_version: Option<String>,
+    /// The Gateway whose entries (under our controllerName) are replaced.
+    pub gateway_namespace: String,
+    pub gateway_name: String,
+    /// The new entries; empty removes ours.
+    pub entries: Vec<RouteParentStatus>,
+}
+
+/// One write the edge performs.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Write {
+    /// Server-side apply with the field manager.
+    Apply(Object),
+    /// Delete, with the uid as precondition.
+    Delete {
+        kind: ObjectKind,
+        name: String,
+        uid: Option<String>,
+    },
+    Namespace(NamespaceWrite),
+    RouteStatus(RouteStatusWrite),
+    /// The TenantGateway's status subresource.
+    Status(TenantGatewayStatus),
+}
+
+/// A same-named object we render but may not write.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Refused {
+    pub kind: ObjectKind,
+    pub name: String,
+}
+
+/// True when `meta` carries our controller ownerReference and the managed-by label.
+pub fn owned(meta: &ObjectMeta, tgw: &TgwFacts) -> bool {
+    let controller = meta.owner_references.as_ref().is_some_and(|refs| {
+        refs.iter()
+            .any(|r| r.controller == Some(true) && r.uid == tgw.uid && r.kind == "TenantGateway")
+    });
+    let label = meta
+        .labels
+        .as_ref()
+        .and_then(|l| l.get(MANAGED_BY_LABEL))
+        .is_some_and(|v| v == MANAGED_BY_VALUE);
+    controller && label
+}
+
+/// Our label and ownerReference present as rendered.
+fn meta_current(observed: &ObjectMeta, tgw: &TgwFacts) -> bool {
+    let ours = owner_reference(tgw);
+    observed
+        .owner_references
+        .as_ref()
+        .is_some_and(|refs| refs.contains(&ours))
+        && observed
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(MANAGED_BY_LABEL))
+            .is_some_and(|v| v == MANAGED_BY_VALUE)
+}
+
+struct Diff<'a> {
+    tgw: &'a TgwFacts,
+    writes: Vec<Write>,
+    refused: Vec<Refused>,
+}
+
+impl Diff<'_> {
+    fn one<T: PartialEq>(
+        &mut self,
+        kind: ObjectKind,
+        want: Object,
+        want_spec: &T,
+        observed: Option<(&ObjectMeta, &T)>,
+    ) {
+        match observed {
+            None => self.writes.push(Write::Apply(want)),
+            Some((meta, _)) if !owned(meta, self.tgw) => self.refused.push(Refused {
+                kind,
+                name: want.name().to_string(),
+            }),
+            Some((meta, spec)) if spec == want_spec && meta_current(meta, self.tgw) => {}
+            Some(_) => self.writes.push(Write::Apply(want)),
+        }
+    }
+
+    fn prune<'m>(
+        &mut self,
+        kind: ObjectKind,
+        observed: impl Iterator<Item = &'m ObjectMeta>,
+        desired: &BTreeSet<&str>,
+    ) {
+        for meta in observed {
+            let name = meta.name.as_deref().unwrap_or_default();
+            if !desired.contains(name) && owned(meta, self.tgw) && meta.deletion_timestamp.is_none()
+            {
+                self.writes.push(Write::Delete {
+                    kind,
+                    name: name.to_string(),
+                    uid: meta.uid.clone(),
+                });
+            }
+        }
+    }
+}
+
+/// The object writes: applies in dependency order (Issuer, Certificates, Gateway, redirect),
+/// then deletes.
+pub fn objects(
+    desired: &Desired,
+    observed: &Observed,
+    tgw: &TgwFacts,
+) -> (Vec<Write>, Vec<Refused>) {
+    let mut d = Diff {
+        tgw,
+        writes: Vec::new(),
+        refused: Vec::new(),
+    };
+    let named = |m: &ObjectMeta, n: &Option<String>| m.name == *n;
+
+    if let Some(want) = &desired.issuer {
+        let found = observed
+            .issuers
+            .iter()
+            .find(|o| named(&o.metadata, &want.metadata.name))
+            .map(|o| (&o.metadata, &o.spec));
+        d.one(
+            ObjectKind::Issuer,
+            Object::Issuer(Box::new(want.clone())),
+            &want.spec,
+            found,
+        );
+    }
+    for want in &desired.certificates {
+        let found = observed
+            .certificates
+            .iter()
+            .find(|o| named(&o.metadata, &want.metadata.name))
+            .map(|o| (&o.metadata, &o.spec));
+        d.one(
+            ObjectKind::Certificate,
+            Object::Certificate(Box::new(want.clone())),
+            &want.spec,
+            found,
+        );
+    }
+    let want = &desired.gateway;
+    let found = observed
+        .gateways
+        .iter()
+        .find(|o| named(&o.metadata, &want.metadata.name))
+        .map(|o| (&o.metadata, &o.spec));
+    d.one(
+        ObjectKind::Gateway,
+        Object::Gateway(Box::new(want.clone())),
+        &want.spec,
+        found,
+    );
+    let want = &desired.redirect;
+    let found = observed
+        .http_routes
+        .iter()
+        .find(|o| named(&o.metadata, &want.metadata.name))
+        .map(|o| (&o.metadata, &o.spec));
+    d.one(
+        ObjectKind::HttpRoute,
+        Object::HttpRoute(Box::new(want.clone())),
+        &want.spec,
+        found,
+    );
+
+    fn name_set<'a>(names: impl Iterator<Item = &'a Option<String>>) -> BTreeSet<&'a str> {
+        names.filter_map(|n| n.as_deref()).collect()
+    }
+    let issuers = name_set(desired.issuer.iter().map(|i| &i.metadata.name));
+    let certs = name_set(desired.certificates.iter().map(|c| &c.metadata.name));
+    let gws = name_set(std::iter::once(&desired.gateway.metadata.name));
+    let routes = name_set(std::iter::once(&desired.redirect.metadata.name));
+    d.prune(
+        ObjectKind::Issuer,
+        observed.issuers.iter().map(|o| &o.metadata),
+        &issuers,
+    );
+    d.prune(
+        ObjectKind::Certificate,
+        observed.certificates.iter().map(|o| &o.metadata),
+        &certs,
+    );
+    d.prune(
+        ObjectKind::Gateway,
+        observed.gateways.iter().map(|o| &o.metadata),
+        &gws,
+    );
+    d.prune(
+        ObjectKind::HttpRoute,
+        observed.http_routes.iter().map(|o| &o.metadata),
+        &routes,
+    );
+    d.refused.sort();
+    // Deletes in a fixed order whatever order the cache listed them in.
+    let first_delete = d
+        .writes
+        .iter()
+        .position(|w| matches!(w, Write::Delete { .. }))
+        .unwrap_or(d.writes.len());
+    d.writes[first_delete..].sort_by(|a, b| match (a, b) {
+        (
+            Write::Delete {
+                kind: ka, name: na, ..
+            },
+            Write::Delete {
+                kind: kb, name: nb, ..
+            },
+        ) => (ka, na).cmp(&(kb, nb)),
+        _ => std::cmp::Ordering::Equal,
+    });
+    (d.writes, d.refused)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::render::{ListenerInputs, RenderOptions, render};
+    use crate::reconcile::testing;
+
+    fn desired(w: &crate::reconcile::inputs::Inputs) -> Desired {
+        let s = w.tgw.settings(&Default::default()).expect("valid");
+        let li = ListenerInputs {
+            port443_namespaces: ["tenant-alice".to_string()].into(),
+            hosts: ["a.alice.example.org".to_string()].into(),
+            child_apexes: Default::default(),
+        };
+        render(&w.tgw, &s, &li, RenderOptions::default())
+    }
+
+    fn observed_from(d: &Desired) -> Observed {
+        Observed {
+            gateways: vec![d.gateway.clone()],
+            issuers: d.issuer.iter().cloned().collect(),
+            certificates: d.certificates.clone(),
+            http_routes: vec![d.redirect.clone()],
+        }
+    }
+
+    fn kinds(writes: &[Write]) -> Vec<String> {
+        writes
+            .iter()
+            .map(|w| match w {
+                Write::Apply(o) => format!("apply {} {}", o.kind().as_str(), o.name()),
+                Write::Delete { kind, name, .. } => format!("delete {} {name}", kind.as_str()),
+                other => format!("{other:?}"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn missing_objects_are_applied_in_order() {
+        let w = testing::world();
+        let (writes, refused) = objects(&desired(&w), &Observed::default(), &w.tgw);
+        assert_eq!(
+            kinds(&writes),
+            [
+                "apply Issuer gw-gateway",
+                "apply Certificate gw-a-tls",
+                "apply Gateway gw",
+                "apply HTTPRoute gw-http-redirect"
+            ]
+        );
+        assert!(refused.is_empty());
+    }
+
+    #[test]
+    fn equal_objects_give_no_write_and_changes_do() {
+        let w = testing::world();
+        let d = desired(&w);
+        let mut obs = observed_from(&d);
+        assert!(objects(&d, &obs, &w.tgw).0.is_empty());
+        // Status and server fields do not matter.
+        obs.gateways[0].metadata.resource_version = Some("42".into());
+        obs.gateways[0].metadata.uid = Some("u".into());
+        assert!(objects(&d, &obs, &w.tgw).0.is_empty());
+        // A listener edited by hand is put back.
+        obs.gateways[0].spec.listeners[1].port = 8443;
+        assert_eq!(kinds(&objects(&d, &obs, &w.tgw).0), ["apply Gateway gw"]);
+    }
+
+    #[test]
+    fn deletes_only_owned_leftovers() {
+        let w = testing::world();
+        let d = desired(&w);
+        let mut obs = observed_from(&d);
+        let mut stale = d.certificates[0].clone();
+        stale.metadata.name = Some("gw-old-tls".into());
+        stale.metadata.uid = Some("uid-old".into());
+        obs.certificates.push(stale.clone());
+        // Owner reference without the label: not ours to delete.
+        let mut no_label = stale.clone();
+        no_label.metadata.name = Some("gw-nolabel-tls".into());
+        no_label.metadata.labels = None;
+        obs.certificates.push(no_label);
+        // Another owner.
+        let mut other = stale.clone();
+        other.metadata.name = Some("other-tls".into());
+        if let Some(refs) = other.metadata.owner_references.as_mut() {
+            refs[0].uid = "uid-other".into();
+        }
+        obs.certificates.push(other);
+        let (writes, _) = objects(&d, &obs, &w.tgw);
+        assert_eq!(
+            writes,
+            vec![Write::Delete {
+                kind: ObjectKind::Certificate,
+                name: "gw-old-tls".into(),
+                uid: Some("uid-old".into())
+            }]
+        );
+    }
+
+    #[test]
+    fn same_named_foreign_object_is_refused() {
+        let w = testing::world();
+        let d = desired(&w);
+        let mut obs = observed_from(&d);
+        obs.gateways[0].metadata.owner_references = None;
+        obs.gateways[0].spec.listeners.clear();
+        let (writes, refused) = objects(&d, &obs, &w.tgw);
+        assert!(writes.is_empty(), "{writes:?}");
+        assert_eq!(
+            refused,
+            vec![Refused {
+                kind: ObjectKind::Gateway,
+                name: "gw".into()
+            }]
+        );
+    }
+}

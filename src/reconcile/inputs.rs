@@ -1,0 +1,303 @@
+//! Plain data gathered from the caches for one reconcile of one TenantGateway. Nothing past
+//! this point sees `kube::Api`: the edge projects watch objects into these types, and every
+//! decision (`plan`) is a function of them.
+//!
+//! The edge hands over only what is relevant to this TenantGateway: its namespace, the
+//! namespaces its attachedNamespaces list, those labelled to publish through it, and those
+//! carrying our attached-by annotation for it; the routes that reference its Gateway or carry
+//! our status entry for it; the objects of the owned kinds in its namespace that are owned by
+//! it or share a name with one it renders.
+
+use std::collections::BTreeMap;
+
+use gateway_api::apis::experimental::gateways::Gateway;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::api::{
+    CertMode, Dns01, Dns01Provider, IssuerName, TenantGatewaySpec, TenantGatewayStatus,
+};
+use super::certmanager::{Certificate, Issuer};
+use crate::platform::{self, GATEWAY_API_GROUP};
+
+/// Everything one reconcile reads.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Inputs {
+    pub tgw: TgwFacts,
+    /// Other TenantGateways in the same namespace (one per namespace, SPEC §3.7).
+    pub siblings: Vec<Sibling>,
+    /// Other TenantGateways' attach lists (the no-stealing rule of SPEC §3.5).
+    pub other_claims: Vec<AttachClaim>,
+    pub namespaces: Vec<NamespaceFacts>,
+    pub routes: Vec<RouteFacts>,
+    pub observed: Observed,
+    /// The clock, for the lastTransitionTime of a condition that changes.
+    pub now: Time,
+}
+
+/// The TenantGateway itself.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TgwFacts {
+    pub namespace: String,
+    pub name: String,
+    pub uid: String,
+    pub generation: Option<i64>,
+    pub creation: Option<Time>,
+    pub spec: TenantGatewaySpec,
+    pub status: Option<TenantGatewayStatus>,
+}
+
+/// Another TenantGateway in the same namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Sibling {
+    pub name: String,
+    pub creation: Option<Time>,
+}
+
+/// Another TenantGateway's claim on namespaces.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AttachClaim {
+    pub namespace: String,
+    pub name: String,
+    /// Its `spec.apex` as written (compared by length, SPEC §3.5).
+    pub apex: String,
+    pub attached_namespaces: Vec<String>,
+}
+
+/// A namespace's metadata.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct NamespaceFacts {
+    pub name: String,
+    pub labels: BTreeMap<String, String>,
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl NamespaceFacts {
+    /// Its apex label, when present and non-empty.
+    pub fn apex(&self) -> Option<&str> {
+        platform::apex_label(&self.labels)
+    }
+
+    /// The namespace whose Gateway it publishes through.
+    pub fn gateway(&self) -> Option<&str> {
+        self.labels.get(platform::GATEWAY_LABEL).map(String::as_str)
+    }
+
+    /// The TenantGateway namespace that wrote its gateway label, if we did.
+    pub fn attached_by(&self) -> Option<&str> {
+        self.annotations
+            .get(platform::ATTACHED_BY_ANNOTATION)
+            .map(String::as_str)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum RouteKind {
+    HttpRoute,
+    TlsRoute,
+}
+
+impl RouteKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RouteKind::HttpRoute => "HTTPRoute",
+            RouteKind::TlsRoute => "TLSRoute",
+        }
+    }
+}
+
+/// The facts of one route the reconciler reads (SPEC §3.3).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteFacts {
+    pub kind: RouteKind,
+    pub namespace: String,
+    pub name: String,
+    pub creation: Option<Time>,
+    pub generation: Option<i64>,
+    pub resource_version: Option<String>,
+    pub hostnames: Vec<String>,
+    pub parent_refs: Vec<ParentRef>,
+    /// The route's `status.parents` entries whose controllerName is ours (any Gateway).
+    pub our_status: Vec<RouteParentStatus>,
+}
+
+/// A route's parentRef as written (defaults not applied).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct ParentRef {
+    pub group: Option<String>,
+    pub kind: Option<String>,
+    pub namespace: Option<String>,
+    pub name: String,
+    pub section_name: Option<String>,
+    pub port: Option<i32>,
+}
+
+impl ParentRef {
+    /// True when it points at Gateway `namespace/name` once Gateway API's defaults apply
+    /// (group gateway.networking.k8s.io, kind Gateway, namespace = the route's).
+    pub fn targets(&self, route_namespace: &str, namespace: &str, name: &str) -> bool {
+        self.group.as_deref().unwrap_or(GATEWAY_API_GROUP) == GATEWAY_API_GROUP
+            && self.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+            && self.namespace.as_deref().unwrap_or(route_namespace) == namespace
+            && self.name == name
+    }
+}
+
+/// One `status.parents` entry under our controllerName.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RouteParentStatus {
+    pub parent_ref: ParentRef,
+    pub conditions: Vec<Condition>,
+}
+
+/// Objects of the owned kinds found in the TenantGateway's namespace.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Observed {
+    pub gateways: Vec<Gateway>,
+    pub issuers: Vec<Issuer>,
+    pub certificates: Vec<Certificate>,
+    pub http_routes: Vec<HttpRoute>,
+}
+
+/// The TenantGateway spec once checked (SPEC §3.1 cross-field rules, re-checked at reconcile
+/// time): what rendering may rely on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settings {
+    /// Lowercased, valid, not a wildcard.
+    pub apex: String,
+    pub mode: ModeSettings,
+    pub issuer: IssuerName,
+    pub gateway_class: String,
+    /// Usable attachedNamespaces entries, de-duplicated, spec order.
+    pub attached: Vec<String>,
+    /// `(service, listener name)` per usable tlsPassthroughServices entry, de-duplicated,
+    /// spec order.
+    pub passthrough: Vec<(String, String)>,
+    /// Entries skipped, one sentence each (reported, never fatal).
+    pub skipped: Vec<String>,
+}
+
+/// Where certificates come from.
+#[derive(Debug, Clone, PartialEq)]
+pub enum ModeSettings {
+    Http01,
+    Dns01(Box<Dns01>),
+    ExistingSecret { secret: String },
+}
+
+impl ModeSettings {
+    pub fn cert_mode(&self) -> CertMode {
+        match self {
+            ModeSettings::Http01 => CertMode::Http01,
+            ModeSettings::Dns01(_) => CertMode::Dns01,
+            ModeSettings::ExistingSecret { .. } => CertMode::ExistingSecret,
+        }
+    }
+}
+
+impl TgwFacts {
+    /// Check the spec. `Err` lists every problem that makes rendering impossible (the status
+    /// says what is wrong and nothing is rendered or deleted); problems with single list
+    /// entries only skip those entries.
+    pub fn settings(&self, scope: &platform::Scope) -> Result<Settings, Vec<String>> {
+        let spec = &self.spec;
+        let mut fatal = Vec::new();
+        let apex = match crate::hostname::parse_apex(&spec.apex) {
+            Ok(a) => a,
+            Err(e) => {
+                fatal.push(format!("spec.apex: {e}"));
+                String::new()
+            }
+        };
+        if spec.gateway_class_name.trim().is_empty() {
+            fatal.push("spec.gatewayClassName is empty; name the GatewayClass to use".into());
+        }
+        let mode = match spec.cert_mode {
+            CertMode::Http01 => Some(ModeSettings::Http01),
+            CertMode::Dns01 => match &spec.dns01 {
+                None => {
+                    fatal.push("certMode dns01 requires the dns01 block".into());
+                    None
+                }
+                Some(d) => {
+                    let (provider, present) = match d.provider {
+                        Dns01Provider::Cloudflare => ("cloudflare", d.cloudflare.is_some()),
+                        Dns01Provider::Route53 => ("route53", d.route53.is_some()),
+                        Dns01Provider::Digitalocean => ("digitalocean", d.digitalocean.is_some()),
+                        Dns01Provider::Rfc2136 => ("rfc2136", d.rfc2136.is_some()),
+                    };
+                    if !present {
+                        fatal.push(format!(
+                            "dns01.provider {provider} requires the dns01.{provider} block"
+                        ));
+                        None
+                    } else if d
+                        .route53
+                        .as_ref()
+                        .is_some_and(|r| r.region.trim().is_empty())
+                        && d.provider == Dns01Provider::Route53
+                    {
+                        fatal.push("dns01.route53.region must not be empty".into());
+                        None
+                    } else {
+                        Some(ModeSettings::Dns01(Box::new(d.clone())))
+                    }
+                }
+            },
+            CertMode::ExistingSecret => match spec.wildcard_secret_ref.as_ref() {
+                Some(r) if !r.name.trim().is_empty() => Some(ModeSettings::ExistingSecret {
+                    secret: r.name.clone(),
+                }),
+                _ => {
+                    fatal.push("certMode existingSecret requires wildcardSecretRef.name".into());
+                    None
+                }
+            },
+        };
+        let mut skipped = Vec::new();
+        let mut attached: Vec<String> = Vec::new();
+        for ns in &spec.attached_namespaces {
+            if !super::names::is_dns_label(ns) {
+                skipped.push(format!(
+                    "attachedNamespaces entry {ns:?} is not a namespace name; skipped"
+                ));
+            } else if scope.is_tenant(ns) {
+                skipped.push(format!(
+                    "attachedNamespaces entry {ns:?} is a tenant namespace; tenants join a \
+                     Gateway with tenant.spec.gateway=true, never through this list; skipped"
+                ));
+            } else if ns != &self.namespace && !attached.contains(ns) {
+                attached.push(ns.clone());
+            }
+        }
+        let mut passthrough: Vec<(String, String)> = Vec::new();
+        for svc in &spec.tls_passthrough_services {
+            let listener = super::names::passthrough_listener(svc);
+            let host_ok = crate::hostname::validate(&format!("{svc}.{apex}")).is_ok();
+            match listener {
+                Some(l) if host_ok || apex.is_empty() => {
+                    if !passthrough.iter().any(|(s, _)| s == svc) {
+                        passthrough.push((svc.clone(), l));
+                    }
+                }
+                _ => skipped.push(format!(
+                    "tlsPassthroughServices entry {svc:?} does not make a listener name \
+                     tls-<svc> and hostname <svc>.<apex> (a lowercase DNS label is needed); \
+                     skipped"
+                )),
+            }
+        }
+        match mode {
+            Some(mode) if fatal.is_empty() => Ok(Settings {
+                apex,
+                mode,
+                issuer: spec.issuer_name,
+                gateway_class: spec.gateway_class_name.clone(),
+                attached,
+                passthrough,
+                skipped,
+            }),
+            _ => Err(fatal),
+        }
+    }
+}

@@ -1,0 +1,565 @@
+//! TenantGateway status and route parent entries (SPEC §3.3, §3.7).
+//!
+//! Conditions `Ready`, `Programmed`, `ListenerCapacity` and `NamespacesAttached` (the
+//! no-stealing report of §3.5), in that order; listener entries with the reasons `Pending`,
+//! `NotAccepted`, `NotProgrammed`, `CertificatePending`; one route `status.parents` entry per
+//! parentRef to this Gateway. Messages list things sorted, so the same world always gives the
+//! same text, and a condition whose status does not change keeps its lastTransitionTime: an
+//! unchanged world writes no status.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use gateway_api::apis::experimental::gateways::Gateway;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+
+use super::api::{ListenerStatus, TenantGatewayStatus};
+use super::certmanager::Certificate;
+use super::inputs::{ParentRef, RouteKind, RouteParentStatus};
+use super::render::ListenerInfo;
+use super::routes::{MAX_LISTENERS, RouteVerdict, known_sections};
+
+pub const READY: &str = "Ready";
+pub const PROGRAMMED: &str = "Programmed";
+pub const LISTENER_CAPACITY: &str = "ListenerCapacity";
+pub const NAMESPACES_ATTACHED: &str = "NamespacesAttached";
+/// Route condition type.
+pub const ACCEPTED: &str = "Accepted";
+
+/// A condition, keeping the previous lastTransitionTime when the status is unchanged.
+pub fn condition(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+    previous: &[Condition],
+) -> Condition {
+    let status = if status { "True" } else { "False" }.to_string();
+    let last_transition_time = previous
+        .iter()
+        .find(|c| c.type_ == type_ && c.status == status)
+        .map(|c| c.last_transition_time.clone())
+        .unwrap_or_else(|| now.clone());
+    Condition {
+        type_: type_.to_string(),
+        status,
+        reason: reason.to_string(),
+        message,
+        observed_generation: generation,
+        last_transition_time,
+    }
+}
+
+fn is_true(conditions: Option<&Vec<Condition>>, type_: &str) -> Option<bool> {
+    conditions?
+        .iter()
+        .find(|c| c.type_ == type_)
+        .map(|c| c.status == "True")
+}
+
+fn quoted_list<'a>(items: impl IntoIterator<Item = &'a String>) -> String {
+    items
+        .into_iter()
+        .map(|s| format!("{s:?}"))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn pending_msg(gw: &str) -> String {
+    format!("Gateway {gw} has no current Accepted and Programmed status yet")
+}
+
+/// The owned Gateway as found.
+#[derive(Debug, Clone, Copy)]
+pub enum GatewayState<'a> {
+    Missing,
+    NotOwned,
+    Owned(&'a Gateway),
+}
+
+/// What the TenantGateway status is computed from.
+pub struct StatusFacts<'a> {
+    pub gateway_name: &'a str,
+    pub gateway: GatewayState<'a>,
+    /// Every rendered listener, `http` first.
+    pub listeners: &'a [ListenerInfo],
+    /// Owned Certificates by name.
+    pub certificates: &'a BTreeMap<String, &'a Certificate>,
+    /// http01 hostnames or dns01 child apexes the cap left out.
+    pub over_cap: &'a BTreeSet<String>,
+    /// Listeners the Gateway has (rendered).
+    pub listener_count: usize,
+    /// One sentence per object we render but may not write (same name, not owned), sorted.
+    pub not_owned: &'a [String],
+    /// Namespace and list-entry problems, sorted.
+    pub attach_problems: &'a [String],
+    pub generation: Option<i64>,
+    pub now: &'a Time,
+    pub previous: Option<&'a TenantGatewayStatus>,
+}
+
+/// Status of one listener.
+fn listener_status(l: &ListenerInfo, f: &StatusFacts<'_>) -> ListenerStatus {
+    let reason = match f.gateway {
+        GatewayState::Missing | GatewayState::NotOwned => "Pending",
+        GatewayState::Owned(gw) => {
+            let st = gw
+                .status
+                .as_ref()
+                .and_then(|s| s.listeners.as_ref())
+                .and_then(|ls| ls.iter().find(|s| s.name == l.name));
+            match st {
+                None => "Pending",
+                Some(s) => match (
+                    is_true(Some(&s.conditions), "Accepted"),
+                    is_true(Some(&s.conditions), "Programmed"),
+                ) {
+                    (Some(false), _) => "NotAccepted",
+                    (None, _) => "Pending",
+                    (Some(true), Some(false)) => "NotProgrammed",
+                    (Some(true), None) => "Pending",
+                    (Some(true), Some(true)) => {
+                        let cert_ready = l
+                            .certificate
+                            .as_ref()
+                            .is_none_or(|c| f.certificates.get(c).is_some_and(|c| c.is_ready()));
+                        if cert_ready { "" } else { "CertificatePending" }
+                    }
+                },
+            }
+        }
+    };
+    ListenerStatus {
+        name: l.name.clone(),
+        hostname: l.hostname.clone(),
+        ready: reason.is_empty(),
+        certificate_name: l.certificate.clone(),
+        reason: reason.to_string(),
+    }
+}
+
+/// The TenantGateway status of a rendered world.
+pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
+    let prev: &[Condition] = f.previous.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
+    let cond = |t: &str, ok: bool, reason: &str, msg: String| {
+        condition(t, ok, reason, msg, f.generation, f.now, prev)
+    };
+    let gw = f.gateway_name;
+    let (programmed, p_reason, p_msg) = match f.gateway {
+        // Same words as a created Gateway without status: creating it changes no status.
+        GatewayState::Missing => (false, "Pending", pending_msg(gw)),
+        GatewayState::NotOwned => (
+            false,
+            "NotOwned",
+            format!(
+                "a Gateway named {gw} exists that this TenantGateway does not own; it is left \
+                 alone: delete or rename it to let the TenantGateway create its own"
+            ),
+        ),
+        GatewayState::Owned(g) => {
+            let conds = g.status.as_ref().and_then(|s| s.conditions.as_ref());
+            // A status older than the spec says nothing about the spec.
+            let fresh = |t: &str| {
+                conds
+                    .and_then(|cs| cs.iter().find(|c| c.type_ == t))
+                    .filter(|c| {
+                        c.observed_generation.unwrap_or(0) >= g.metadata.generation.unwrap_or(0)
+                    })
+            };
+            let msg_of = |t: &str| fresh(t).map(|c| c.message.clone()).unwrap_or_default();
+            match (
+                fresh("Accepted").map(|c| c.status == "True"),
+                fresh("Programmed").map(|c| c.status == "True"),
+            ) {
+                (Some(true), Some(true)) => (
+                    true,
+                    "Programmed",
+                    format!("Gateway {gw} is accepted and programmed"),
+                ),
+                (Some(false), _) => (
+                    false,
+                    "NotAccepted",
+                    format!("Gateway {gw} is not accepted: {}", msg_of("Accepted")),
+                ),
+                (Some(true), Some(false)) => (
+                    false,
+                    "NotProgrammed",
+                    format!("Gateway {gw} is not programmed: {}", msg_of("Programmed")),
+                ),
+                _ => (
+                    false,
+                    "Pending",
+                    format!("Gateway {gw} has no current Accepted and Programmed status yet"),
+                ),
+            }
+        }
+    };
+
+    let listeners: Vec<ListenerStatus> =
+        f.listeners.iter().map(|l| listener_status(l, f)).collect();
+    let capacity = if f.over_cap.is_empty() {
+        cond(
+            LISTENER_CAPACITY,
+            true,
+            "WithinLimit",
+            format!("{} of {MAX_LISTENERS} listeners used", f.listener_count),
+        )
+    } else {
+        cond(
+            LISTENER_CAPACITY,
+            false,
+            "ListenerLimitReached",
+            format!(
+                "{} hostname(s) did not fit in the {MAX_LISTENERS}-listener limit of a Gateway \
+                 and are not served: {}; switch certMode to dns01 to serve every hostname under \
+                 the apex with one wildcard listener",
+                f.over_cap.len(),
+                quoted_list(f.over_cap)
+            ),
+        )
+    };
+    let attached = if f.attach_problems.is_empty() {
+        cond(
+            NAMESPACES_ATTACHED,
+            true,
+            "Attached",
+            "every listed namespace is attached".into(),
+        )
+    } else {
+        cond(
+            NAMESPACES_ATTACHED,
+            false,
+            "NotAttached",
+            f.attach_problems.join("; "),
+        )
+    };
+
+    let not_ready: Vec<String> = listeners
+        .iter()
+        .filter(|l| !l.ready)
+        .map(|l| format!("{} ({})", l.name, l.reason))
+        .collect::<BTreeSet<_>>()
+        .into_iter()
+        .collect();
+    let pending_certs: BTreeSet<&String> = f
+        .listeners
+        .iter()
+        .filter_map(|l| l.certificate.as_ref())
+        .filter(|c| !f.certificates.get(*c).is_some_and(|c| c.is_ready()))
+        .collect();
+    let ready = if !f.not_owned.is_empty() {
+        cond(READY, false, "NotOwned", f.not_owned.join("; "))
+    } else if !programmed {
+        cond(READY, false, p_reason, p_msg.clone())
+    } else if !not_ready.is_empty() {
+        let reason = if not_ready
+            .iter()
+            .all(|l| l.ends_with("(CertificatePending)"))
+        {
+            "CertificatePending"
+        } else {
+            "ListenersNotReady"
+        };
+        cond(
+            READY,
+            false,
+            reason,
+            format!("listeners not ready: {}", not_ready.join(", ")),
+        )
+    } else if !pending_certs.is_empty() {
+        cond(
+            READY,
+            false,
+            "CertificatePending",
+            format!("certificates not ready: {}", quoted_list(pending_certs)),
+        )
+    } else {
+        cond(
+            READY,
+            true,
+            "Ready",
+            "the Gateway is programmed and every certificate is ready".into(),
+        )
+    };
+    TenantGatewayStatus {
+        observed_generation: f.generation,
+        conditions: vec![
+            ready,
+            cond(PROGRAMMED, programmed, p_reason, p_msg),
+            capacity,
+            attached,
+        ],
+        listeners,
+    }
+}
+
+/// Status when nothing can be rendered (`reason` InvalidSpec or Duplicate): only `Ready`,
+/// keeping the listener entries last reported.
+pub fn blocked_status(
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+    previous: Option<&TenantGatewayStatus>,
+) -> TenantGatewayStatus {
+    let prev: &[Condition] = previous.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
+    let mut conditions: Vec<Condition> = vec![condition(
+        READY, false, reason, message, generation, now, prev,
+    )];
+    conditions.extend(prev.iter().filter(|c| c.type_ != READY).cloned());
+    TenantGatewayStatus {
+        observed_generation: generation,
+        conditions,
+        listeners: previous.map(|s| s.listeners.clone()).unwrap_or_default(),
+    }
+}
+
+/// Our `status.parents` entries for one attaching route.
+pub fn route_entries(
+    v: &RouteVerdict,
+    tgw: (&str, &str),
+    listener_names: &[String],
+    generation: Option<i64>,
+    now: &Time,
+    previous: &[RouteParentStatus],
+) -> Vec<RouteParentStatus> {
+    let (tgw_ns, tgw_name) = tgw;
+    let sections = known_sections(listener_names);
+    let mut out = Vec::new();
+    for (p, claims) in &v.parents {
+        let (ok, reason, message) = if *claims {
+            claim_verdict(v, tgw_ns, tgw_name)
+        } else {
+            match p.section_name.as_deref() {
+                Some(s) if !sections.contains(s) => (
+                    false,
+                    "NoMatchingParent",
+                    format!("Gateway {tgw_ns}/{tgw_name} has no listener named {s}"),
+                ),
+                _ if v.kind == RouteKind::TlsRoute => (
+                    true,
+                    "Accepted",
+                    "TLSRoutes attach to the tls-<svc> passthrough listeners; no listener or \
+                     certificate is created for them"
+                        .to_string(),
+                ),
+                section => (
+                    true,
+                    "Accepted",
+                    format!(
+                        "attached to listener {}; it claims no HTTPS listener",
+                        section.unwrap_or_default()
+                    ),
+                ),
+            }
+        };
+        let prev: Vec<Condition> = previous
+            .iter()
+            .find(|e| &e.parent_ref == p)
+            .map(|e| e.conditions.clone())
+            .unwrap_or_default();
+        out.push(RouteParentStatus {
+            parent_ref: p.clone(),
+            conditions: vec![condition(
+                ACCEPTED, ok, reason, message, generation, now, &prev,
+            )],
+        });
+    }
+    out
+}
+
+fn claim_verdict(v: &RouteVerdict, tgw_ns: &str, tgw_name: &str) -> (bool, &'static str, String) {
+    let mut parts: Vec<String> = Vec::new();
+    // Conflicts grouped by winner namespace.
+    let mut by_winner: BTreeMap<&str, Vec<&String>> = BTreeMap::new();
+    for (h, w) in &v.conflicts {
+        by_winner.entry(w.as_str()).or_default().push(h);
+    }
+    for (w, hosts) in &by_winner {
+        parts.push(format!(
+            "hostname(s) {} already published by namespace {w} on TenantGateway \
+             {tgw_ns}/{tgw_name} (HostnameConflict: cozy-* namespaces win, then the \
+             lexicographically smaller namespace, then the route name)",
+            quoted_list(hosts.iter().copied())
+        ));
+    }
+    if !v.over_cap.is_empty() {
+        parts.push(format!(
+            "hostname(s) {} not served: TenantGateway {tgw_ns}/{tgw_name} has reached the \
+             {MAX_LISTENERS}-listener limit of a Gateway (ListenerLimitReached)",
+            quoted_list(&v.over_cap)
+        ));
+    }
+    for (h, why) in &v.not_listenable {
+        parts.push(format!("hostname {h:?} {why}"));
+    }
+    let reason = if !v.conflicts.is_empty() {
+        "HostnameConflict"
+    } else if !v.over_cap.is_empty() {
+        "ListenerLimitReached"
+    } else if !v.not_listenable.is_empty() {
+        "HostnameNotListenable"
+    } else {
+        let msg = if v.served.is_empty() {
+            format!(
+                "attached to TenantGateway {tgw_ns}/{tgw_name}; the route lists no hostname of its own"
+            )
+        } else {
+            format!(
+                "hostname(s) {} served by TenantGateway {tgw_ns}/{tgw_name}",
+                quoted_list(&v.served)
+            )
+        };
+        return (true, "Accepted", msg);
+    };
+    (false, reason, parts.join("; "))
+}
+
+/// Entries of `previous` that belong to Gateway `ns/name`.
+pub fn entries_for<'a>(
+    previous: &'a [RouteParentStatus],
+    route_ns: &str,
+    gateway: (&str, &str),
+) -> Vec<&'a RouteParentStatus> {
+    previous
+        .iter()
+        .filter(|e| e.parent_ref.targets(route_ns, gateway.0, gateway.1))
+        .collect()
+}
+
+/// Sorted by parentRef, for comparison independent of order.
+pub fn sorted(mut entries: Vec<RouteParentStatus>) -> Vec<RouteParentStatus> {
+    entries.sort_by(|a, b| a.parent_ref.cmp(&b.parent_ref));
+    entries
+}
+
+/// Helper for tests and the edge: does `p` equal any parentRef in the list.
+pub fn has_parent(entries: &[RouteParentStatus], p: &ParentRef) -> bool {
+    entries.iter().any(|e| &e.parent_ref == p)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::testing::at;
+
+    #[test]
+    fn transition_time_kept_when_status_unchanged() {
+        let t0 = at(100);
+        let t1 = at(200);
+        let first = condition(READY, false, "Pending", "a".into(), Some(1), &t0, &[]);
+        assert_eq!(first.last_transition_time, t0);
+        // Same status, new reason and message: time kept.
+        let same = condition(
+            READY,
+            false,
+            "NotProgrammed",
+            "b".into(),
+            Some(2),
+            &t1,
+            std::slice::from_ref(&first),
+        );
+        assert_eq!(same.last_transition_time, t0);
+        assert_eq!(same.reason, "NotProgrammed");
+        assert_eq!(same.observed_generation, Some(2));
+        // Status flips: time moves.
+        let flipped = condition(READY, true, "Ready", "c".into(), Some(2), &t1, &[first]);
+        assert_eq!(flipped.last_transition_time, t1);
+    }
+
+    fn verdict() -> RouteVerdict {
+        RouteVerdict {
+            kind: RouteKind::HttpRoute,
+            namespace: "tenant-alice-x".into(),
+            name: "web".into(),
+            parents: vec![(
+                ParentRef {
+                    name: "gw".into(),
+                    ..Default::default()
+                },
+                true,
+            )],
+            not_listenable: BTreeMap::new(),
+            conflicts: BTreeMap::new(),
+            over_cap: BTreeSet::new(),
+            served: BTreeSet::new(),
+        }
+    }
+
+    fn accepted(e: &[RouteParentStatus]) -> (&str, &str, &str) {
+        let c = &e[0].conditions[0];
+        assert_eq!(c.type_, ACCEPTED);
+        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    }
+
+    #[test]
+    fn route_reasons_and_sorted_messages() {
+        let now = at(1);
+        let gw = ("tenant-alice", "gw");
+        let mut v = verdict();
+        v.served.insert("a.alice.example.org".into());
+        let e = route_entries(&v, gw, &[], Some(3), &now, &[]);
+        assert_eq!(accepted(&e).0, "True");
+        assert_eq!(e[0].conditions[0].observed_generation, Some(3));
+
+        v.conflicts
+            .insert("z.alice.example.org".into(), "cozy-harbor".into());
+        v.conflicts
+            .insert("b.alice.example.org".into(), "cozy-harbor".into());
+        v.over_cap.insert("c.alice.example.org".into());
+        v.not_listenable
+            .insert("*.alice.example.org".into(), "is a wildcard".into());
+        let e = route_entries(&v, gw, &[], Some(3), &now, &[]);
+        let (status, reason, msg) = accepted(&e);
+        assert_eq!((status, reason), ("False", "HostnameConflict"));
+        assert!(
+            msg.contains("\"b.alice.example.org\", \"z.alice.example.org\" already published by namespace cozy-harbor on TenantGateway tenant-alice/gw"),
+            "{msg}"
+        );
+        assert!(msg.contains("ListenerLimitReached"), "{msg}");
+        assert!(
+            msg.contains("\"*.alice.example.org\" is a wildcard"),
+            "{msg}"
+        );
+
+        v.conflicts.clear();
+        assert_eq!(
+            accepted(&route_entries(&v, gw, &[], None, &now, &[])).1,
+            "ListenerLimitReached"
+        );
+        v.over_cap.clear();
+        assert_eq!(
+            accepted(&route_entries(&v, gw, &[], None, &now, &[])).1,
+            "HostnameNotListenable"
+        );
+    }
+
+    #[test]
+    fn non_claiming_sections() {
+        let now = at(1);
+        let gw = ("tenant-alice", "gw");
+        let mut v = verdict();
+        v.parents = vec![
+            (
+                ParentRef {
+                    name: "gw".into(),
+                    section_name: Some("http".into()),
+                    ..Default::default()
+                },
+                false,
+            ),
+            (
+                ParentRef {
+                    name: "gw".into(),
+                    section_name: Some("tls-nope".into()),
+                    ..Default::default()
+                },
+                false,
+            ),
+        ];
+        let e = route_entries(&v, gw, &["tls-api".to_string()], None, &now, &[]);
+        assert_eq!(e[0].conditions[0].status, "True");
+        assert_eq!(e[1].conditions[0].reason, "NoMatchingParent");
+    }
+}

@@ -1,0 +1,798 @@
+//! Whole-plan tests: the scenarios of issue 7's "must show" list on the pure core, and the
+//! properties (order independence, valid unique names, zero writes once converged).
+
+use std::collections::BTreeSet;
+
+use super::api::CertMode;
+use super::diff::{Object, ObjectKind, Write};
+use super::inputs::{Inputs, Sibling};
+use super::testing::{
+    self, Rng, at, busy_world, converge, dns01_spec, existing_secret_spec, make_ready,
+    remote_route, route, shuffled, tenant, world,
+};
+use super::*;
+use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL};
+
+fn cfg() -> Config {
+    Config::default()
+}
+
+/// Plan, apply, and plan again until nothing is written (at most a few rounds).
+fn settle(mut w: Inputs) -> (Inputs, Plan) {
+    for _ in 0..4 {
+        let p = plan(&w, &cfg());
+        if p.writes.is_empty() {
+            return (w, p);
+        }
+        w = converge(&w, &p);
+        w.now = at(w.now.0.as_second() + 60);
+    }
+    let p = plan(&w, &cfg());
+    assert!(p.writes.is_empty(), "no convergence: {:#?}", p.writes);
+    (w, p)
+}
+
+fn listener_names(w: &Inputs) -> Vec<String> {
+    w.observed.gateways[0]
+        .spec
+        .listeners
+        .iter()
+        .map(|l| l.name.clone())
+        .collect()
+}
+
+fn cert_names(w: &Inputs) -> Vec<String> {
+    let mut v: Vec<String> = w
+        .observed
+        .certificates
+        .iter()
+        .filter_map(|c| c.metadata.name.clone())
+        .collect();
+    v.sort();
+    v
+}
+
+fn accepted<'a>(w: &'a Inputs, ns: &str, name: &str) -> (&'a str, &'a str, &'a str) {
+    let e = testing::entries(w, ns, name);
+    assert_eq!(e.len(), 1, "{ns}/{name}: {e:?}");
+    let c = &e[0].conditions[0];
+    (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+}
+
+fn condition<'a>(
+    p: &'a Plan,
+    t: &str,
+) -> &'a k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+    p.status
+        .conditions
+        .iter()
+        .find(|c| c.type_ == t)
+        .unwrap_or_else(|| panic!("no {t} condition: {:?}", p.status))
+}
+
+#[test]
+fn http01_listener_certificate_and_route_status() {
+    let mut w = world();
+    w.routes.push(route(
+        "tenant-alice",
+        "harbor",
+        &["harbor.alice.example.org"],
+    ));
+    w.routes.push(remote_route(
+        "tenant-alice-x",
+        "deep",
+        &["harbor.bob.alice.example.org"],
+    ));
+    let (w, _) = settle(w);
+    let deep = format!("harbor-{}", names::h8("harbor.bob.alice.example.org"));
+    assert_eq!(
+        listener_names(&w),
+        [
+            "http".to_string(),
+            "https-harbor".into(),
+            format!("https-{deep}"),
+            "tls-api".into(),
+            "tls-vm-exportproxy".into()
+        ]
+    );
+    assert_eq!(
+        cert_names(&w),
+        [format!("gw-{deep}-tls"), "gw-harbor-tls".to_string()]
+    );
+    let harbor = w
+        .observed
+        .certificates
+        .iter()
+        .find(|c| c.metadata.name.as_deref() == Some("gw-harbor-tls"))
+        .expect("harbor certificate");
+    assert_eq!(harbor.spec.dns_names, ["harbor.alice.example.org"]);
+    assert_eq!(accepted(&w, "tenant-alice", "harbor").0, "True");
+    assert_eq!(accepted(&w, "tenant-alice-x", "deep").0, "True");
+
+    // Changing the hostname swaps listener and Certificate.
+    let mut w2 = w.clone();
+    w2.routes[0].hostnames = vec!["registry.alice.example.org".into()];
+    w2.routes[0].generation = Some(2);
+    let p = plan(&w2, &cfg());
+    assert!(p.writes.contains(&Write::Delete {
+        kind: ObjectKind::Certificate,
+        name: "gw-harbor-tls".into(),
+        uid: Some("uid-gw-harbor-tls".into())
+    }));
+    let (w2, _) = settle(w2);
+    assert!(listener_names(&w2).contains(&"https-registry".to_string()));
+    assert!(!listener_names(&w2).contains(&"https-harbor".to_string()));
+    assert_eq!(
+        cert_names(&w2),
+        [format!("gw-{deep}-tls"), "gw-registry-tls".to_string()]
+    );
+
+    // Deleting the route removes both.
+    let mut w3 = w.clone();
+    w3.routes.retain(|r| r.name != "harbor");
+    let (w3, _) = settle(w3);
+    assert!(!listener_names(&w3).contains(&"https-harbor".to_string()));
+    assert_eq!(cert_names(&w3), [format!("gw-{deep}-tls")]);
+}
+
+#[test]
+fn a_bad_hostname_refuses_only_its_route() {
+    let mut w = world();
+    w.routes.push(route(
+        "tenant-alice",
+        "wild",
+        &["*.alice.example.org", "good.alice.example.org"],
+    ));
+    w.routes
+        .push(route("tenant-alice", "outside", &["shop.bob.example.org"]));
+    w.routes
+        .push(route("tenant-alice", "fine", &["fine.alice.example.org"]));
+    let (w, _) = settle(w);
+    let (status, reason, msg) = accepted(&w, "tenant-alice", "wild");
+    assert_eq!((status, reason), ("False", "HostnameNotListenable"));
+    assert!(
+        msg.contains("\"*.alice.example.org\" is a wildcard"),
+        "{msg}"
+    );
+    let (status, _, msg) = accepted(&w, "tenant-alice", "outside");
+    assert_eq!(status, "False");
+    assert!(
+        msg.contains("not within the apex alice.example.org"),
+        "{msg}"
+    );
+    assert_eq!(accepted(&w, "tenant-alice", "fine").0, "True");
+    let names = listener_names(&w);
+    assert!(names.contains(&"https-good".to_string()), "{names:?}");
+    assert!(names.contains(&"https-fine".to_string()), "{names:?}");
+}
+
+#[test]
+fn cozy_wins_a_conflict_and_the_loser_recovers() {
+    let mut w = world();
+    w.tgw.spec.attached_namespaces = vec!["cozy-harbor".into()];
+    w.namespaces
+        .push(testing::namespace("cozy-harbor", &[], &[]));
+    w.routes.push(remote_route(
+        "cozy-harbor",
+        "harbor",
+        &["harbor.alice.example.org"],
+    ));
+    w.routes.push(remote_route(
+        "tenant-alice-x",
+        "harbor",
+        &["harbor.alice.example.org"],
+    ));
+    let (w, p) = settle(w);
+    assert_eq!(accepted(&w, "cozy-harbor", "harbor").0, "True");
+    let (status, reason, msg) = accepted(&w, "tenant-alice-x", "harbor");
+    assert_eq!((status, reason), ("False", "HostnameConflict"));
+    assert!(
+        msg.contains("cozy-harbor") && msg.contains("tenant-alice/gw"),
+        "{msg}"
+    );
+    assert_eq!(
+        p.summary.hostname_owners["harbor.alice.example.org"],
+        "cozy-harbor"
+    );
+    // The namespace label was written and marked.
+    let ns = w
+        .namespaces
+        .iter()
+        .find(|n| n.name == "cozy-harbor")
+        .expect("ns");
+    assert_eq!(
+        ns.labels.get(GATEWAY_LABEL).map(String::as_str),
+        Some("tenant-alice")
+    );
+    assert_eq!(
+        ns.annotations
+            .get(ATTACHED_BY_ANNOTATION)
+            .map(String::as_str),
+        Some("tenant-alice")
+    );
+
+    let mut w = w;
+    w.routes.retain(|r| r.namespace != "cozy-harbor");
+    let (w, _) = settle(w);
+    assert_eq!(accepted(&w, "tenant-alice-x", "harbor").0, "True");
+    // The winner's entry went with it; the route index no longer lists it.
+    assert!(testing::entries(&w, "cozy-harbor", "harbor").is_empty());
+}
+
+#[test]
+fn seventy_routes_make_sixty_four_listeners_and_route_71_evicts_nothing() {
+    let mut w = world();
+    w.tgw.spec.tls_passthrough_services.clear();
+    for i in 0..70 {
+        let mut r = route(
+            "tenant-alice",
+            &format!("r{i:02}"),
+            &[&format!("app{i:02}.alice.example.org")],
+        );
+        r.creation = Some(at(1000 + i));
+        w.routes.push(r);
+    }
+    let (w, p) = settle(w);
+    assert_eq!(listener_names(&w).len(), 64);
+    let cap = condition(&p, status::LISTENER_CAPACITY);
+    assert_eq!(
+        (cap.status.as_str(), cap.reason.as_str()),
+        ("False", "ListenerLimitReached")
+    );
+    assert!(
+        cap.message.contains("7 hostname(s)") && cap.message.contains("dns01"),
+        "{}",
+        cap.message
+    );
+    for i in 63..70 {
+        let (status, reason, _) = accepted(&w, "tenant-alice", &format!("r{i:02}"));
+        assert_eq!((status, reason), ("False", "ListenerLimitReached"), "r{i}");
+    }
+    let before = listener_names(&w);
+
+    // Route 71, older than everyone, still evicts nothing: existing listeners stay.
+    let mut w = w;
+    let mut r = route("tenant-alice", "r70", &["app70.alice.example.org"]);
+    r.creation = Some(at(1));
+    w.routes.push(r);
+    let (w, _) = settle(w);
+    assert_eq!(listener_names(&w), before);
+    assert_eq!(
+        accepted(&w, "tenant-alice", "r70").1,
+        "ListenerLimitReached"
+    );
+}
+
+#[test]
+fn dns01_children_then_existing_secret_then_http01() {
+    let mut w = world();
+    w.tgw.spec = dns01_spec();
+    w.tgw.spec.tls_passthrough_services.clear();
+    w.namespaces.push(tenant(
+        "tenant-alice-bob",
+        "bob.alice.example.org",
+        "tenant-alice",
+    ));
+    w.routes
+        .push(route("tenant-alice", "site", &["www.alice.example.org"]));
+    let (w, _) = settle(w);
+    let names = listener_names(&w);
+    assert_eq!(names.len(), 5, "{names:?}");
+    assert_eq!(&names[..3], ["http", "https", "https-apex"]);
+    assert!(names[3..].iter().all(|n| n.starts_with("https-child-")));
+    assert_eq!(cert_names(&w), ["gw-gateway-tls"]);
+    assert_eq!(w.observed.certificates[0].spec.dns_names.len(), 6);
+    assert_eq!(w.observed.issuers.len(), 1);
+
+    let mut w = w;
+    w.tgw.spec = existing_secret_spec();
+    w.tgw.spec.tls_passthrough_services.clear();
+    let p = plan(&w, &cfg());
+    let deletes: Vec<(ObjectKind, &str)> = p
+        .writes
+        .iter()
+        .filter_map(|x| match x {
+            Write::Delete { kind, name, .. } => Some((*kind, name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        deletes,
+        [
+            (ObjectKind::Issuer, "gw-gateway"),
+            (ObjectKind::Certificate, "gw-gateway-tls")
+        ]
+    );
+    let (w, _) = settle(w);
+    assert!(w.observed.issuers.is_empty() && w.observed.certificates.is_empty());
+    for l in &w.observed.gateways[0].spec.listeners {
+        if l.protocol == "HTTPS" {
+            let refs = l
+                .tls
+                .as_ref()
+                .and_then(|t| t.certificate_refs.as_ref())
+                .expect("refs");
+            assert_eq!(refs[0].name, "wildcard-tls");
+        }
+    }
+
+    let mut w = w;
+    w.tgw.spec = testing::http01_spec();
+    w.tgw.spec.tls_passthrough_services.clear();
+    let (w, _) = settle(w);
+    assert_eq!(cert_names(&w), ["gw-www-tls"]);
+    assert_eq!(listener_names(&w), ["http", "https-www"]);
+}
+
+#[test]
+fn layer1_namespaces_follow_inheritance() {
+    let mut w = world();
+    w.tgw.spec.attached_namespaces = vec!["cozy-harbor".into()];
+    w.routes
+        .push(route("tenant-alice", "a", &["a.alice.example.org"]));
+    let (w, _) = settle(w);
+    let values = |w: &Inputs, listener: &str| -> Vec<String> {
+        let l = w.observed.gateways[0]
+            .spec
+            .listeners
+            .iter()
+            .find(|l| l.name == listener)
+            .expect("listener");
+        let ns = l
+            .allowed_routes
+            .as_ref()
+            .and_then(|a| a.namespaces.as_ref())
+            .expect("namespaces");
+        let sel = ns.selector.as_ref().expect("selector");
+        sel.match_expressions.as_ref().expect("exprs")[0]
+            .values
+            .clone()
+            .unwrap_or_default()
+    };
+    assert_eq!(values(&w, "http"), ["cozy-cert-manager", "tenant-alice"]);
+    assert_eq!(
+        values(&w, "https-a"),
+        ["cozy-harbor", "tenant-alice", "tenant-alice-x"]
+    );
+    assert_eq!(
+        values(&w, "tls-api"),
+        ["cozy-harbor", "tenant-alice", "tenant-alice-x"]
+    );
+
+    // A new inheriting namespace: one Gateway apply, nothing else but status.
+    let mut w = w;
+    w.namespaces.push(tenant(
+        "tenant-alice-new",
+        "new.alice.example.org",
+        "tenant-alice",
+    ));
+    let p = plan(&w, &cfg());
+    let applies: Vec<ObjectKind> = p
+        .writes
+        .iter()
+        .filter_map(|x| match x {
+            Write::Apply(o) => Some(o.kind()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applies, [ObjectKind::Gateway]);
+    let (w, _) = settle(w);
+    assert!(values(&w, "https-a").contains(&"tenant-alice-new".to_string()));
+}
+
+#[test]
+fn ready_once_programmed_and_certificates_ready() {
+    let mut w = world();
+    w.tgw.generation = Some(4);
+    w.routes
+        .push(route("tenant-alice", "a", &["a.alice.example.org"]));
+    let (w, p) = settle(w);
+    let ready = condition(&p, status::READY);
+    assert_eq!(ready.status, "False");
+    assert_eq!(p.status.observed_generation, Some(4));
+    assert!(
+        p.status.listeners.iter().all(|l| l.reason == "Pending"),
+        "{:?}",
+        p.status.listeners
+    );
+
+    let mut w = w;
+    make_ready(&mut w);
+    let (_, p) = settle(w.clone());
+    let ready = condition(&p, status::READY);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("True", "Ready")
+    );
+    assert_eq!(condition(&p, status::PROGRAMMED).status, "True");
+    assert!(p.status.listeners.iter().all(|l| l.ready));
+    assert_eq!(ready.observed_generation, Some(4));
+
+    // A certificate not ready yet: its listener says CertificatePending.
+    w.observed.certificates[0].status = None;
+    let p = plan(&w, &cfg());
+    let l = p
+        .status
+        .listeners
+        .iter()
+        .find(|l| l.name == "https-a")
+        .expect("listener");
+    assert_eq!(l.reason, "CertificatePending");
+    assert_eq!(condition(&p, status::READY).reason, "CertificatePending");
+}
+
+#[test]
+fn foreign_gateway_is_left_alone_and_reported() {
+    let mut w = world();
+    let mut foreign = plan(&w, &cfg()).desired.expect("renders").gateway;
+    foreign.metadata.owner_references = None;
+    foreign.metadata.labels = None;
+    foreign.spec.listeners.truncate(1);
+    w.observed.gateways.push(foreign.clone());
+    let p = plan(&w, &cfg());
+    assert!(
+        !p.writes.iter().any(|x| matches!(
+            x,
+            Write::Apply(Object::Gateway(_))
+                | Write::Delete {
+                    kind: ObjectKind::Gateway,
+                    ..
+                }
+        )),
+        "{:?}",
+        p.writes
+    );
+    assert_eq!(condition(&p, status::READY).reason, "NotOwned");
+    assert_eq!(p.notices[0].reason, "TakeoverRefused");
+    let (w, _) = settle(w);
+    assert_eq!(w.observed.gateways[0], foreign);
+}
+
+#[test]
+fn cleanup_removes_what_it_wrote() {
+    let mut w = world();
+    w.tgw.spec.attached_namespaces = vec!["cozy-harbor".into()];
+    w.namespaces
+        .push(testing::namespace("cozy-harbor", &[], &[]));
+    w.routes
+        .push(route("tenant-alice", "a", &["a.alice.example.org"]));
+    let mut other = route("tenant-alice", "b", &["b.alice.example.org"]);
+    other.parent_refs.push(super::inputs::ParentRef {
+        name: "other-gw".into(),
+        ..Default::default()
+    });
+    w.routes.push(other);
+    let (mut w, _) = settle(w);
+    // Another TenantGateway's entry on the same route must survive.
+    w.routes[1]
+        .our_status
+        .push(super::inputs::RouteParentStatus {
+            parent_ref: super::inputs::ParentRef {
+                name: "other-gw".into(),
+                ..Default::default()
+            },
+            conditions: Vec::new(),
+        });
+    let writes = cleanup(&w);
+    let p = Plan {
+        desired: None,
+        writes,
+        status: Default::default(),
+        refused: Vec::new(),
+        summary: Default::default(),
+        notices: Vec::new(),
+    };
+    let after = converge(&w, &p);
+    let ns = after
+        .namespaces
+        .iter()
+        .find(|n| n.name == "cozy-harbor")
+        .expect("ns");
+    assert!(
+        !ns.labels.contains_key(GATEWAY_LABEL) && ns.annotations.is_empty(),
+        "{ns:?}"
+    );
+    // The platform-written label of the own namespace stays.
+    let own = after
+        .namespaces
+        .iter()
+        .find(|n| n.name == "tenant-alice")
+        .expect("ns");
+    assert_eq!(
+        own.labels.get(GATEWAY_LABEL).map(String::as_str),
+        Some("tenant-alice")
+    );
+    assert!(testing::entries(&after, "tenant-alice", "a").is_empty());
+    let left = testing::entries(&after, "tenant-alice", "b");
+    assert_eq!(left.len(), 1);
+    assert_eq!(left[0].parent_ref.name, "other-gw");
+}
+
+#[test]
+fn duplicate_and_invalid_spec_write_status_only() {
+    let mut w = world();
+    w.siblings.push(Sibling {
+        name: "older".into(),
+        creation: Some(at(1)),
+    });
+    let p = plan(&w, &cfg());
+    assert!(p.desired.is_none());
+    assert!(
+        matches!(p.writes.as_slice(), [Write::Status(_)]),
+        "{:?}",
+        p.writes
+    );
+    let ready = condition(&p, status::READY);
+    assert_eq!(ready.reason, "Duplicate");
+    assert!(
+        ready.message.contains("tenant-alice/older"),
+        "{}",
+        ready.message
+    );
+    // A younger sibling does not block.
+    w.siblings = vec![Sibling {
+        name: "younger".into(),
+        creation: Some(at(900)),
+    }];
+    assert!(plan(&w, &cfg()).desired.is_some());
+
+    let mut w = world();
+    w.tgw.spec.cert_mode = CertMode::Dns01;
+    w.tgw.spec.apex = "*.alice.example.org".into();
+    w.observed.certificates = plan(&world(), &cfg())
+        .desired
+        .expect("renders")
+        .certificates;
+    let p = plan(&w, &cfg());
+    assert!(
+        matches!(p.writes.as_slice(), [Write::Status(_)]),
+        "never prune on a bad spec"
+    );
+    let msg = &condition(&p, status::READY).message;
+    assert!(
+        msg.contains("dns01 block") && msg.contains("wildcard"),
+        "{msg}"
+    );
+    let (w, _) = settle(w);
+    assert!(plan(&w, &cfg()).writes.is_empty());
+}
+
+#[test]
+fn apex_must_be_within_the_namespace_label() {
+    let mut w = world();
+    w.tgw.spec.apex = "example.org".into();
+    let p = plan(&w, &cfg());
+    assert!(p.desired.is_none());
+    let ready = condition(&p, status::READY);
+    assert_eq!(ready.reason, "InvalidSpec");
+    assert!(ready.message.contains("not within"), "{}", ready.message);
+    // A subdomain of the namespace apex is fine.
+    w.tgw.spec.apex = "shop.alice.example.org".into();
+    assert!(plan(&w, &cfg()).desired.is_some());
+    // No label at all: fail closed, as layer 2 would.
+    w.namespaces.retain(|n| n.name != "tenant-alice");
+    assert_eq!(
+        condition(&plan(&w, &cfg()), status::READY).reason,
+        "InvalidSpec"
+    );
+}
+
+#[test]
+fn summary_tells_admission_what_is_left() {
+    let mut w = world();
+    w.tgw.spec.tls_passthrough_services.clear();
+    w.routes
+        .push(route("tenant-alice", "a", &["a.alice.example.org"]));
+    let p = plan(&w, &cfg());
+    assert_eq!(p.summary.capacity_left, 62);
+    assert_eq!(
+        p.summary.listener_hostnames,
+        BTreeSet::from(["a.alice.example.org".to_string()])
+    );
+}
+
+// ---- properties -------------------------------------------------------------------------
+
+/// A random world: mode, TenantGateway name, namespaces, 0..80 routes.
+fn random_world(rng: &mut Rng) -> Inputs {
+    let mut w = busy_world(match rng.below(3) {
+        0 => testing::http01_spec(),
+        1 => dns01_spec(),
+        _ => existing_secret_spec(),
+    });
+    w.tgw.name = rng
+        .pick(&["gw", "a.b.c", &"long-name".repeat(20), "x"])
+        .to_string();
+    if rng.below(2) == 0 {
+        w.tgw.spec.tls_passthrough_services = vec!["api".into(), "api".into(), "Bad_Svc".into()];
+    }
+    let gw_name = w.tgw.name.clone();
+    let labels = [
+        "www",
+        "harbor",
+        "apex",
+        "gateway",
+        "child-x",
+        "a",
+        "b",
+        "api",
+        "web-1",
+        &"l".repeat(63),
+    ];
+    let suffixes = [
+        "alice.example.org",
+        "bob.alice.example.org",
+        "x.alice.example.org",
+        "example.org",
+    ];
+    let namespaces = [
+        "tenant-alice",
+        "tenant-alice-x",
+        "tenant-alice-bob",
+        "cozy-harbor",
+        "tenant-mallory",
+    ];
+    for i in 0..rng.below(80) {
+        let mut hosts = Vec::new();
+        for _ in 0..=rng.below(3) {
+            let h = match rng.below(8) {
+                0 => "alice.example.org".to_string(),
+                1 => format!("*.{}", rng.pick(&suffixes)),
+                _ => format!(
+                    "{}{}.{}",
+                    rng.pick(&labels),
+                    rng.below(40),
+                    rng.pick(&suffixes)
+                ),
+            };
+            hosts.push(h);
+        }
+        let refs: Vec<&str> = hosts.iter().map(String::as_str).collect();
+        let ns = rng.pick(&namespaces);
+        let mut r = if rng.below(8) == 0 {
+            testing::tls_route(ns, &format!("r{i}"), &refs)
+        } else {
+            remote_route(ns, &format!("r{i}"), &refs)
+        };
+        r.parent_refs[0].name = gw_name.clone();
+        r.parent_refs[0].section_name = match rng.below(6) {
+            0 => Some("http".into()),
+            1 => Some("tls-api".into()),
+            _ => None,
+        };
+        r.creation = Some(at(rng.below(50) as i64));
+        w.routes.push(r);
+    }
+    w
+}
+
+#[test]
+fn property_shuffled_inputs_give_the_same_plan() {
+    let mut rng = Rng::new(7);
+    for case in 0..60 {
+        let w = random_world(&mut rng);
+        let want = plan(&w, &cfg());
+        // Also from a converged world, where observed objects and status entries exist.
+        let w2 = converge(&w, &want);
+        let want2 = plan(&w2, &cfg());
+        for _ in 0..3 {
+            assert_eq!(plan(&shuffled(&w, &mut rng), &cfg()), want, "case {case}");
+            assert_eq!(
+                plan(&shuffled(&w2, &mut rng), &cfg()),
+                want2,
+                "case {case} converged"
+            );
+        }
+    }
+}
+
+#[test]
+fn property_names_are_valid_labels_and_unique() {
+    let mut rng = Rng::new(11);
+    for case in 0..80 {
+        let w = random_world(&mut rng);
+        let p = plan(&w, &cfg());
+        let d = p.desired.expect("random worlds are valid");
+        let listeners: Vec<&str> = d
+            .gateway
+            .spec
+            .listeners
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
+        assert!(listeners.len() <= routes::MAX_LISTENERS, "case {case}");
+        let unique: BTreeSet<&str> = listeners.iter().copied().collect();
+        assert_eq!(unique.len(), listeners.len(), "case {case}: {listeners:?}");
+        let certs: Vec<&str> = d
+            .certificates
+            .iter()
+            .filter_map(|c| c.metadata.name.as_deref())
+            .collect();
+        let unique_certs: BTreeSet<&str> = certs.iter().copied().collect();
+        assert_eq!(unique_certs.len(), certs.len(), "case {case}: {certs:?}");
+        let mut all: Vec<&str> = listeners.clone();
+        all.extend(certs.iter().copied());
+        all.extend(d.issuer.iter().filter_map(|i| i.metadata.name.as_deref()));
+        all.push(d.redirect.metadata.name.as_deref().unwrap_or_default());
+        for n in all {
+            assert!(names::is_dns_label(n), "case {case}: {n:?}");
+        }
+        // Every hostname listener is listenable and within the apex.
+        for l in &d.gateway.spec.listeners {
+            if let Some(h) = &l.hostname {
+                assert!(crate::hostname::validate(h).is_ok(), "{h}");
+                assert!(crate::hostname::within(h, "alice.example.org"), "{h}");
+            }
+        }
+    }
+    // Adversarial: many hostnames whose short forms collide with hashed forms.
+    let apex = "alice.example.org";
+    let mut hosts = BTreeSet::new();
+    for i in 0..200 {
+        let deep = format!("w{}.deep.{apex}", i % 20);
+        hosts.insert(format!("w{}-{}.{apex}", i % 20, names::h8(&deep)));
+        hosts.insert(deep);
+        hosts.insert(format!("w{i}.{apex}"));
+    }
+    let assigned = names::http01(&"t".repeat(253), apex, &hosts);
+    let l: BTreeSet<&String> = assigned.values().map(|n| &n.listener).collect();
+    let c: BTreeSet<&String> = assigned.values().map(|n| &n.certificate).collect();
+    assert_eq!(l.len(), hosts.len());
+    assert_eq!(c.len(), hosts.len());
+    assert!(
+        assigned
+            .values()
+            .all(|n| names::is_dns_label(&n.listener) && names::is_dns_label(&n.certificate))
+    );
+}
+
+#[test]
+fn property_desired_fed_back_as_observed_yields_no_writes() {
+    let mut rng = Rng::new(23);
+    for case in 0..60 {
+        let w = random_world(&mut rng);
+        let p = plan(&w, &cfg());
+        let mut w = converge(&w, &p);
+        w.now = at(99_999);
+        let again = plan(&w, &cfg());
+        assert!(again.writes.is_empty(), "case {case}: {:#?}", again.writes);
+        // Once the data plane reports ready, one status write, then nothing.
+        make_ready(&mut w);
+        let p = plan(&w, &cfg());
+        assert!(
+            p.writes.iter().all(|x| matches!(x, Write::Status(_))),
+            "case {case}: {:#?}",
+            p.writes
+        );
+        let w = converge(&w, &p);
+        assert!(plan(&w, &cfg()).writes.is_empty(), "case {case}");
+
+        // The finalizer leaves no mark of ours, and a second cleanup has nothing to do.
+        let writes = cleanup(&w);
+        let done = converge(
+            &w,
+            &Plan {
+                desired: None,
+                writes,
+                status: Default::default(),
+                refused: Vec::new(),
+                summary: Default::default(),
+                notices: Vec::new(),
+            },
+        );
+        assert!(
+            done.namespaces
+                .iter()
+                .all(|n| n.attached_by() != Some("tenant-alice")),
+            "case {case}"
+        );
+        let gw = (done.tgw.namespace.as_str(), done.tgw.name.as_str());
+        for r in &done.routes {
+            assert!(
+                status::entries_for(&r.our_status, &r.namespace, gw).is_empty(),
+                "case {case}"
+            );
+        }
+        assert!(cleanup(&done).is_empty(), "case {case}");
+    }
+}

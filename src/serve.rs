@@ -1,0 +1,85 @@
+//! Process orchestration for `serve`: the parts beside the webhook, each a task. Today: the
+//! TenantGateway reconciler (its shared watches, the leader Lease, the controller). The lead
+//! moves the rest of `serve`'s wiring here.
+
+use std::path::Path;
+use std::sync::Arc;
+
+use kube::Client;
+
+use crate::cluster::LiveNamespaces;
+use crate::cluster::lease::{self, Leader, LeaseConfig};
+use crate::cluster::routes::RouteIndex;
+use crate::metrics::Metrics;
+use crate::platform::Scope;
+use crate::reconcile::context::ControllerConfig;
+use crate::reconcile::controller::{self, Parts};
+use crate::reconcile::render::RenderOptions;
+
+/// What the reconciler needs from the command line.
+#[derive(Debug, Clone)]
+pub struct ReconcilerOptions {
+    /// `--leader-election-namespace`; `None`: the pod's own, else `default`.
+    pub lease_namespace: Option<String>,
+    /// `--leader-election-name`.
+    pub lease_name: String,
+    /// `--uniform-port-kinds`.
+    pub uniform_port_kinds: bool,
+    pub scope: Scope,
+}
+
+/// The running reconciler.
+pub struct Reconciler {
+    /// The route index it fills (for the webhook's warnings, SPEC §3.4).
+    pub routes: Arc<RouteIndex>,
+    /// Ends only when a part of the reconciler ended (an error worth ending the process on).
+    pub done: tokio::task::JoinHandle<&'static str>,
+    /// Whether this replica holds the Lease (gates the self-managed certificate writes too).
+    pub leader: Leader,
+}
+
+/// Start the leader election and the controller on the shared namespace index.
+pub fn start_reconciler(
+    client: Client,
+    namespaces: Arc<LiveNamespaces>,
+    metrics: Metrics,
+    opts: ReconcilerOptions,
+) -> Reconciler {
+    let namespace = opts.lease_namespace.clone().unwrap_or_else(|| {
+        lease::default_namespace(Path::new(lease::SERVICE_ACCOUNT_NAMESPACE_FILE))
+    });
+    let lease_cfg = LeaseConfig::new(namespace, opts.lease_name.clone());
+    let instance = lease_cfg.identity.clone();
+    let (tx, leader) = Leader::channel();
+    let routes = controller::route_index();
+    let parts = Parts {
+        client: client.clone(),
+        namespaces,
+        metrics: metrics.clone(),
+        leader: leader.clone(),
+        cfg: ControllerConfig {
+            plan: crate::reconcile::Config {
+                scope: opts.scope.clone(),
+                render: RenderOptions {
+                    uniform_port_kinds: opts.uniform_port_kinds,
+                },
+            },
+            concurrency: 4,
+        },
+        instance,
+    };
+    let index = routes.clone();
+    let done = tokio::spawn(async move {
+        let election = lease::run(client, lease_cfg, tx, metrics);
+        let controller = controller::run(parts, index);
+        tokio::select! {
+            _ = election => "the leader election ended",
+            _ = controller => "the TenantGateway controller ended",
+        }
+    });
+    Reconciler {
+        routes,
+        done,
+        leader,
+    }
+}

@@ -1,0 +1,1098 @@
+//! Tier 3 for the reconciler (SPEC §3, issue 7 "must show"): a real kube-apiserver from the
+//! tests/k8s harness with the Gateway API, cert-manager and TenantGateway CRDs; the
+//! reconciler runs in-process against it (its shared watches, Lease and controller, as
+//! `serve` starts them); the test writes Gateway and Certificate status the way Cilium and
+//! cert-manager would. Every wait has a deadline; scenarios use their own namespaces.
+//!
+//! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
+
+mod common_e2e;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use common_e2e::*;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+use tenant_gateway::cluster::LiveNamespaces;
+use tenant_gateway::metrics::Metrics;
+use tenant_gateway::platform::{CONTROLLER_NAME, Scope};
+use tenant_gateway::serve::{Reconciler, ReconcilerOptions, start_reconciler};
+use tenant_gateway::server::health::Readiness;
+
+const WAIT: Duration = Duration::from_secs(60);
+
+struct Cluster<'a> {
+    cp: &'a ControlPlane,
+}
+
+impl Cluster<'_> {
+    fn apply(&self, manifest: &Value) {
+        self.cp
+            .kubectl_ok(&["apply", "-f", "-"], Some(&manifest.to_string()));
+    }
+
+    fn get(&self, kind: &str, ns: &str, name: &str) -> Option<Value> {
+        let o = self
+            .cp
+            .kubectl(&["get", kind, "-n", ns, name, "-o", "json"], None);
+        if !o.allowed {
+            assert!(
+                o.stderr.contains("NotFound") || o.stderr.contains("not found"),
+                "kubectl get {kind} {ns}/{name}: {}",
+                o.stderr
+            );
+            return None;
+        }
+        Some(serde_json::from_str(&o.stdout).expect("kubectl prints JSON"))
+    }
+
+    fn get_cluster(&self, kind: &str, name: &str) -> Option<Value> {
+        let o = self.cp.kubectl(&["get", kind, name, "-o", "json"], None);
+        o.allowed
+            .then(|| serde_json::from_str(&o.stdout).expect("kubectl prints JSON"))
+    }
+
+    fn delete(&self, kind: &str, ns: &str, name: &str) {
+        self.cp.kubectl_ok(
+            &[
+                "delete",
+                kind,
+                "-n",
+                ns,
+                name,
+                "--wait=false",
+                "--ignore-not-found",
+            ],
+            None,
+        );
+    }
+
+    /// Write a status subresource as another controller would.
+    fn patch_status(&self, kind: &str, ns: &str, name: &str, patch: &Value) {
+        self.cp.kubectl_ok(
+            &[
+                "patch",
+                kind,
+                "-n",
+                ns,
+                name,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                &patch.to_string(),
+            ],
+            None,
+        );
+    }
+
+    fn namespace(&self, name: &str, labels: &[(&str, &str)]) {
+        let labels: BTreeMap<&str, &str> = labels.iter().copied().collect();
+        self.apply(&json!({"apiVersion": "v1", "kind": "Namespace",
+            "metadata": {"name": name, "labels": labels}}));
+    }
+
+    fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
+        wait_for(what, WAIT, &mut f)
+    }
+}
+
+fn tgw(ns: &str, name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec})
+}
+
+fn http_route(ns: &str, name: &str, gw: (&str, &str), hosts: &[&str]) -> Value {
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"parentRefs": [{"name": gw.1, "namespace": gw.0}], "hostnames": hosts,
+                 "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}})
+}
+
+fn h8(host: &str) -> String {
+    let d = Sha256::digest(host.as_bytes());
+    d.iter().take(4).map(|b| format!("{b:02x}")).collect()
+}
+
+fn listeners(gw: &Value) -> Vec<(String, Option<String>)> {
+    gw["spec"]["listeners"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .map(|l| {
+                    (
+                        l["name"].as_str().unwrap_or_default().to_string(),
+                        l["hostname"].as_str().map(str::to_string),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Our `status.parents` entry's condition `type` on a route, if any.
+fn route_condition(route: &Value, type_: &str) -> Option<(String, String)> {
+    route["status"]["parents"].as_array()?.iter().find_map(|p| {
+        (p["controllerName"] == CONTROLLER_NAME).then_some(())?;
+        p["conditions"].as_array()?.iter().find_map(|c| {
+            (c["type"] == type_).then(|| {
+                (
+                    c["status"].as_str().unwrap_or_default().to_string(),
+                    c["reason"].as_str().unwrap_or_default().to_string(),
+                )
+            })
+        })
+    })
+}
+
+fn tgw_condition(t: &Value, type_: &str) -> Option<(String, String, String)> {
+    t["status"]["conditions"].as_array()?.iter().find_map(|c| {
+        (c["type"] == type_).then(|| {
+            (
+                c["status"].as_str().unwrap_or_default().to_string(),
+                c["reason"].as_str().unwrap_or_default().to_string(),
+                c["message"].as_str().unwrap_or_default().to_string(),
+            )
+        })
+    })
+}
+
+fn rv(o: &Value) -> String {
+    o["metadata"]["resourceVersion"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// Cilium's part: Accepted+Programmed on the Gateway and each listener, at its generation.
+fn program_gateway(c: &Cluster, ns: &str, name: &str) {
+    let gw = c.get("gateway", ns, name).expect("gateway exists");
+    let generation = gw["metadata"]["generation"].as_i64().unwrap_or(1);
+    let cond = |t: &str| {
+        json!({"type": t, "status": "True", "reason": t, "message": "",
+               "observedGeneration": generation, "lastTransitionTime": "2026-01-01T00:00:00Z"})
+    };
+    let listeners: Vec<Value> = gw["spec"]["listeners"]
+        .as_array()
+        .expect("listeners")
+        .iter()
+        .map(|l| {
+            json!({"name": l["name"], "attachedRoutes": 0,
+                   "supportedKinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                   "conditions": [cond("Accepted"), cond("Programmed"), cond("ResolvedRefs")]})
+        })
+        .collect();
+    c.patch_status(
+        "gateway",
+        ns,
+        name,
+        &json!({"status": {"conditions": [cond("Accepted"), cond("Programmed")],
+                           "listeners": listeners}}),
+    );
+}
+
+/// cert-manager's part: Ready=True.
+fn certificate_ready(c: &Cluster, ns: &str, name: &str) {
+    c.patch_status(
+        "certificate",
+        ns,
+        name,
+        &json!({"status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
+            "message": "issued", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}}),
+    );
+}
+
+/// Sum of a counter family's samples in the Prometheus text.
+fn counter_sum(m: &Metrics, family: &str) -> u64 {
+    m.render()
+        .lines()
+        .filter(|l| l.starts_with(family) && l[family.len()..].starts_with(['{', ' ']))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+fn writes_total(m: &Metrics) -> u64 {
+    counter_sum(m, "tenant_gateway_reconcile_writes_total")
+}
+
+fn reconciles_total(m: &Metrics) -> u64 {
+    counter_sum(m, "tenant_gateway_reconcile_total")
+}
+
+struct Replica {
+    metrics: Metrics,
+    reconciler: Reconciler,
+}
+
+fn start_replica(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
+    let kubeconfig = cp.kubeconfig();
+    rt.block_on(async move {
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let kc = Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("client config");
+        let client = kube::Client::try_from(cfg).expect("client");
+        let metrics = Metrics::new();
+        let readiness = Arc::new(Readiness::new());
+        let live = LiveNamespaces::start(client.clone(), readiness, metrics.clone());
+        let reconciler = start_reconciler(
+            client,
+            live,
+            metrics.clone(),
+            ReconcilerOptions {
+                lease_namespace: Some("default".into()),
+                lease_name: "tenant-gateway-e2e".into(),
+                uniform_port_kinds: false,
+                scope: Scope::default(),
+            },
+        );
+        Replica {
+            metrics,
+            reconciler,
+        }
+    })
+}
+
+#[test]
+fn reconciler_on_a_real_api_server() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+        )
+        .with_test_writer()
+        .try_init();
+    let Some(cp) = ControlPlane::start_or_skip() else {
+        return;
+    };
+    cp.install_crds();
+    let c = Cluster { cp: &cp };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let one = start_replica(&rt, &cp);
+    c.wait("the replica to hold the Lease", || {
+        (one.metrics.leader.get() == 1).then_some(())
+    });
+
+    http01_listener_certificate_and_route_status(&c);
+    ready_once_gateway_programmed_and_certificates_ready(&c);
+    unchanged_world_issues_no_writes(&c, &one.metrics);
+    unlistenable_hostnames_refuse_only_their_route(&c);
+    hostname_change_swaps_listener_and_certificate(&c);
+    layer1_allowed_routes_and_passthrough(&c);
+    same_named_gateway_not_owned_is_left_alone(&c);
+    conflict_cozy_wins_then_loser_accepted(&c);
+    deleting_the_tgw_removes_what_it_wrote(&c);
+    dns01_existing_secret_and_back(&c);
+    listener_cap_of_64(&c);
+
+    // Two replicas: one Lease holder, only it writes; killing it hands over.
+    let two = start_replica(&rt, &cp);
+    c.wait("the second replica's caches", || {
+        (counter_sum(&two.metrics, "tenant_gateway_reconcile_total") > 0).then_some(())
+    });
+    assert_eq!(one.metrics.leader.get() + two.metrics.leader.get(), 1);
+    assert_eq!(two.metrics.leader.get(), 0);
+    c.apply(&http_route(
+        "tenant-alice",
+        "late",
+        ("tenant-alice", "gw"),
+        &["late.alice.example.org"],
+    ));
+    c.wait("the holder converges", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listeners(&gw)
+            .iter()
+            .any(|(n, _)| n == "https-late")
+            .then_some(())
+    });
+    c.wait("the holder finished (route status and TGW status)", || {
+        let r = c.get("httproute", "tenant-alice", "late")?;
+        let t = c.get("tenantgateway", "tenant-alice", "gw")?;
+        let listed = t["status"]["listeners"]
+            .as_array()?
+            .iter()
+            .any(|l| l["name"] == "https-late");
+        (route_condition(&r, "Accepted")?.0 == "True" && listed).then_some(())
+    });
+    assert_eq!(writes_total(&two.metrics), 0, "the standby replica wrote");
+    one.reconciler.done.abort();
+    c.wait("the standby takes the Lease over", || {
+        (two.metrics.leader.get() == 1).then_some(())
+    });
+    // Gaining the Lease reconciles every TenantGateway; the world is converged, so the new
+    // holder's full resync issues no write.
+    let at_gain = counter_sum(&two.metrics, "tenant_gateway_reconcile_total");
+    c.wait("the takeover resync (4 TenantGateways)", || {
+        let n = two
+            .metrics
+            .reconcile_total
+            .with_label_values(&["success"])
+            .get();
+        (n >= 4).then_some(())
+    });
+    assert!(counter_sum(&two.metrics, "tenant_gateway_reconcile_total") >= at_gain);
+    assert_eq!(
+        writes_total(&two.metrics),
+        0,
+        "the resync of a converged world after a takeover wrote"
+    );
+    c.apply(&http_route(
+        "tenant-alice",
+        "later",
+        ("tenant-alice", "gw"),
+        &["later.alice.example.org"],
+    ));
+    c.wait("the new holder converges", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listeners(&gw)
+            .iter()
+            .any(|(n, _)| n == "https-later")
+            .then_some(())
+    });
+    assert!(writes_total(&two.metrics) > 0);
+    two.reconciler.done.abort();
+    drop(rt);
+
+    webhook_and_reconciler_in_one_process(&c);
+}
+
+/// `serve` runs the webhook and the reconciler in one process; registered with the API
+/// server, every write of the reconciler passes its own webhook (Gateway: layer 2, redirect
+/// route: layer 7, namespace labels: layer 5 as a trusted caller).
+fn webhook_and_reconciler_in_one_process(c: &Cluster) {
+    let serve = Webhook::start_with(
+        c.cp,
+        "serve-both",
+        &[
+            "--leader-election-namespace",
+            "default",
+            "--leader-election-name",
+            "tenant-gateway-serve",
+        ],
+    );
+    c.cp.grant_impersonated_users();
+    serve.register(c.cp);
+    c.namespace(
+        "tenant-frank",
+        &[("namespace.cozystack.io/host", "frank.example.org")],
+    );
+    c.apply(&tgw(
+        "tenant-frank",
+        "gw",
+        json!({"apex": "frank.example.org"}),
+    ));
+    c.apply(&http_route(
+        "tenant-frank",
+        "app",
+        ("tenant-frank", "gw"),
+        &["app.frank.example.org"],
+    ));
+    c.wait(
+        "the serve process reconciled through its own webhook",
+        || {
+            let gw = c.get("gateway", "tenant-frank", "gw")?;
+            let r = c.get("httproute", "tenant-frank", "app")?;
+            let ns = c.get_cluster("namespace", "tenant-frank")?;
+            let done = listeners(&gw).iter().any(|(n, _)| n == "https-app")
+                && c.get("httproute", "tenant-frank", "gw-http-redirect")
+                    .is_some()
+                && c.get("certificate", "tenant-frank", "gw-app-tls").is_some()
+                && route_condition(&r, "Accepted")?.0 == "True"
+                && ns["metadata"]["labels"]["namespace.cozystack.io/gateway"] == "tenant-frank";
+            done.then_some(())
+        },
+    );
+    let log = serve.log();
+    assert!(!log.contains("reconcile failed"), "serve log: {log}");
+    // A tenant's own write that layer 2 denies proves the webhook was in the path.
+    let foreign = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "x", "namespace": "tenant-frank"},
+        "spec": {"gatewayClassName": "cilium", "listeners": [{"name": "https", "port": 443,
+            "protocol": "HTTPS", "hostname": "x.example.com",
+            "tls": {"mode": "Terminate", "certificateRefs": [{"name": "c"}]}}]}});
+    let o = c.cp.dry_run("frank", &[E2E_GROUP], &foreign.to_string());
+    assert!(
+        !o.allowed,
+        "layer 2 let an out-of-apex listener through: {}",
+        o.stdout
+    );
+    serve.unregister(c.cp);
+}
+
+/// A wildcard or out-of-apex hostname is refused in that route's status only.
+fn unlistenable_hostnames_refuse_only_their_route(c: &Cluster) {
+    c.apply(&http_route(
+        "tenant-alice",
+        "wild",
+        ("tenant-alice", "gw"),
+        &["*.alice.example.org"],
+    ));
+    c.apply(&http_route(
+        "tenant-alice",
+        "outside",
+        ("tenant-alice", "gw"),
+        &["app.example.com"],
+    ));
+    for name in ["wild", "outside"] {
+        c.wait("HostnameNotListenable on the bad route", || {
+            let r = c.get("httproute", "tenant-alice", name)?;
+            (route_condition(&r, "Accepted")?
+                == ("False".to_string(), "HostnameNotListenable".to_string()))
+                .then_some(())
+        });
+    }
+    let gw = c.get("gateway", "tenant-alice", "gw").expect("gateway");
+    let https: Vec<_> = listeners(&gw)
+        .into_iter()
+        .filter(|(n, _)| n.starts_with("https"))
+        .collect();
+    assert_eq!(
+        https,
+        vec![(
+            "https-harbor".to_string(),
+            Some("harbor.alice.example.org".to_string())
+        )]
+    );
+    let r = c.get("httproute", "tenant-alice", "harbor").expect("route");
+    assert_eq!(
+        route_condition(&r, "Accepted").map(|c| c.0),
+        Some("True".into())
+    );
+    c.delete("httproute", "tenant-alice", "wild");
+    c.delete("httproute", "tenant-alice", "outside");
+}
+
+/// Changing a route's hostname swaps its listener and Certificate.
+fn hostname_change_swaps_listener_and_certificate(c: &Cluster) {
+    c.apply(&http_route(
+        "tenant-alice",
+        "harbor",
+        ("tenant-alice", "gw"),
+        &["registry.alice.example.org"],
+    ));
+    c.wait("https-registry replaces https-harbor", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        let ls = listeners(&gw);
+        let swapped = ls.iter().any(|(n, _)| n == "https-registry")
+            && !ls.iter().any(|(n, _)| n == "https-harbor")
+            && c.get("certificate", "tenant-alice", "gw-registry-tls")
+                .is_some()
+            && c.get("certificate", "tenant-alice", "gw-harbor-tls")
+                .is_none();
+        swapped.then_some(())
+    });
+}
+
+fn selector_values(listener: &Value) -> Vec<String> {
+    let mut v: Vec<String> =
+        listener["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"][0]["values"]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|x| x.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default();
+    v.sort();
+    v
+}
+
+fn listener<'a>(gw: &'a Value, name: &str) -> Option<&'a Value> {
+    gw["spec"]["listeners"]
+        .as_array()?
+        .iter()
+        .find(|l| l["name"] == name)
+}
+
+/// Layer 1: port 80 admits the TGW namespace and cozy-cert-manager only; port-443 listeners
+/// exactly the allowed namespaces (a new inheriting namespace within seconds); passthrough
+/// listeners take TLSRoutes only.
+fn layer1_allowed_routes_and_passthrough(c: &Cluster) {
+    let gw = c.get("gateway", "tenant-alice", "gw").expect("gateway");
+    let http = listener(&gw, "http").expect("http listener");
+    assert_eq!(http["port"], 80);
+    assert_eq!(http["allowedRoutes"]["namespaces"]["from"], "Selector");
+    assert_eq!(
+        http["allowedRoutes"]["namespaces"]["selector"]["matchExpressions"][0]["key"],
+        "kubernetes.io/metadata.name"
+    );
+    assert_eq!(selector_values(http), ["cozy-cert-manager", "tenant-alice"]);
+    let https = listener(&gw, "https-registry").expect("https listener");
+    assert_eq!(selector_values(https), ["tenant-alice", "tenant-alice-bob"]);
+    assert_eq!(
+        https["allowedRoutes"]["kinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}])
+    );
+    c.namespace(
+        "tenant-alice-new",
+        &[
+            ("namespace.cozystack.io/host", "new.alice.example.org"),
+            ("namespace.cozystack.io/gateway", "tenant-alice"),
+        ],
+    );
+    c.wait(
+        "a new inheriting namespace in the port-443 selector",
+        || {
+            let gw = c.get("gateway", "tenant-alice", "gw")?;
+            (selector_values(listener(&gw, "https-registry")?)
+                == ["tenant-alice", "tenant-alice-bob", "tenant-alice-new"])
+            .then_some(())
+        },
+    );
+    c.apply(&tgw(
+        "tenant-alice",
+        "gw",
+        json!({"apex": "alice.example.org", "tlsPassthroughServices": ["db"]}),
+    ));
+    let gw = c.wait("listener tls-db", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listener(&gw, "tls-db").is_some().then_some(gw)
+    });
+    let tls = listener(&gw, "tls-db").expect("tls-db");
+    assert_eq!(tls["protocol"], "TLS");
+    assert_eq!(tls["hostname"], "db.alice.example.org");
+    assert_eq!(tls["tls"]["mode"], "Passthrough");
+    assert_eq!(
+        tls["allowedRoutes"]["kinds"],
+        json!([{"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}])
+    );
+    assert_eq!(
+        listeners(&gw).last().map(|l| l.0.clone()),
+        Some("tls-db".to_string()),
+        "passthrough listeners come last"
+    );
+}
+
+fn cert_refs(l: &Value) -> Vec<String> {
+    l["tls"]["certificateRefs"]
+        .as_array()
+        .map(|a| {
+            a.iter()
+                .filter_map(|r| r["name"].as_str().map(str::to_string))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// dns01 with two inheriting children: https, https-apex, two https-child-…, one Certificate
+/// with six SANs; existingSecret: owned Issuer and Certificate deleted, every HTTPS listener
+/// on the Secret; back to http01: per-host Certificates.
+fn dns01_existing_secret_and_back(c: &Cluster) {
+    c.namespace(
+        "tenant-dave",
+        &[("namespace.cozystack.io/host", "dave.example.org")],
+    );
+    for child in ["a", "b"] {
+        c.namespace(
+            &format!("tenant-dave-{child}"),
+            &[
+                (
+                    "namespace.cozystack.io/host",
+                    &format!("{child}.dave.example.org"),
+                ),
+                ("namespace.cozystack.io/gateway", "tenant-dave"),
+            ],
+        );
+    }
+    c.apply(&http_route(
+        "tenant-dave",
+        "app",
+        ("tenant-dave", "gw"),
+        &["app.dave.example.org"],
+    ));
+    c.apply(&tgw(
+        "tenant-dave",
+        "gw",
+        json!({"apex": "dave.example.org", "certMode": "dns01",
+               "dns01": {"provider": "cloudflare",
+                         "cloudflare": {"apiTokenSecretRef": {"name": "cf", "key": "token"}}}}),
+    ));
+    let expected: Vec<String> = vec![
+        "http".into(),
+        "https".into(),
+        "https-apex".into(),
+        format!("https-child-a-{}", h8("a.dave.example.org")),
+        format!("https-child-b-{}", h8("b.dave.example.org")),
+    ];
+    c.wait("dns01 listeners", || {
+        let gw = c.get("gateway", "tenant-dave", "gw")?;
+        let names: Vec<String> = listeners(&gw).into_iter().map(|l| l.0).collect();
+        (names == expected).then_some(())
+    });
+    let cert = c.wait("the wildcard Certificate", || {
+        c.get("certificate", "tenant-dave", "gw-gateway-tls")
+    });
+    let mut sans: Vec<String> = cert["spec"]["dnsNames"]
+        .as_array()
+        .expect("dnsNames")
+        .iter()
+        .filter_map(|v| v.as_str().map(str::to_string))
+        .collect();
+    sans.sort();
+    assert_eq!(
+        sans,
+        [
+            "*.a.dave.example.org",
+            "*.b.dave.example.org",
+            "*.dave.example.org",
+            "a.dave.example.org",
+            "b.dave.example.org",
+            "dave.example.org"
+        ]
+    );
+    let issuer = c
+        .get("issuer", "tenant-dave", "gw-gateway")
+        .expect("issuer");
+    assert!(issuer["spec"]["acme"]["solvers"][0]["dns01"]["cloudflare"].is_object());
+
+    c.apply(&tgw(
+        "tenant-dave",
+        "gw",
+        json!({"apex": "dave.example.org", "certMode": "existingSecret",
+               "wildcardSecretRef": {"name": "wild"}}),
+    ));
+    c.wait(
+        "existingSecret: Issuer and Certificate deleted, listeners on the Secret",
+        || {
+            let gw = c.get("gateway", "tenant-dave", "gw")?;
+            let https: Vec<&Value> = gw["spec"]["listeners"]
+                .as_array()?
+                .iter()
+                .filter(|l| l["protocol"] == "HTTPS")
+                .collect();
+            let on_secret = https.len() == 4 && https.iter().all(|l| cert_refs(l) == ["wild"]);
+            (on_secret
+                && c.get("issuer", "tenant-dave", "gw-gateway").is_none()
+                && c.get("certificate", "tenant-dave", "gw-gateway-tls")
+                    .is_none())
+            .then_some(())
+        },
+    );
+
+    c.apply(&tgw(
+        "tenant-dave",
+        "gw",
+        json!({"apex": "dave.example.org"}),
+    ));
+    c.wait("http01 again: per-host Certificate", || {
+        let gw = c.get("gateway", "tenant-dave", "gw")?;
+        let l = listener(&gw, "https-app")?;
+        (cert_refs(l) == ["gw-app-tls"]
+            && c.get("certificate", "tenant-dave", "gw-app-tls").is_some()
+            && c.get("issuer", "tenant-dave", "gw-gateway").is_some())
+        .then_some(())
+    });
+}
+
+/// 70 routes with distinct hostnames: exactly 64 listeners; the rest ListenerLimitReached;
+/// ListenerCapacity=False; route 71 evicts nothing.
+fn listener_cap_of_64(c: &Cluster) {
+    c.namespace(
+        "tenant-erin",
+        &[("namespace.cozystack.io/host", "erin.example.org")],
+    );
+    c.apply(&tgw(
+        "tenant-erin",
+        "gw",
+        json!({"apex": "erin.example.org"}),
+    ));
+    let items: Vec<Value> = (0..70)
+        .map(|i| {
+            http_route(
+                "tenant-erin",
+                &format!("r{i:02}"),
+                ("tenant-erin", "gw"),
+                &[&format!("h{i:02}.erin.example.org")],
+            )
+        })
+        .collect();
+    c.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}));
+    let gw = c.wait("64 listeners", || {
+        let gw = c.get("gateway", "tenant-erin", "gw")?;
+        (listeners(&gw).len() == 64).then_some(gw)
+    });
+    let before: Vec<_> = listeners(&gw);
+    let over = c.wait("6 or 7 routes over the cap, the TGW says so", || {
+        let o = c.cp.kubectl(
+            &["get", "httproute", "-n", "tenant-erin", "-o", "json"],
+            None,
+        );
+        let list: Value = serde_json::from_str(&o.stdout).ok()?;
+        let reasons: Vec<(String, String)> = list["items"]
+            .as_array()?
+            .iter()
+            .filter_map(|r| route_condition(r, "Accepted"))
+            .collect();
+        let over = reasons
+            .iter()
+            .filter(|r| r.1 == "ListenerLimitReached")
+            .count();
+        let accepted = reasons.iter().filter(|r| r.0 == "True").count();
+        let t = c.get("tenantgateway", "tenant-erin", "gw")?;
+        let cap = tgw_condition(&t, "ListenerCapacity")?;
+        (reasons.len() == 70 && accepted == 63 && over == 7 && cap.0 == "False").then_some(over)
+    });
+    assert_eq!(over, 7);
+    c.apply(&http_route(
+        "tenant-erin",
+        "r70",
+        ("tenant-erin", "gw"),
+        &["a.erin.example.org"],
+    ));
+    c.wait("route 71 over the cap", || {
+        let r = c.get("httproute", "tenant-erin", "r70")?;
+        (route_condition(&r, "Accepted")?.1 == "ListenerLimitReached").then_some(())
+    });
+    let after = listeners(&c.get("gateway", "tenant-erin", "gw").expect("gateway"));
+    assert_eq!(before, after, "route 71 evicted a listener");
+}
+
+/// http01: route harbor.alice.example.org → listener https-harbor, Certificate
+/// gw-harbor-tls, route Accepted=True; an inheriting namespace's route gets hashed names;
+/// deleting the route removes listener and Certificate.
+fn http01_listener_certificate_and_route_status(c: &Cluster) {
+    c.namespace(
+        "tenant-alice",
+        &[("namespace.cozystack.io/host", "alice.example.org")],
+    );
+    c.namespace(
+        "tenant-alice-bob",
+        &[
+            ("namespace.cozystack.io/host", "bob.alice.example.org"),
+            ("namespace.cozystack.io/gateway", "tenant-alice"),
+        ],
+    );
+    c.apply(&tgw(
+        "tenant-alice",
+        "gw",
+        json!({"apex": "alice.example.org"}),
+    ));
+    c.apply(&http_route(
+        "tenant-alice",
+        "harbor",
+        ("tenant-alice", "gw"),
+        &["harbor.alice.example.org"],
+    ));
+    let gw = c.wait("listener https-harbor", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listeners(&gw)
+            .contains(&(
+                "https-harbor".into(),
+                Some("harbor.alice.example.org".into()),
+            ))
+            .then_some(gw)
+    });
+    assert_eq!(listeners(&gw)[0].0, "http", "port 80 first: {gw}");
+    assert!(
+        gw["spec"].get("allowedListeners").is_none(),
+        "never allowedListeners"
+    );
+    let cert = c.wait("Certificate gw-harbor-tls", || {
+        c.get("certificate", "tenant-alice", "gw-harbor-tls")
+    });
+    assert_eq!(
+        cert["spec"]["dnsNames"],
+        json!(["harbor.alice.example.org"])
+    );
+    assert_eq!(cert["spec"]["secretName"], "gw-harbor-tls");
+    c.wait("route Accepted=True", || {
+        let r = c.get("httproute", "tenant-alice", "harbor")?;
+        (route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    });
+    assert!(c.get("issuer", "tenant-alice", "gw-gateway").is_some());
+    assert!(
+        c.get("httproute", "tenant-alice", "gw-http-redirect")
+            .is_some()
+    );
+
+    // An inheriting namespace's deeper hostname: hashed names.
+    let host = "harbor.bob.alice.example.org";
+    c.apply(&http_route(
+        "tenant-alice-bob",
+        "harbor",
+        ("tenant-alice", "gw"),
+        &[host],
+    ));
+    let listener = format!("https-harbor-{}", h8(host));
+    c.wait("hashed listener for the inheriting namespace", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        listeners(&gw)
+            .contains(&(listener.clone(), Some(host.into())))
+            .then_some(())
+    });
+    let cert_name = format!("gw-harbor-{}-tls", h8(host));
+    c.wait("hashed Certificate", || {
+        c.get("certificate", "tenant-alice", &cert_name)
+    });
+
+    // Deleting the route removes its listener and Certificate.
+    c.delete("httproute", "tenant-alice-bob", "harbor");
+    c.wait("listener and Certificate gone with the route", || {
+        let gw = c.get("gateway", "tenant-alice", "gw")?;
+        let gone = !listeners(&gw).iter().any(|(n, _)| n == &listener)
+            && c.get("certificate", "tenant-alice", &cert_name).is_none();
+        gone.then_some(())
+    });
+}
+
+/// Ready=True once the Gateway is Programmed and every Certificate Ready; observedGeneration.
+fn ready_once_gateway_programmed_and_certificates_ready(c: &Cluster) {
+    let t = c.get("tenantgateway", "tenant-alice", "gw").expect("tgw");
+    assert_eq!(
+        tgw_condition(&t, "Ready").map(|c| c.0),
+        Some("False".to_string()),
+        "not ready before the data plane and cert-manager answered: {}",
+        t["status"]
+    );
+    program_gateway(c, "tenant-alice", "gw");
+    certificate_ready(c, "tenant-alice", "gw-harbor-tls");
+    let t = c.wait("TenantGateway Ready=True", || {
+        let t = c.get("tenantgateway", "tenant-alice", "gw")?;
+        (tgw_condition(&t, "Ready")?.0 == "True").then_some(t)
+    });
+    assert_eq!(
+        t["status"]["observedGeneration"], t["metadata"]["generation"],
+        "observedGeneration: {}",
+        t["status"]
+    );
+    assert_eq!(
+        tgw_condition(&t, "Programmed").map(|c| c.0),
+        Some("True".into())
+    );
+    let ls = t["status"]["listeners"]
+        .as_array()
+        .expect("listener status");
+    assert!(
+        ls.iter()
+            .any(|l| l["name"] == "https-harbor" && l["ready"] == true),
+        "{ls:?}"
+    );
+}
+
+/// Everything the reconciler manages for tenant-alice/gw, by resourceVersion.
+fn versions(c: &Cluster) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    for (kind, ns, name) in [
+        ("tenantgateway", "tenant-alice", "gw"),
+        ("gateway", "tenant-alice", "gw"),
+        ("issuer", "tenant-alice", "gw-gateway"),
+        ("certificate", "tenant-alice", "gw-harbor-tls"),
+        ("httproute", "tenant-alice", "gw-http-redirect"),
+        ("httproute", "tenant-alice", "harbor"),
+    ] {
+        let o = c.get(kind, ns, name).expect("object exists");
+        out.insert(format!("{kind} {ns}/{name}"), rv(&o));
+    }
+    let ns = c
+        .get_cluster("namespace", "tenant-alice")
+        .expect("namespace");
+    out.insert("namespace tenant-alice".into(), rv(&ns));
+    out
+}
+
+/// An unchanged world reconciled again (annotation poke, an unrelated namespace relabelled)
+/// changes no resourceVersion and issues no write.
+fn unchanged_world_issues_no_writes(c: &Cluster, m: &Metrics) {
+    // Converged: two reconciles in a row without writes.
+    c.wait("converged", || {
+        let before = writes_total(m);
+        let r = reconciles_total(m);
+        c.cp.kubectl_ok(
+            &[
+                "annotate",
+                "--overwrite",
+                "tenantgateway",
+                "-n",
+                "tenant-alice",
+                "gw",
+                &format!("e2e/converge={r}"),
+            ],
+            None,
+        );
+        wait_for("a reconcile after the poke", WAIT, || {
+            (reconciles_total(m) > r).then_some(())
+        });
+        (writes_total(m) == before).then_some(())
+    });
+    let before = versions(c);
+    let writes = writes_total(m);
+    let r = reconciles_total(m);
+    c.cp.kubectl_ok(
+        &[
+            "annotate",
+            "--overwrite",
+            "tenantgateway",
+            "-n",
+            "tenant-alice",
+            "gw",
+            "e2e/poke=1",
+        ],
+        None,
+    );
+    c.namespace("e2e-unrelated", &[("e2e/x", "1")]);
+    c.namespace("e2e-unrelated", &[("e2e/x", "2")]);
+    c.wait("a reconcile after the poke", || {
+        (reconciles_total(m) > r).then_some(())
+    });
+    // The poke itself changed the TenantGateway's resourceVersion; nothing else may change.
+    let mut after = versions(c);
+    let mut before = before;
+    before.remove("tenantgateway tenant-alice/gw");
+    after.remove("tenantgateway tenant-alice/gw");
+    assert_eq!(before, after, "an unchanged world changed resourceVersions");
+    assert_eq!(writes_total(m), writes, "an unchanged world issued writes");
+}
+
+/// A Gateway named like the TenantGateway's but not owned by it: left alone, reported.
+fn same_named_gateway_not_owned_is_left_alone(c: &Cluster) {
+    c.namespace(
+        "tenant-carol",
+        &[("namespace.cozystack.io/host", "carol.example.org")],
+    );
+    c.apply(
+        &json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+        "metadata": {"name": "gw", "namespace": "tenant-carol"},
+        "spec": {"gatewayClassName": "other",
+                 "listeners": [{"name": "http", "port": 80, "protocol": "HTTP"}]}}),
+    );
+    let before = c.get("gateway", "tenant-carol", "gw").expect("gateway");
+    c.apply(&tgw(
+        "tenant-carol",
+        "gw",
+        json!({"apex": "carol.example.org"}),
+    ));
+    let t = c.wait("NotOwned reported", || {
+        let t = c.get("tenantgateway", "tenant-carol", "gw")?;
+        let (s, reason, _) = tgw_condition(&t, "Programmed")?;
+        (s == "False" && reason == "NotOwned").then_some(t)
+    });
+    assert_eq!(
+        tgw_condition(&t, "Ready").map(|c| c.0),
+        Some("False".into())
+    );
+    let after = c.get("gateway", "tenant-carol", "gw").expect("gateway");
+    assert_eq!(rv(&before), rv(&after), "the foreign Gateway was written");
+    assert_eq!(after["spec"]["gatewayClassName"], "other");
+    c.wait("a TakeoverRefused event", || {
+        let o = c.cp.kubectl(
+            &[
+                "get",
+                "events.events.k8s.io",
+                "-n",
+                "tenant-carol",
+                "-o",
+                "json",
+            ],
+            None,
+        );
+        o.stdout.contains("TakeoverRefused").then_some(())
+    });
+}
+
+/// cozy-harbor and tenant-alice-x claim one hostname: cozy wins; when it goes, the other is
+/// accepted.
+fn conflict_cozy_wins_then_loser_accepted(c: &Cluster) {
+    c.namespace(
+        "tenant-root",
+        &[("namespace.cozystack.io/host", "example.org")],
+    );
+    c.namespace("cozy-harbor", &[]);
+    c.namespace(
+        "tenant-alice-x",
+        &[
+            ("namespace.cozystack.io/host", "x.example.org"),
+            ("namespace.cozystack.io/gateway", "tenant-root"),
+        ],
+    );
+    c.apply(&tgw(
+        "tenant-root",
+        "gw",
+        json!({"apex": "example.org", "attachedNamespaces": ["cozy-harbor"]}),
+    ));
+    let host = "harbor.example.org";
+    c.apply(&http_route(
+        "tenant-alice-x",
+        "harbor",
+        ("tenant-root", "gw"),
+        &[host],
+    ));
+    c.wait("the tenant route accepted while alone", || {
+        let r = c.get("httproute", "tenant-alice-x", "harbor")?;
+        (route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    });
+    c.wait("cozy-harbor attached by label", || {
+        let ns = c.get_cluster("namespace", "cozy-harbor")?;
+        (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"] == "tenant-root").then_some(())
+    });
+    c.apply(&http_route(
+        "cozy-harbor",
+        "harbor",
+        ("tenant-root", "gw"),
+        &[host],
+    ));
+    c.wait("cozy wins, the tenant route shows HostnameConflict", || {
+        let loser = c.get("httproute", "tenant-alice-x", "harbor")?;
+        let winner = c.get("httproute", "cozy-harbor", "harbor")?;
+        let l = route_condition(&loser, "Accepted")?;
+        let w = route_condition(&winner, "Accepted")?;
+        (l == ("False".into(), "HostnameConflict".into()) && w.0 == "True").then_some(())
+    });
+    c.delete("httproute", "cozy-harbor", "harbor");
+    c.wait("the loser becomes Accepted", || {
+        let r = c.get("httproute", "tenant-alice-x", "harbor")?;
+        (route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    });
+}
+
+/// Deleting the TenantGateway removes the namespace labels, annotations and route status
+/// entries it wrote (owned objects go by garbage collection, which this API server alone
+/// does not run).
+fn deleting_the_tgw_removes_what_it_wrote(c: &Cluster) {
+    let ns = c.get_cluster("namespace", "cozy-harbor").expect("ns");
+    assert_eq!(
+        ns["metadata"]["annotations"]["gateway.cozystack.io/attached-by"], "tenant-root",
+        "{}",
+        ns["metadata"]
+    );
+    c.delete("tenantgateway", "tenant-root", "gw");
+    c.wait("the TenantGateway gone (finalizer done)", || {
+        c.get("tenantgateway", "tenant-root", "gw")
+            .is_none()
+            .then_some(())
+    });
+    let ns = c.get_cluster("namespace", "cozy-harbor").expect("ns");
+    assert!(
+        ns["metadata"]["labels"]
+            .get("namespace.cozystack.io/gateway")
+            .is_none()
+            && ns["metadata"]["annotations"]
+                .get("gateway.cozystack.io/attached-by")
+                .is_none(),
+        "label/annotation left: {}",
+        ns["metadata"]
+    );
+    let root = c.get_cluster("namespace", "tenant-root").expect("ns");
+    assert!(
+        root["metadata"]["annotations"]
+            .get("gateway.cozystack.io/attached-by")
+            .is_none(),
+        "{}",
+        root["metadata"]
+    );
+    let r = c
+        .get("httproute", "tenant-alice-x", "harbor")
+        .expect("route");
+    assert_eq!(
+        route_condition(&r, "Accepted"),
+        None,
+        "our entry left: {}",
+        r["status"]
+    );
+}
