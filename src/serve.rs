@@ -64,7 +64,7 @@ pub fn start_reconciler(
                     uniform_port_kinds: opts.uniform_port_kinds,
                 },
             },
-            concurrency: 4,
+            concurrency: 8,
         },
         instance,
     };

@@ -740,6 +740,7 @@ fn listener_cap_of_64(c: &Cluster) {
         (reasons.len() == 70 && accepted == 63 && over == 7 && cap.0 == "False").then_some(over)
     });
     assert_eq!(over, 7);
+    wait_event(c, "tenant-erin", "ListenerLimitReached");
     c.apply(&http_route(
         "tenant-erin",
         "r70",
@@ -980,19 +981,36 @@ fn same_named_gateway_not_owned_is_left_alone(c: &Cluster) {
     let after = c.get("gateway", "tenant-carol", "gw").expect("gateway");
     assert_eq!(rv(&before), rv(&after), "the foreign Gateway was written");
     assert_eq!(after["spec"]["gatewayClassName"], "other");
-    c.wait("a TakeoverRefused event", || {
+    wait_event(c, "tenant-carol", "TakeoverRefused");
+
+    // One TenantGateway per namespace: a second one says Duplicate and renders nothing.
+    c.apply(&tgw(
+        "tenant-carol",
+        "second",
+        json!({"apex": "carol.example.org"}),
+    ));
+    c.wait("the second TenantGateway reports Duplicate", || {
+        let t = c.get("tenantgateway", "tenant-carol", "second")?;
+        let (s, reason, _) = tgw_condition(&t, "Ready")?;
+        (s == "False" && reason == "Duplicate").then_some(())
+    });
+    assert!(c.get("gateway", "tenant-carol", "second").is_none());
+    assert!(c.get("issuer", "tenant-carol", "second-gateway").is_none());
+}
+
+/// A Warning event with `reason` on a TenantGateway in `ns`.
+fn wait_event(c: &Cluster, ns: &str, reason: &str) {
+    c.wait(&format!("a {reason} event in {ns}"), || {
         let o = c.cp.kubectl(
-            &[
-                "get",
-                "events.events.k8s.io",
-                "-n",
-                "tenant-carol",
-                "-o",
-                "json",
-            ],
+            &["get", "events.events.k8s.io", "-n", ns, "-o", "json"],
             None,
         );
-        o.stdout.contains("TakeoverRefused").then_some(())
+        let list: Value = serde_json::from_str(&o.stdout).ok()?;
+        list["items"]
+            .as_array()?
+            .iter()
+            .any(|e| e["reason"] == reason && e["regarding"]["kind"] == "TenantGateway")
+            .then_some(())
     });
 }
 
@@ -1044,6 +1062,7 @@ fn conflict_cozy_wins_then_loser_accepted(c: &Cluster) {
         let w = route_condition(&winner, "Accepted")?;
         (l == ("False".into(), "HostnameConflict".into()) && w.0 == "True").then_some(())
     });
+    wait_event(c, "tenant-root", "HostnameConflict");
     c.delete("httproute", "cozy-harbor", "harbor");
     c.wait("the loser becomes Accepted", || {
         let r = c.get("httproute", "tenant-alice-x", "harbor")?;

@@ -36,21 +36,63 @@ use crate::platform::{
 /// Attempts of one read-modify-write before the reconcile fails and backs off.
 const CONFLICT_TRIES: usize = 5;
 
+/// Independent writes of one kind run this many at a time.
+const PARALLEL_WRITES: usize = 8;
+
+/// Which writes may run side by side: consecutive writes of one class are independent
+/// (different objects), and the classes keep the plan's order (Issuer before the
+/// Certificates, the Gateway, the redirect, deletes, labels, route status, the TenantGateway
+/// status last).
+fn class(w: &Write) -> u8 {
+    match w {
+        Write::Apply(o) => match o.kind() {
+            ObjectKind::Issuer => 0,
+            ObjectKind::Certificate => 1,
+            ObjectKind::Gateway => 2,
+            ObjectKind::HttpRoute => 3,
+        },
+        Write::Delete { .. } => 4,
+        Write::Namespace(_) => 5,
+        Write::RouteStatus(_) => 6,
+        Write::Status(_) => 7,
+    }
+}
+
 /// Execute `writes` for the TenantGateway of `inputs`. Returns how many were issued.
 pub async fn execute(ctx: &Context, inputs: &Inputs, writes: &[Write]) -> Result<usize, Error> {
     let mut issued = 0;
-    for w in writes {
+    for group in writes.chunk_by(|a, b| class(a) == class(b)) {
         if !ctx.leader.is_leader() {
             tracing::info!("lost the lease; the remaining writes are left to the new holder");
             break;
         }
-        let (kind, verb) = one(ctx, inputs, w).await?;
-        if let Some(verb) = verb {
-            ctx.metrics
-                .reconcile_writes
-                .with_label_values(&[kind, verb])
-                .inc();
-            issued += 1;
+        let mut results = Vec::with_capacity(group.len());
+        for batch in group.chunks(PARALLEL_WRITES) {
+            // Losing the lease stops the batches not yet sent.
+            if !ctx.leader.is_leader() {
+                break;
+            }
+            let sent = futures::future::join_all(batch.iter().map(|w| one(ctx, inputs, w)));
+            results.extend(sent.await);
+        }
+        let mut first_error = None;
+        for r in results {
+            match r {
+                Ok((kind, Some(verb))) => {
+                    ctx.metrics
+                        .reconcile_writes
+                        .with_label_values(&[kind, verb])
+                        .inc();
+                    issued += 1;
+                }
+                Ok((_, None)) => {}
+                Err(e) => {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        if let Some(e) = first_error {
+            return Err(e);
         }
     }
     Ok(issued)
@@ -448,6 +490,24 @@ mod tests {
             .expect("encodes")
             .expect("changed");
         assert_eq!(out, vec![cilium, ours_other_gw]);
+    }
+
+    #[test]
+    fn write_classes_follow_the_plan_order() {
+        use crate::reconcile::labels::NamespaceWrite;
+        let status = Write::Status(Default::default());
+        let label = Write::Namespace(NamespaceWrite::Attach {
+            namespace: "a".into(),
+            gateway: "a".into(),
+        });
+        let route = Write::RouteStatus(write(vec![]));
+        let delete = Write::Delete {
+            kind: ObjectKind::Certificate,
+            name: "x".into(),
+            uid: None,
+        };
+        let order = [&delete, &label, &route, &status];
+        assert!(order.windows(2).all(|w| class(w[0]) < class(w[1])));
     }
 
     #[test]
