@@ -170,8 +170,19 @@ fn helm_lint_both_charts() {
 /// The binary's by-URL registration (`tenant-gateway webhook-configuration`).
 fn binary_registration() -> Value {
     let dir = tempfile::tempdir().expect("tempdir");
+    // A real CA: webhook-configuration embeds only CERTIFICATE blocks and refuses anything else.
+    let certs = Command::new(bin())
+        .arg("certs")
+        .arg("--out")
+        .arg(dir.path())
+        .output()
+        .expect("tenant-gateway certs runs");
+    assert!(
+        certs.status.success(),
+        "{}",
+        String::from_utf8_lossy(&certs.stderr)
+    );
     let ca = dir.path().join("ca.crt");
-    std::fs::write(&ca, "CA").expect("write ca");
     let out = Command::new(bin())
         .args(["webhook-configuration", "--url", "https://127.0.0.1:8443"])
         .arg("--ca-file")
@@ -632,7 +643,10 @@ fn rendered_policy_flags_are_accepted_by_the_binary() {
         "{stdout}{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(stdout.contains("warn mode"), "{stdout}");
+    assert!(
+        stdout.contains("WARNED") && stdout.contains("shop.bob.example.org"),
+        "route=warn admits with the violation: {stdout}"
+    );
     // Without the override the chart's default (deny) denies it: exit 1.
     let deny: Vec<String> = policy
         .iter()
