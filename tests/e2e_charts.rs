@@ -95,6 +95,41 @@ fn metric_names_in(text: &str) -> BTreeSet<String> {
     out
 }
 
+/// A copy of the control plane's kubeconfig that authenticates as the chart's ServiceAccount
+/// (a bound token), as the release's pod would.
+fn service_account_kubeconfig(cp: &ControlPlane, dir: &std::path::Path) -> std::path::PathBuf {
+    let token = cp.kubectl_ok(&["create", "token", SA, "-n", NS, "--duration=1h"], None);
+    let kubeconfig = dir.join("sa.kubeconfig");
+    std::fs::copy(cp.kubeconfig(), &kubeconfig).expect("copy kubeconfig");
+    let kc = path_str(&kubeconfig);
+    let token = token.stdout.trim();
+    cp.kubectl_ok(
+        &[
+            "config",
+            "--kubeconfig",
+            kc,
+            "set-credentials",
+            "sa",
+            "--token",
+            token,
+        ],
+        None,
+    );
+    cp.kubectl_ok(
+        &[
+            "config",
+            "--kubeconfig",
+            kc,
+            "set-context",
+            "--current",
+            "--user",
+            "sa",
+        ],
+        None,
+    );
+    kubeconfig
+}
+
 fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
     let mut a = vec!["get"];
     a.extend_from_slice(args);
@@ -383,34 +418,8 @@ fn helm_install_then_run_with_the_charts_rbac() {
 
     // The workload, outside the cluster: the chart's arguments, loopback ports, the
     // ServiceAccount's token.
-    let token = cp.kubectl_ok(&["create", "token", SA, "-n", NS, "--duration=1h"], None);
-    let kubeconfig = dir.join("sa.kubeconfig");
-    std::fs::copy(cp.kubeconfig(), &kubeconfig).expect("copy kubeconfig");
+    let kubeconfig = service_account_kubeconfig(&cp, &dir);
     let kc = path_str(&kubeconfig);
-    cp.kubectl_ok(
-        &[
-            "config",
-            "--kubeconfig",
-            kc,
-            "set-credentials",
-            "sa",
-            "--token",
-            token.stdout.trim(),
-        ],
-        None,
-    );
-    cp.kubectl_ok(
-        &[
-            "config",
-            "--kubeconfig",
-            kc,
-            "set-context",
-            "--current",
-            "--user",
-            "sa",
-        ],
-        None,
-    );
     let args: Vec<String> = container_args
         .iter()
         .map(|a| {
@@ -768,34 +777,8 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
         String::from_utf8_lossy(&out.stderr)
     );
 
-    let token = cp.kubectl_ok(&["create", "token", SA, "-n", NS, "--duration=1h"], None);
-    let kubeconfig = dir.join("sa.kubeconfig");
-    std::fs::copy(cp.kubeconfig(), &kubeconfig).expect("copy kubeconfig");
+    let kubeconfig = service_account_kubeconfig(&cp, &dir);
     let kc = path_str(&kubeconfig);
-    cp.kubectl_ok(
-        &[
-            "config",
-            "--kubeconfig",
-            kc,
-            "set-credentials",
-            "sa",
-            "--token",
-            token.stdout.trim(),
-        ],
-        None,
-    );
-    cp.kubectl_ok(
-        &[
-            "config",
-            "--kubeconfig",
-            kc,
-            "set-context",
-            "--current",
-            "--user",
-            "sa",
-        ],
-        None,
-    );
     let tls_dir = dir.join("tls");
     let args: Vec<String> = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
         .as_array()
