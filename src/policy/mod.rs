@@ -234,6 +234,17 @@ pub enum NamespaceContext {
 }
 
 impl NamespaceContext {
+    /// The context for a namespace with `labels`, keeping only what the layers read (the
+    /// host label): a lookup is on every review's path, and copying a namespace's whole
+    /// label set per review was most of its cost.
+    pub fn found(labels: &BTreeMap<String, String>) -> NamespaceContext {
+        let labels = labels
+            .get_key_value(HOST_LABEL)
+            .map(|(k, v)| BTreeMap::from([(k.clone(), v.clone())]))
+            .unwrap_or_default();
+        NamespaceContext::Found { labels }
+    }
+
     /// The tenant apex: the host label, when present and non-empty.
     pub fn apex(&self) -> Option<&str> {
         match self {
