@@ -18,6 +18,7 @@ use crate::cluster::NamespaceSource;
 use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
+mod counters;
 pub mod logfield;
 pub mod project;
 pub mod registration;
@@ -223,6 +224,7 @@ pub struct Admission {
     cfg: Arc<PolicyConfig>,
     namespaces: NamespaceSource,
     metrics: Metrics,
+    counters: counters::Counters,
 }
 
 impl Admission {
@@ -230,6 +232,7 @@ impl Admission {
         Admission {
             cfg,
             namespaces,
+            counters: counters::Counters::new(metrics.clone()),
             metrics,
         }
     }
@@ -255,10 +258,8 @@ impl Admission {
             uid = tracing::field::Empty,
         );
         let (reply, resource_label) = self.handle_inner(target, body).instrument(span).await;
-        self.metrics
-            .admission_duration
-            .with_label_values(&[resource_label])
-            .observe(started.elapsed().as_secs_f64());
+        self.counters
+            .duration(resource_label, started.elapsed().as_secs_f64());
         reply
     }
 
@@ -588,15 +589,7 @@ impl Admission {
     }
 
     fn count(&self, resource: &str, op: &str, layer: Option<Layer>, kind: DecisionKind) {
-        self.metrics
-            .admission_requests
-            .with_label_values(&[
-                resource,
-                op,
-                layer.map(Layer::as_str).unwrap_or("none"),
-                kind.as_str(),
-            ])
-            .inc();
+        self.counters.request(resource, op, layer, kind);
     }
 
     fn log(&self, request: &AdmissionRequest<'_>, d: &Decision) {
