@@ -19,7 +19,7 @@ use serde_json::Value;
 use super::apex::{ApexMap, LiveApexIndex};
 use super::miss::MissCache;
 use crate::metrics::Metrics;
-use crate::policy::{ApexOwners, NamespaceContext};
+use crate::platform::{ApexOwners, NamespaceContext};
 use crate::server::health::Readiness;
 
 /// How long the live GET on an index miss may take before the request is denied with
@@ -791,7 +791,7 @@ mod tests {
             ObjectMeta {
                 name: Some(name.to_string()),
                 labels: apex.map(|a| {
-                    BTreeMap::from([(crate::policy::HOST_LABEL.to_string(), a.to_string())])
+                    BTreeMap::from([(crate::platform::HOST_LABEL.to_string(), a.to_string())])
                 }),
                 ..ObjectMeta::default()
             }
