@@ -14,7 +14,8 @@ use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::offline::{self, Caller, DefaultNamespace};
 use tenant_gateway::policy::PolicyConfig;
-use tenant_gateway::server::{self, Limits, ServeOptions, health::Readiness};
+use tenant_gateway::readiness::Readiness;
+use tenant_gateway::server::{self, Limits, ServeOptions};
 
 #[derive(Debug, Parser)]
 #[command(

@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256};
 use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::platform::{CONTROLLER_NAME, Scope};
+use tenant_gateway::readiness::Readiness;
 use tenant_gateway::serve::{Reconciler, ReconcilerOptions, start_reconciler};
-use tenant_gateway::server::health::Readiness;
 
 const WAIT: Duration = Duration::from_secs(60);
 

@@ -20,7 +20,7 @@ use super::apex::{ApexMap, LiveApexIndex};
 use super::miss::MissCache;
 use crate::metrics::Metrics;
 use crate::platform::{ApexOwners, NamespaceContext};
-use crate::server::health::Readiness;
+use crate::readiness::Readiness;
 
 /// How long the live GET on an index miss may take before the request is denied with
 /// "retry": well inside the API server's 5 s webhook timeout.

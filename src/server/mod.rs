@@ -12,7 +12,11 @@
 
 mod budget;
 pub mod handler;
-pub mod health;
+/// `Readiness` moved to [`crate::readiness`] (the controller and the lease report it too);
+/// kept here so older paths still resolve.
+pub mod health {
+    pub use crate::readiness::Readiness;
+}
 mod listener;
 mod metrics_http;
 mod tls;
@@ -28,8 +32,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 pub use handler::{AlwaysAllow, ReviewHandler};
-use health::Readiness;
 use listener::ConnSettings;
 use tls::CertReloader;
 
