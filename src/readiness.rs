@@ -1,7 +1,10 @@
 //! Readiness state shared by the parts of `serve` (SPEC §6: TLS loaded, namespace index
-//! synced, server bound; readiness turns false first on shutdown).
+//! synced, server bound; readiness turns false first on shutdown). The TLS loader and the
+//! webhook listener, the namespace index and the leader election each report their part;
+//! the metrics/health port reads it. Holding the Lease is reported, never required: a
+//! standby replica serves the webhook just as well.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 #[derive(Debug, Default)]
 pub struct Readiness {
@@ -9,13 +12,33 @@ pub struct Readiness {
     index_synced: AtomicBool,
     bound: AtomicBool,
     shutting_down: AtomicBool,
+    /// `serve --no-webhook`: there is no serving pair and no webhook listener to wait for.
+    no_webhook: AtomicBool,
+    /// The leader election's view: 0 until it has run (or without one).
+    lease: AtomicU8,
     /// Last TLS reload problem, reported by `/readyz` as detail while the old pair serves.
     tls_error: std::sync::Mutex<Option<String>>,
 }
 
+const LEASE_STANDBY: u8 = 1;
+const LEASE_HOLDER: u8 = 2;
+
 impl Readiness {
     pub fn new() -> Readiness {
         Readiness::default()
+    }
+
+    /// For `serve --no-webhook`: ready once the namespace index is synced.
+    pub fn without_webhook() -> Readiness {
+        let r = Readiness::default();
+        r.no_webhook.store(true, Ordering::SeqCst);
+        r
+    }
+
+    /// Whether this replica holds the leader Lease (shown by `/readyz`, never required).
+    pub fn set_lease_holder(&self, holder: bool) {
+        let v = if holder { LEASE_HOLDER } else { LEASE_STANDBY };
+        self.lease.store(v, Ordering::SeqCst);
     }
 
     pub fn set_tls_loaded(&self, v: bool) {
@@ -52,23 +75,78 @@ impl Readiness {
         if self.shutting_down.load(Ordering::SeqCst) {
             failing.push("shutting down".to_string());
         }
-        if !self.tls_loaded.load(Ordering::SeqCst) {
+        let webhook = !self.no_webhook.load(Ordering::SeqCst);
+        if webhook && !self.tls_loaded.load(Ordering::SeqCst) {
             failing.push("tls: serving certificate not loaded".to_string());
         }
         if !self.index_synced.load(Ordering::SeqCst) {
             failing.push("namespace index: not synced yet".to_string());
         }
-        if !self.bound.load(Ordering::SeqCst) {
+        if webhook && !self.bound.load(Ordering::SeqCst) {
             failing.push("webhook listener: not bound yet".to_string());
         }
         if failing.is_empty() {
-            let detail = match self.tls_error.lock().ok().and_then(|g| g.clone()) {
-                Some(e) => format!("ok (tls reload failed, old certificate still serving: {e})"),
-                None => "ok".to_string(),
-            };
-            Ok(detail)
+            let mut notes = Vec::new();
+            if let Some(e) = self.tls_error.lock().ok().and_then(|g| g.clone()) {
+                notes.push(format!(
+                    "tls reload failed, old certificate still serving: {e}"
+                ));
+            }
+            match self.lease.load(Ordering::SeqCst) {
+                LEASE_HOLDER => notes.push("leader: holds the Lease".to_string()),
+                LEASE_STANDBY => notes.push("leader: standby".to_string()),
+                _ => {}
+            }
+            if !webhook {
+                notes.push("no webhook".to_string());
+            }
+            if notes.is_empty() {
+                Ok("ok".to_string())
+            } else {
+                Ok(format!("ok ({})", notes.join("; ")))
+            }
         } else {
             Err(failing)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn webhook_readiness_needs_every_part() {
+        let r = Readiness::new();
+        let failing = r.check().unwrap_err();
+        assert_eq!(failing.len(), 3, "{failing:?}");
+        r.set_tls_loaded(true);
+        r.set_index_synced(true);
+        assert!(r.check().is_err(), "the listener is not bound yet");
+        r.set_bound(true);
+        assert_eq!(r.check(), Ok("ok".to_string()));
+        r.set_lease_holder(false);
+        assert_eq!(r.check(), Ok("ok (leader: standby)".to_string()));
+        r.set_shutting_down();
+        assert!(
+            r.check()
+                .unwrap_err()
+                .contains(&"shutting down".to_string())
+        );
+    }
+
+    #[test]
+    fn without_webhook_only_the_index_counts() {
+        let r = Readiness::without_webhook();
+        assert_eq!(
+            r.check(),
+            Err(vec!["namespace index: not synced yet".to_string()])
+        );
+        r.set_index_synced(true);
+        r.set_lease_holder(true);
+        assert_eq!(
+            r.check(),
+            Ok("ok (leader: holds the Lease; no webhook)".to_string())
+        );
     }
 }

@@ -631,6 +631,16 @@ impl LiveNamespaces {
         readiness: Arc<Readiness>,
         metrics: Metrics,
     ) -> Arc<LiveNamespaces> {
+        Self::start_task(client, readiness, metrics).0
+    }
+
+    /// [`Self::start`], also returning the watch task, which ends only if the watch stream
+    /// does (`serve` ends the process then: an index that stops updating must not serve).
+    pub fn start_task(
+        client: Client,
+        readiness: Arc<Readiness>,
+        metrics: Metrics,
+    ) -> (Arc<LiveNamespaces>, tokio::task::JoinHandle<()>) {
         // `Api<PartialObjectMeta<_>>` makes metadata-only list/watch/get requests.
         let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
         let (store, writer) = reflector::store();
@@ -657,7 +667,7 @@ impl LiveNamespaces {
         let (apex_writer, miss_writer) = (apexes.clone(), misses.clone());
         let (changes, _) = tokio::sync::broadcast::channel(4096);
         let notify = changes.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut stream = reflector::reflector(writer, stream).boxed();
             while let Some(event) = stream.next().await {
                 if let Ok(event) = &event {
@@ -692,14 +702,15 @@ impl LiveNamespaces {
             }
             tracing::error!("namespace watch ended");
         });
-        Arc::new(LiveNamespaces {
+        let live = Arc::new(LiveNamespaces {
             store,
             api,
             readiness,
             apexes,
             misses,
             changes,
-        })
+        });
+        (live, task)
     }
 
     /// Changes after the store took them; a lagging receiver must re-read [`Self::all`].
