@@ -1,12 +1,19 @@
-//! `tenant-gateway serve` as a real process on loopback ports with generated certificates and
-//! the example namespace snapshot, for the process and attack tests.
+//! The one set of process and HTTP helpers of the tests: `tenant-gateway serve` as a real
+//! process on loopback ports (with generated certificates and the example namespace snapshot,
+//! for the process and attack tests), free ports, plain-HTTP GETs of the metrics/health port,
+//! SIGTERM-then-kill, deadline-based waiting and RSS sampling. The real-API-server helpers
+//! (`tests/common_e2e`) build on it.
+//!
+//! Self-contained (it imports nothing from its parent module), so both test support modules
+//! can include it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::DEADLINE;
+/// How long `serve` may take to become ready.
+const DEADLINE: Duration = Duration::from_secs(20);
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -34,6 +41,70 @@ pub fn http_get_within(addr: &str, path: &str, within: Duration) -> Option<(u16,
 
 pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     http_get_within(addr, path, Duration::from_secs(2))
+}
+
+/// The status code of a plain `GET` on loopback.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    http_get(addr, path).map(|(code, _)| code)
+}
+
+/// The value of one sample (`name` with its labels, exactly as exposed, e.g.
+/// `tenant_gateway_leader`) on the `/metrics` page at `addr`.
+pub fn metric(addr: &str, sample: &str) -> Option<f64> {
+    let (code, body) = http_get(addr, "/metrics")?;
+    if code != 200 {
+        return None;
+    }
+    body.lines()
+        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.trim().parse().ok())
+}
+
+/// The sum of every sample of `family` (all label sets) on the `/metrics` page at `addr`.
+pub fn metric_sum(addr: &str, family: &str) -> Option<f64> {
+    let (code, body) = http_get(addr, "/metrics")?;
+    if code != 200 {
+        return None;
+    }
+    Some(
+        body.lines()
+            .filter(|l| {
+                l.strip_prefix(family)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+/// Send SIGTERM (without unsafe code) and wait for the child, killing it after `grace`.
+pub fn terminate(child: &mut Child, grace: Duration) {
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status();
+    let deadline = Instant::now() + grace;
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = child.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+}
+
+/// Poll `f` until it returns Some or the deadline passes.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
 }
 
 pub struct Serve {
