@@ -503,3 +503,88 @@ pub fn start_reconciler(
         leader,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn forever() -> impl Future<Output = PartResult> + Send + 'static {
+        std::future::pending()
+    }
+
+    #[tokio::test]
+    async fn a_part_that_fails_ends_the_run_naming_it() {
+        let mut tasks = Tasks::new();
+        tasks.spawn("namespace index", forever());
+        tasks.spawn("reconciler", async {
+            anyhow::bail!("the leader election ended")
+        });
+        let err = tasks
+            .run(std::future::pending())
+            .await
+            .expect_err("a part ended");
+        let text = err.to_string();
+        assert!(
+            text.contains("the reconciler stopped: the leader election ended"),
+            "{text}"
+        );
+        assert!(matches!(
+            err,
+            PartEnded::Failed {
+                part: "reconciler",
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_part_that_returns_or_panics_is_named_too() {
+        let mut tasks = Tasks::new();
+        tasks.spawn("TLS certificate reload", async { Ok(()) });
+        let err = tasks.run(std::future::pending()).await.unwrap_err();
+        assert!(matches!(
+            err,
+            PartEnded::Returned {
+                part: "TLS certificate reload"
+            }
+        ));
+
+        let mut tasks = Tasks::new();
+        tasks.spawn("self-managed certificate", async { panic!("boom") });
+        let err = tasks.run(std::future::pending()).await.unwrap_err();
+        assert!(matches!(
+            err,
+            PartEnded::Panicked {
+                part: "self-managed certificate"
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn shutdown_waits_for_draining_parts_and_stops_the_rest() {
+        let mut tasks = Tasks::new();
+        let drained = Arc::new(AtomicBool::new(false));
+        let stopping = tasks.stopping();
+        let d = drained.clone();
+        tasks.spawn_draining("webhook server", async move {
+            stopping.await;
+            // A drain that takes a moment: shutdown must wait for it.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            d.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        tasks.spawn("reconciler", forever());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(tasks.run(async move {
+            let _ = rx.await;
+        }));
+        tx.send(()).expect("run is waiting");
+        let ended = tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .expect("shutdown finished: the never-ending part was aborted")
+            .expect("no panic");
+        assert!(ended.is_ok(), "{ended:?}");
+        assert!(drained.load(Ordering::SeqCst), "the drain was cut short");
+    }
+}

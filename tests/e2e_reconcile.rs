@@ -396,7 +396,11 @@ fn two_serve_processes_one_lease_holder(c: &Cluster) {
         "tenant-gina",
         &[("namespace.cozystack.io/host", "gina.example.org")],
     );
-    c.apply(&tgw("tenant-gina", "gw", json!({"apex": "gina.example.org"})));
+    c.apply(&tgw(
+        "tenant-gina",
+        "gw",
+        json!({"apex": "gina.example.org"}),
+    ));
     c.apply(&http_route(
         "tenant-gina",
         "one",
@@ -415,7 +419,10 @@ fn two_serve_processes_one_lease_holder(c: &Cluster) {
         (route_condition(&r, "Accepted")?.0 == "True").then_some(())
     });
     let a_writes = metric_sum(&a.metrics_addr(), WRITES).expect("a's metrics");
-    assert!(a_writes > 0.0, "the holder converged without a counted write");
+    assert!(
+        a_writes > 0.0,
+        "the holder converged without a counted write"
+    );
     assert_eq!(
         metric_sum(&b.metrics_addr(), WRITES),
         Some(0.0),

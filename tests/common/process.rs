@@ -55,8 +55,13 @@ pub fn metric(addr: &str, sample: &str) -> Option<f64> {
     if code != 200 {
         return None;
     }
-    body.lines()
-        .find_map(|l| l.strip_prefix(sample)?.strip_prefix(' ')?.trim().parse().ok())
+    body.lines().find_map(|l| {
+        l.strip_prefix(sample)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
 }
 
 /// The sum of every sample of `family` (all label sets) on the `/metrics` page at `addr`.
