@@ -430,6 +430,7 @@ fn two_serve_processes_one_lease_holder(c: &Cluster) {
     );
 
     a.kill();
+    let killed = std::time::Instant::now();
     // A change the dead holder cannot have made.
     c.apply(&http_route(
         "tenant-gina",
@@ -450,6 +451,10 @@ fn two_serve_processes_one_lease_holder(c: &Cluster) {
     assert!(
         metric_sum(&b.metrics_addr(), WRITES).expect("b's metrics") > 0.0,
         "the new holder converged without a counted write"
+    );
+    eprintln!(
+        "two serve processes: SIGKILL of the holder to the change converged by the other: {:?}",
+        killed.elapsed()
     );
     let log = b.log();
     assert!(!log.contains("reconcile failed"), "replica b log: {log}");

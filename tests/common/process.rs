@@ -83,8 +83,10 @@ pub fn metric_sum(addr: &str, family: &str) -> Option<f64> {
 
 /// Send SIGTERM (without unsafe code) and wait for the child, killing it after `grace`.
 pub fn terminate(child: &mut Child, grace: Duration) {
+    // Quiet: the child may have exited already.
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
+        .stderr(Stdio::null())
         .status();
     let deadline = Instant::now() + grace;
     while Instant::now() < deadline {
