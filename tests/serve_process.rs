@@ -63,22 +63,10 @@ async fn serves_both_http_versions_and_exits_cleanly_on_sigterm() {
     let (_, metrics) = http_get(&s.metrics, "/metrics").expect("metrics");
     assert!(metrics.contains("decision=\"denied\""), "{metrics}");
 
-    let st = Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success());
-    let deadline = Instant::now() + DEADLINE;
-    let status = loop {
-        if let Some(st) = s.child.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    s.sigterm();
+    let status = s
+        .wait_exit(DEADLINE)
+        .expect("serve did not exit after SIGTERM");
     assert!(status.success(), "exit status after SIGTERM: {status}");
 }
 
@@ -180,21 +168,7 @@ fn no_webhook_still_serves_probes_and_metrics() {
     assert_eq!(code, 200);
     assert!(body.contains("tenant_gateway_leader 0"), "{body}");
 
-    let st = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success());
-    let deadline = Instant::now() + DEADLINE;
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = common::process::sigterm_and_wait(&mut child, DEADLINE)
+        .expect("serve did not exit after SIGTERM");
     assert!(status.success(), "exit status after SIGTERM: {status}");
 }

@@ -83,20 +83,34 @@ pub fn metric_sum(addr: &str, family: &str) -> Option<f64> {
 
 /// Send SIGTERM (without unsafe code) and wait for the child, killing it after `grace`.
 pub fn terminate(child: &mut Child, grace: Duration) {
+    if sigterm_and_wait(child, grace).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Send SIGTERM and wait at most `within` for the exit; `None` if it is still running.
+pub fn sigterm_and_wait(child: &mut Child, within: Duration) -> Option<ExitStatus> {
     // Quiet: the child may have exited already.
     let _ = Command::new("kill")
         .args(["-TERM", &child.id().to_string()])
         .stderr(Stdio::null())
         .status();
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
+    wait_exit(child, within)
+}
+
+/// Wait at most `within` for `child` to exit; `None` if it is still running.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
         }
-        std::thread::sleep(Duration::from_millis(50));
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
     }
-    let _ = child.kill();
-    let _ = child.wait();
 }
 
 /// Poll `f` until it returns Some or the deadline passes.
@@ -223,16 +237,7 @@ impl Serve {
 
     /// Wait for the process to exit, at most `within`; `None` if it is still running.
     pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(st) = self.child.try_wait().expect("wait") {
-                return Some(st);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_exit(&mut self.child, within)
     }
 }
 
