@@ -149,25 +149,64 @@ pub fn start(extra: &[&str]) -> Serve {
     start_with_env(extra, &[])
 }
 
-pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
-    let dir = tempfile::tempdir().expect("tmp");
-    let hosts = vec!["127.0.0.1".to_string()];
+/// `tenant-gateway serve` on two free loopback ports with a development pair written to
+/// `dir` (`ca.crt`, `tls.crt`, `tls.key`); the caller adds its flags and spawns it.
+pub struct ServeCommand {
+    pub cmd: Command,
+    pub port: u16,
+    pub metrics_port: u16,
+    pub ca_pem: String,
+}
+
+pub fn serve_command(dir: &std::path::Path) -> ServeCommand {
+    let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
     let certs = tenant_gateway::certs::generate(&hosts).expect("certs");
-    tenant_gateway::certs::write(dir.path(), &certs).expect("write certs");
+    tenant_gateway::certs::write(dir, &certs).expect("write certs");
     let port = free_port();
-    let mport = free_port();
+    let metrics_port = free_port();
     // `TG_SERVE_BIN` runs the tests against another build (e.g. an older commit).
     let bin = std::env::var_os("TG_SERVE_BIN")
         .filter(|b| !b.is_empty())
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_tenant-gateway").into());
-    let child = Command::new(bin)
-        .arg("serve")
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
         .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{mport}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
+        .arg(dir.join("tls.crt"))
         .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
+        .arg(dir.join("tls.key"));
+    ServeCommand {
+        cmd,
+        port,
+        metrics_port,
+        ca_pem: certs.ca_cert_pem,
+    }
+}
+
+/// Wait until `/readyz` on `metrics` answers 200; panics with `log()` if the process exits
+/// first or `within` passes.
+pub fn wait_ready(child: &mut Child, metrics: &str, within: Duration, log: impl Fn() -> String) {
+    let deadline = Instant::now() + within;
+    while http_status(metrics, "/readyz") != Some(200) {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("serve exited with {st}: {}", log());
+        }
+        assert!(Instant::now() < deadline, "serve not ready: {}", log());
+        // Polling interval, not synchronisation: readiness is re-checked each time.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ServeCommand {
+        mut cmd,
+        port,
+        metrics_port: mport,
+        ca_pem,
+    } = serve_command(dir.path());
+    let child = cmd
         .args([
             "--namespaces",
             concat!(env!("CARGO_MANIFEST_DIR"), "/examples/namespaces.yaml"),
@@ -179,7 +218,7 @@ pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
         .spawn()
         .expect("serve starts");
     let metrics = format!("127.0.0.1:{mport}");
-    let ca = certs.ca_cert_pem.clone().into_bytes();
+    let ca = ca_pem.into_bytes();
     let mut s = Serve {
         child,
         port,
@@ -187,19 +226,17 @@ pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
         ca,
         _dir: dir,
     };
-    let deadline = Instant::now() + DEADLINE;
-    while http_get(&s.metrics, "/readyz").map(|r| r.0) != Some(200) {
-        if let Ok(Some(st)) = s.child.try_wait() {
-            let mut err = String::new();
-            if let Some(mut e) = s.child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            panic!("serve exited with {st}: {err}");
+    let stderr = std::cell::RefCell::new(s.child.stderr.take());
+    // Read only once the process has exited (a live one would block the read).
+    let log = || {
+        let mut err = String::new();
+        if let Some(mut e) = stderr.borrow_mut().take() {
+            let _ = e.read_to_string(&mut err);
         }
-        assert!(Instant::now() < deadline, "serve not ready");
-        // Polling interval, not synchronisation: readiness is re-checked each time.
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        err
+    };
+    wait_ready(&mut s.child, &s.metrics.clone(), DEADLINE, log);
+    s.child.stderr = stderr.into_inner();
     // Nobody reads stderr from here on: drain it so the server never blocks on a full pipe.
     if let Some(mut e) = s.child.stderr.take() {
         std::thread::spawn(move || {

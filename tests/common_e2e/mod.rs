@@ -281,23 +281,16 @@ impl Webhook {
     pub fn start_with(cp: &ControlPlane, name: &str, extra: &[&str]) -> Webhook {
         let dir = cp.dir.path().join(name);
         std::fs::create_dir_all(&dir).expect("webhook dir");
-        let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-        let certs = tenant_gateway::certs::generate(&hosts).expect("dev certs");
-        tenant_gateway::certs::write(&dir, &certs).expect("write certs");
-        let port = free_port();
-        let metrics_port = free_port();
+        let process::ServeCommand {
+            mut cmd,
+            port,
+            metrics_port,
+            ca_pem,
+        } = process::serve_command(&dir);
         let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
-            .args(["serve", "--root-host", "example.org"])
+        let child = cmd
+            .args(["--root-host", "example.org"])
             .args(extra)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--metrics-listen")
-            .arg(format!("127.0.0.1:{metrics_port}"))
-            .arg("--tls-cert-file")
-            .arg(dir.join("tls.crt"))
-            .arg("--tls-key-file")
-            .arg(dir.join("tls.key"))
             .arg("--kubeconfig")
             .arg(cp.kubeconfig())
             .stdout(Stdio::null())
@@ -307,19 +300,15 @@ impl Webhook {
         let mut hook = Webhook {
             port,
             metrics_port,
-            ca_pem: std::fs::read_to_string(dir.join("ca.crt")).expect("ca.crt"),
+            ca_pem,
             child,
             dir,
         };
-        let addr = format!("127.0.0.1:{metrics_port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http_status(&addr, "/readyz") != Some(200) {
-            if let Ok(Some(st)) = hook.child.try_wait() {
-                panic!("serve exited with {st}: {}", hook.log());
-            }
-            assert!(Instant::now() < deadline, "serve not ready: {}", hook.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let addr = hook.metrics_addr();
+        let log_path = hook.dir.join("serve.log");
+        process::wait_ready(&mut hook.child, &addr, Duration::from_secs(30), || {
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        });
         hook
     }
 
