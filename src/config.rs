@@ -163,20 +163,12 @@ impl PolicyArgs {
         };
         let root_host = match self.root_host.as_deref().map(str::trim) {
             None | Some("") => None,
-            Some(h) => {
-                let lower = h.to_ascii_lowercase();
-                hostname::validate(&lower).map_err(|e| ConfigError::BadRootHost {
+            Some(h) => Some(
+                hostname::parse_apex(h).map_err(|e| ConfigError::BadRootHost {
                     host: h.to_string(),
                     reason: e.to_string(),
-                })?;
-                if hostname::is_wildcard(&lower) {
-                    return Err(ConfigError::BadRootHost {
-                        host: h.to_string(),
-                        reason: "the root apex cannot be a wildcard".to_string(),
-                    });
-                }
-                Some(lower)
-            }
+                })?,
+            ),
         };
         Ok(PolicyConfig {
             tenant_prefix: self.tenant_prefix.clone(),

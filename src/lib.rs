@@ -15,6 +15,7 @@ pub mod offline;
 pub mod platform;
 pub mod policies;
 pub mod policy;
+pub mod readiness;
 pub mod reconcile;
 pub mod selfcert;
 pub mod serve;

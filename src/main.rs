@@ -9,12 +9,11 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tenant_gateway::admission::Admission;
 use tenant_gateway::certs;
-use tenant_gateway::cluster::{LiveNamespaces, NamespaceSource, StaticNamespaces, objects};
+use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces, objects};
 use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::offline::{self, Caller, DefaultNamespace};
 use tenant_gateway::policy::PolicyConfig;
-use tenant_gateway::server::{self, Limits, ServeOptions, health::Readiness};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -195,7 +194,7 @@ fn print_out(text: &str) -> std::io::Result<()> {
 
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Serve { serve, policy } => serve_cmd(serve, policy).await,
+        Command::Serve { serve, policy } => tenant_gateway::serve::run(serve, policy).await,
         Command::Review { file, policy } => {
             let admission = offline_admission(&policy)?;
             let input = offline::read_input(file.as_deref())?;
@@ -400,213 +399,6 @@ fn offline_admission_with(cfg: PolicyConfig, policy: &PolicyArgs) -> anyhow::Res
         }
     };
     Ok(Admission::new(Arc::new(cfg), namespaces, Metrics::new()))
-}
-
-async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
-    let cfg = policy.policy_config()?;
-    let metrics = Metrics::new();
-    let readiness = Arc::new(Readiness::new());
-    let reconciler_opts = tenant_gateway::serve::ReconcilerOptions {
-        lease_namespace: serve.leader_election_namespace.clone(),
-        lease_name: serve.leader_election_name.clone(),
-        uniform_port_kinds: serve.uniform_port_kinds,
-        scope: tenant_gateway::platform::Scope {
-            tenant_prefix: policy.tenant_prefix.clone(),
-            system_prefix: policy.system_prefix.clone(),
-        },
-    };
-    if serve.no_webhook {
-        if serve.no_controller || policy.namespaces.is_some() {
-            anyhow::bail!(
-                "--no-webhook leaves nothing to run: the reconciler needs a cluster (drop --no-controller and --namespaces)"
-            );
-        }
-        let client = kube_client(serve.kubeconfig.as_deref()).await?;
-        let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
-        let r = tenant_gateway::serve::start_reconciler(client, live, metrics, reconciler_opts);
-        tokio::select! {
-            ended = r.done => anyhow::bail!("{}", ended.unwrap_or("the reconciler task panicked")),
-            _ = shutdown_signal() => {}
-        }
-        tracing::info!("stopped");
-        return Ok(ExitCode::SUCCESS);
-    }
-    let self_cert =
-        serve
-            .self_cert_secret
-            .clone()
-            .map(|secret| tenant_gateway::selfcert::SelfCertConfig {
-                namespace: serve.self_cert_namespace.clone().unwrap_or_else(|| {
-                    tenant_gateway::cluster::lease::default_namespace(std::path::Path::new(
-                        tenant_gateway::cluster::lease::SERVICE_ACCOUNT_NAMESPACE_FILE,
-                    ))
-                }),
-                secret,
-                webhook_configuration: serve.webhook_configuration_name.clone(),
-                hosts: serve.self_cert_hosts.clone(),
-                validity: serve.self_cert_validity,
-                dir: serve.self_cert_dir.clone(),
-            });
-    let (cert, key) = match (
-        &self_cert,
-        serve.tls_cert_file.clone(),
-        serve.tls_key_file.clone(),
-    ) {
-        (Some(c), None, None) => {
-            if c.hosts.is_empty() {
-                anyhow::bail!(
-                    "--self-cert-secret needs --self-cert-host (the names the API server calls the webhook by)"
-                );
-            }
-            if serve.no_controller || policy.namespaces.is_some() {
-                anyhow::bail!(
-                    "--self-cert-secret needs the reconciler's leader Lease and a cluster: drop --no-controller and --namespaces"
-                );
-            }
-            (c.cert_file(), c.key_file())
-        }
-        (Some(_), _, _) => anyhow::bail!(
-            "--self-cert-secret manages the serving pair itself: drop --tls-cert-file and --tls-key-file"
-        ),
-        (None, Some(cert), Some(key)) => (cert, key),
-        (None, _, _) => anyhow::bail!(
-            "--tls-cert-file and --tls-key-file are required for the webhook (create a development pair with `tenant-gateway certs`)"
-        ),
-    };
-    let namespaces = match policy.static_namespaces()? {
-        Some(s) => {
-            readiness.set_index_synced(true);
-            metrics.namespace_index_size.set(s.len() as i64);
-            tracing::info!(
-                namespaces = s.len(),
-                "using the static namespace snapshot; no controller runs"
-            );
-            s
-        }
-        None => {
-            let client = kube_client(serve.kubeconfig.as_deref()).await?;
-            let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
-            if !serve.no_controller {
-                let r = tenant_gateway::serve::start_reconciler(
-                    client.clone(),
-                    live.clone(),
-                    metrics.clone(),
-                    reconciler_opts,
-                );
-                if let Some(c) = self_cert.clone() {
-                    // The server starts on the pair: wait until the leader (maybe this
-                    // replica) has made it and it is on disk.
-                    tenant_gateway::selfcert::wait_for_pair(&client, &c, &r.leader).await?;
-                    tokio::spawn(tenant_gateway::selfcert::run(
-                        client.clone(),
-                        c,
-                        r.leader.clone(),
-                    ));
-                }
-                // The reconciler ending is fatal: the process exits so it restarts.
-                tokio::spawn(async move {
-                    let why = r.done.await.unwrap_or("the reconciler task panicked");
-                    tracing::error!("{why}; exiting");
-                    std::process::exit(1);
-                });
-            }
-            NamespaceSource::Live(live)
-        }
-    };
-    let admission = Arc::new(Admission::new(Arc::new(cfg), namespaces, metrics.clone()));
-    let opts = ServeOptions {
-        listen: serve.listen,
-        metrics_listen: serve.metrics_listen,
-        tls_cert_file: cert,
-        tls_key_file: key,
-        client_ca_file: serve.client_ca_file.clone(),
-        tls_reload_interval: serve.tls_reload_interval,
-        shutdown_grace: serve.shutdown_grace,
-        max_connections: serve.max_connections,
-    };
-    let limits = Limits {
-        max_inflight_bytes: serve.max_inflight_bytes,
-        h2_max_concurrent_streams: serve.max_concurrent_streams,
-        ..Limits::default()
-    };
-    let grace = serve.shutdown_grace;
-    let shutdown = async move {
-        shutdown_signal().await;
-        arm_hard_deadline(grace + HARD_DEADLINE_MARGIN);
-    };
-    server::bind_with_limits(opts, limits, admission, readiness, metrics)
-        .await?
-        .serve(shutdown)
-        .await?;
-    tracing::info!("stopped");
-    Ok(ExitCode::SUCCESS)
-}
-
-/// After the grace period the drain cuts what is left; this much more is allowed for that
-/// and for the runtime to wind down before the process is ended regardless (SPEC §9: exit
-/// within the grace period plus one second).
-const HARD_DEADLINE_MARGIN: std::time::Duration = std::time::Duration::from_millis(700);
-
-/// End the process after `after`, whatever the runtime is doing: a plain thread, so no
-/// task, blocked worker or connection can hold it up.
-fn arm_hard_deadline(after: std::time::Duration) {
-    let spawned = std::thread::Builder::new()
-        .name("shutdown-deadline".into())
-        .spawn(move || {
-            std::thread::sleep(after);
-            eprintln!(
-                "tenant-gateway: shutdown did not finish within {after:?} of the signal; exiting now"
-            );
-            std::process::exit(1);
-        });
-    if let Err(e) = spawned {
-        tracing::error!(error = %e, "cannot start the shutdown deadline thread; relying on the drain alone");
-    }
-}
-
-/// Resolves on SIGTERM or SIGINT.
-async fn shutdown_signal() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        match signal(SignalKind::terminate()) {
-            Ok(mut term) => {
-                tokio::select! {
-                    _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
-                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
-                }
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the server");
-                let _ = tokio::signal::ctrl_c().await;
-            }
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-/// In-cluster first, then $KUBECONFIG, then ~/.kube/config (SPEC §2.6), unless a file is named.
-async fn kube_client(path: Option<&std::path::Path>) -> anyhow::Result<kube::Client> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let config = match path {
-        Some(p) => {
-            let kc = Kubeconfig::read_from(p)
-                .map_err(|e| anyhow::anyhow!("cannot read kubeconfig {}: {e}", p.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => match kube::Config::incluster() {
-            Ok(c) => c,
-            Err(_) => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
-                .await
-                .map_err(|e| {
-                    anyhow::anyhow!("no in-cluster config and no usable kubeconfig: {e}")
-                })?,
-        },
-    };
-    Ok(kube::Client::try_from(config)?)
 }
 
 #[cfg(feature = "jemalloc")]

@@ -82,6 +82,53 @@ pub fn apex_label(labels: &BTreeMap<String, String>) -> Option<&str> {
         .filter(|s| !s.is_empty())
 }
 
+/// What is known about the object's namespace.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NamespaceContext {
+    /// The namespace does not exist (after the index miss and the live GET).
+    NotFound,
+    /// The namespace exists with these labels.
+    Found { labels: BTreeMap<String, String> },
+}
+
+impl NamespaceContext {
+    /// The context for a namespace with `labels`, keeping only what the layers read (the
+    /// host label): a lookup is on every review's path, and copying a namespace's whole
+    /// label set per review was most of its cost.
+    pub fn found(labels: &BTreeMap<String, String>) -> NamespaceContext {
+        let labels = labels
+            .get_key_value(HOST_LABEL)
+            .map(|(k, v)| BTreeMap::from([(k.clone(), v.clone())]))
+            .unwrap_or_default();
+        NamespaceContext::Found { labels }
+    }
+
+    /// The tenant apex: the host label, when present and non-empty.
+    pub fn apex(&self) -> Option<&str> {
+        match self {
+            NamespaceContext::NotFound => None,
+            NamespaceContext::Found { labels } => apex_label(labels),
+        }
+    }
+}
+
+/// Which apexes other namespaces carry (the namespace index's apex → namespaces lookup),
+/// for layer 8's custom-domain branch. A lookup per host suffix, never a scan.
+pub trait ApexOwners {
+    /// True when a namespace other than `except` has `apex` (lowercase) as its
+    /// `namespace.cozystack.io/host` label value (compared lowercased).
+    fn owned_by_other(&self, apex: &str, except: &str) -> bool;
+}
+
+/// No other namespace carries any apex (tests, fuzzing, callers without an index).
+pub struct NoApexOwners;
+
+impl ApexOwners for NoApexOwners {
+    fn owned_by_other(&self, _apex: &str, _except: &str) -> bool {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

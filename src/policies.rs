@@ -163,19 +163,13 @@ fn push_document<T: serde::Serialize>(
     Ok(())
 }
 
-/// The root host as the policies compare it: lowercase, valid, not a wildcard (the same
-/// rules `config` applies to `--root-host`).
+/// The root host as the policies compare it: [`hostname::parse_apex`], the parser `config`
+/// applies to `--root-host` and the reconciler to `spec.apex`.
 fn checked_root_host(h: &str) -> Result<String, PoliciesError> {
-    let lower = h.trim().to_ascii_lowercase();
-    let invalid = |reason: String| PoliciesError::InvalidRootHost {
+    hostname::parse_apex(h).map_err(|e| PoliciesError::InvalidRootHost {
         host: h.to_string(),
-        reason,
-    };
-    hostname::validate(&lower).map_err(|e| invalid(e.to_string()))?;
-    if hostname::is_wildcard(&lower) {
-        return Err(invalid("the root apex cannot be a wildcard".to_string()));
-    }
-    Ok(lower)
+        reason: e.to_string(),
+    })
 }
 
 /// The binding's `validationActions` for a mode; `None` means the layer is not rendered.

@@ -1,20 +1,440 @@
-//! Process orchestration for `serve`: the parts beside the webhook, each a task. Today: the
-//! TenantGateway reconciler (its shared watches, the leader Lease, the controller). The lead
-//! moves the rest of `serve`'s wiring here.
+//! `serve`: every part of the process as a named task (SPEC §1, §6, §9).
+//!
+//! The parts: the webhook server, the metrics/health server, the TLS certificate reload, the
+//! namespace index, the TenantGateway reconciler (leader election and controller) and the
+//! self-managed certificate. [`Tasks`] runs them; a part that ends before SIGTERM/SIGINT ends
+//! the process with a message naming it (exit 1) so that it restarts, rather than serving on
+//! with a part missing. On the signal, the webhook drains within the grace period, the
+//! metrics/health port closes after it, and the other parts are stopped.
+//!
+//! Adding a part: start it in [`run`] and hand its future to [`Tasks::spawn`].
 
+use std::collections::HashMap;
+use std::future::Future;
 use std::path::Path;
+use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use kube::Client;
+use tokio::task::JoinSet;
 
-use crate::cluster::LiveNamespaces;
+use crate::admission::Admission;
 use crate::cluster::lease::{self, Leader, LeaseConfig};
 use crate::cluster::routes::RouteIndex;
+use crate::cluster::{LiveNamespaces, NamespaceSource};
+use crate::config::{PolicyArgs, ServeArgs};
 use crate::metrics::Metrics;
 use crate::platform::Scope;
+use crate::readiness::Readiness;
 use crate::reconcile::context::ControllerConfig;
 use crate::reconcile::controller::{self, Parts};
 use crate::reconcile::render::RenderOptions;
+use crate::selfcert::{self, SelfCertConfig};
+use crate::server::{self, Limits, ServeOptions};
+
+/// Why `serve` ended before it was asked to.
+#[derive(Debug, thiserror::Error)]
+pub enum PartEnded {
+    #[error("the {part} stopped: {reason}; exiting so that the process restarts")]
+    Failed { part: &'static str, reason: String },
+    #[error("the {part} stopped unexpectedly; exiting so that the process restarts")]
+    Returned { part: &'static str },
+    #[error("the {part} panicked (see the log above); exiting so that the process restarts")]
+    Panicked { part: &'static str },
+}
+
+type PartResult = anyhow::Result<()>;
+
+/// The running parts of one `serve` process.
+pub struct Tasks {
+    set: JoinSet<PartResult>,
+    names: HashMap<tokio::task::Id, &'static str>,
+    /// Parts stopped at once on shutdown (the draining ones stop themselves).
+    abort_on_stop: Vec<tokio::task::AbortHandle>,
+    stop: tokio::sync::watch::Sender<bool>,
+}
+
+impl Default for Tasks {
+    fn default() -> Self {
+        Tasks::new()
+    }
+}
+
+impl Tasks {
+    pub fn new() -> Tasks {
+        Tasks {
+            set: JoinSet::new(),
+            names: HashMap::new(),
+            abort_on_stop: Vec::new(),
+            stop: tokio::sync::watch::channel(false).0,
+        }
+    }
+
+    /// Run `part` until shutdown, when it is aborted. It should never end before that: any
+    /// end, an error or not, ends the process.
+    pub fn spawn(
+        &mut self,
+        name: &'static str,
+        part: impl Future<Output = PartResult> + Send + 'static,
+    ) {
+        let handle = self.set.spawn(part);
+        self.names.insert(handle.id(), name);
+        self.abort_on_stop.push(handle);
+    }
+
+    /// Run `part`, which watches [`Tasks::stopping`] and finishes its own shutdown (a drain);
+    /// shutdown waits for it.
+    pub fn spawn_draining(
+        &mut self,
+        name: &'static str,
+        part: impl Future<Output = PartResult> + Send + 'static,
+    ) {
+        let handle = self.set.spawn(part);
+        self.names.insert(handle.id(), name);
+    }
+
+    /// Resolves once shutdown has begun.
+    pub fn stopping(&self) -> impl Future<Output = ()> + Send + 'static {
+        let mut rx = self.stop.subscribe();
+        async move {
+            // An error means the sender is gone: shutting down as well.
+            let _ = rx.wait_for(|stop| *stop).await;
+        }
+    }
+
+    /// Run until `shutdown` resolves (then stop every part: the draining ones finish, the rest
+    /// are aborted) or until a part ends first, which is an error naming it.
+    pub async fn run(mut self, shutdown: impl Future<Output = ()>) -> Result<(), PartEnded> {
+        tokio::select! {
+            _ = shutdown => {}
+            ended = self.set.join_next_with_id() => {
+                let Some(ended) = ended else { return Ok(()) };
+                let err = self.describe(ended);
+                tracing::error!("{err}");
+                return Err(err);
+            }
+        }
+        let _ = self.stop.send(true);
+        for part in &self.abort_on_stop {
+            part.abort();
+        }
+        while let Some(ended) = self.set.join_next_with_id().await {
+            match ended {
+                Ok((_, Ok(()))) => {}
+                Err(e) if e.is_cancelled() => {}
+                other => tracing::warn!("during shutdown: {}", self.describe(other)),
+            }
+        }
+        Ok(())
+    }
+
+    fn describe(
+        &self,
+        ended: Result<(tokio::task::Id, PartResult), tokio::task::JoinError>,
+    ) -> PartEnded {
+        let name = |id| self.names.get(&id).copied().unwrap_or("unnamed part");
+        match ended {
+            Ok((id, Ok(()))) => PartEnded::Returned { part: name(id) },
+            Ok((id, Err(e))) => PartEnded::Failed {
+                part: name(id),
+                reason: format!("{e:#}"),
+            },
+            Err(e) if e.is_panic() => PartEnded::Panicked { part: name(e.id()) },
+            Err(e) => PartEnded::Failed {
+                part: name(e.id()),
+                reason: e.to_string(),
+            },
+        }
+    }
+}
+
+/// Run `serve` until SIGTERM/SIGINT (exit 0) or until a part ends (exit 1). Errors before
+/// anything runs (flags, files, the cluster connection) are returned.
+pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let cfg = policy.policy_config()?;
+    let metrics = Metrics::new();
+    let readiness = Arc::new(if serve.no_webhook {
+        Readiness::without_webhook()
+    } else {
+        Readiness::new()
+    });
+    let reconciler_opts = ReconcilerOptions {
+        lease_namespace: serve.leader_election_namespace.clone(),
+        lease_name: serve.leader_election_name.clone(),
+        uniform_port_kinds: serve.uniform_port_kinds,
+        scope: Scope {
+            tenant_prefix: policy.tenant_prefix.clone(),
+            system_prefix: policy.system_prefix.clone(),
+        },
+    };
+    let limits = Limits {
+        max_inflight_bytes: serve.max_inflight_bytes,
+        h2_max_concurrent_streams: serve.max_concurrent_streams,
+        ..Limits::default()
+    };
+    let mut tasks = Tasks::new();
+
+    if serve.no_webhook {
+        if serve.no_controller || policy.namespaces.is_some() {
+            anyhow::bail!(
+                "--no-webhook leaves nothing to run: the reconciler needs a cluster (drop --no-controller and --namespaces)"
+            );
+        }
+        let client = kube_client(serve.kubeconfig.as_deref()).await?;
+        let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
+        let health = server::bind_health(serve.metrics_listen, &limits).await?;
+        tracing::info!(metrics = %health.addr(), "listening (no webhook)");
+        let r = start_reconciler(client, live, metrics.clone(), reconciler_opts);
+        spawn_reconciler(&mut tasks, r, &readiness);
+        let stopping = tasks.stopping();
+        let ready = readiness.clone();
+        tasks.spawn_draining("metrics/health server", async move {
+            health
+                .serve(ready.clone(), metrics, async move {
+                    stopping.await;
+                    ready.set_shutting_down();
+                    tokio::time::Instant::now()
+                })
+                .await;
+            Ok(())
+        });
+        return finish(tasks, serve.shutdown_grace).await;
+    }
+
+    let self_cert = serve.self_cert_secret.clone().map(|secret| SelfCertConfig {
+        namespace: serve.self_cert_namespace.clone().unwrap_or_else(|| {
+            lease::default_namespace(Path::new(lease::SERVICE_ACCOUNT_NAMESPACE_FILE))
+        }),
+        secret,
+        webhook_configuration: serve.webhook_configuration_name.clone(),
+        hosts: serve.self_cert_hosts.clone(),
+        validity: serve.self_cert_validity,
+        dir: serve.self_cert_dir.clone(),
+    });
+    let (cert, key) = match (
+        &self_cert,
+        serve.tls_cert_file.clone(),
+        serve.tls_key_file.clone(),
+    ) {
+        (Some(c), None, None) => {
+            if c.hosts.is_empty() {
+                anyhow::bail!(
+                    "--self-cert-secret needs --self-cert-host (the names the API server calls the webhook by)"
+                );
+            }
+            if serve.no_controller || policy.namespaces.is_some() {
+                anyhow::bail!(
+                    "--self-cert-secret needs the reconciler's leader Lease and a cluster: drop --no-controller and --namespaces"
+                );
+            }
+            (c.cert_file(), c.key_file())
+        }
+        (Some(_), _, _) => anyhow::bail!(
+            "--self-cert-secret manages the serving pair itself: drop --tls-cert-file and --tls-key-file"
+        ),
+        (None, Some(cert), Some(key)) => (cert, key),
+        (None, _, _) => anyhow::bail!(
+            "--tls-cert-file and --tls-key-file are required for the webhook (create a development pair with `tenant-gateway certs`)"
+        ),
+    };
+    let namespaces = match policy.static_namespaces()? {
+        Some(s) => {
+            readiness.set_index_synced(true);
+            metrics.namespace_index_size.set(s.len() as i64);
+            tracing::info!(
+                namespaces = s.len(),
+                "using the static namespace snapshot; no controller runs"
+            );
+            s
+        }
+        None => {
+            let client = kube_client(serve.kubeconfig.as_deref()).await?;
+            let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
+            if !serve.no_controller {
+                let r = start_reconciler(
+                    client.clone(),
+                    live.clone(),
+                    metrics.clone(),
+                    reconciler_opts,
+                );
+                if let Some(c) = self_cert.clone() {
+                    // The server starts on the pair: wait until the leader (maybe this
+                    // replica) has made it and it is on disk.
+                    selfcert::wait_for_pair(&client, &c, &r.leader).await?;
+                    let leader = r.leader.clone();
+                    tasks.spawn("self-managed certificate", async move {
+                        selfcert::run(client, c, leader).await;
+                        Ok(())
+                    });
+                }
+                spawn_reconciler(&mut tasks, r, &readiness);
+            }
+            NamespaceSource::Live(live)
+        }
+    };
+    let admission = Arc::new(Admission::new(Arc::new(cfg), namespaces, metrics.clone()));
+    let opts = ServeOptions {
+        listen: serve.listen,
+        metrics_listen: serve.metrics_listen,
+        tls_cert_file: cert,
+        tls_key_file: key,
+        client_ca_file: serve.client_ca_file.clone(),
+        tls_reload_interval: serve.tls_reload_interval,
+        shutdown_grace: serve.shutdown_grace,
+        max_connections: serve.max_connections,
+    };
+    let bound =
+        server::bind_with_limits(opts, limits, admission, readiness.clone(), metrics.clone())
+            .await?;
+    let (webhook, health) = bound.split();
+    let reload = webhook.cert_reload();
+    tasks.spawn("TLS certificate reload", async move {
+        reload.await;
+        Ok(())
+    });
+    // The health port closes after the webhook's drain, so probes see "not ready" meanwhile.
+    let (close_tx, close_rx) = tokio::sync::oneshot::channel();
+    tasks.spawn_draining("metrics/health server", async move {
+        health
+            .serve(readiness, metrics, async move {
+                close_rx
+                    .await
+                    .unwrap_or_else(|_| tokio::time::Instant::now())
+            })
+            .await;
+        Ok(())
+    });
+    let stopping = tasks.stopping();
+    tasks.spawn_draining("webhook server", async move {
+        let close = webhook.serve(stopping).await;
+        let _ = close_tx.send(close);
+        Ok(())
+    });
+    finish(tasks, serve.shutdown_grace).await
+}
+
+/// Run the parts until the signal (exit 0) or until one ends (exit 1).
+async fn finish(tasks: Tasks, grace: Duration) -> anyhow::Result<ExitCode> {
+    let shutdown = async move {
+        shutdown_signal().await;
+        arm_hard_deadline(grace + HARD_DEADLINE_MARGIN);
+    };
+    match tasks.run(shutdown).await {
+        Ok(()) => {
+            tracing::info!("stopped");
+            Ok(ExitCode::SUCCESS)
+        }
+        Err(ended) => {
+            // Also on stderr as plain text: the log may be JSON, and this is why the pod restarts.
+            eprintln!("error: {ended}");
+            Ok(ExitCode::FAILURE)
+        }
+    }
+}
+
+fn start_namespace_index(
+    tasks: &mut Tasks,
+    client: Client,
+    readiness: &Arc<Readiness>,
+    metrics: &Metrics,
+) -> Arc<LiveNamespaces> {
+    let (live, watch) = LiveNamespaces::start_task(client, readiness.clone(), metrics.clone());
+    tasks.spawn("namespace index", async move {
+        watch.await?;
+        Ok(())
+    });
+    live
+}
+
+/// The reconciler as one part; while it runs, the Lease state is shown on `/readyz`.
+fn spawn_reconciler(tasks: &mut Tasks, r: Reconciler, readiness: &Arc<Readiness>) {
+    let Reconciler { done, leader, .. } = r;
+    let readiness = readiness.clone();
+    tasks.spawn("reconciler", async move {
+        let mut claim = leader.watch();
+        let report = async move {
+            loop {
+                readiness.set_lease_holder(*claim.borrow_and_update());
+                if claim.changed().await.is_err() {
+                    // The election is gone; `done` reports why.
+                    std::future::pending::<()>().await;
+                }
+            }
+        };
+        tokio::select! {
+            why = done => anyhow::bail!("{}", why.unwrap_or("the reconciler task panicked")),
+            () = report => Ok(()),
+        }
+    });
+}
+
+/// After the grace period the drain cuts what is left; this much more is allowed for that
+/// and for the runtime to wind down before the process is ended regardless (SPEC §9: exit
+/// within the grace period plus one second).
+const HARD_DEADLINE_MARGIN: Duration = Duration::from_millis(700);
+
+/// End the process after `after`, whatever the runtime is doing: a plain thread, so no
+/// task, blocked worker or connection can hold it up.
+fn arm_hard_deadline(after: Duration) {
+    let spawned = std::thread::Builder::new()
+        .name("shutdown-deadline".into())
+        .spawn(move || {
+            std::thread::sleep(after);
+            eprintln!(
+                "tenant-gateway: shutdown did not finish within {after:?} of the signal; exiting now"
+            );
+            std::process::exit(1);
+        });
+    if let Err(e) = spawned {
+        tracing::error!(error = %e, "cannot start the shutdown deadline thread; relying on the drain alone");
+    }
+}
+
+/// Resolves on SIGTERM or SIGINT.
+async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{SignalKind, signal};
+        match signal(SignalKind::terminate()) {
+            Ok(mut term) => {
+                tokio::select! {
+                    _ = term.recv() => tracing::info!("SIGTERM received, shutting down"),
+                    _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT received, shutting down"),
+                }
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "cannot listen for SIGTERM; only SIGINT stops the server");
+                let _ = tokio::signal::ctrl_c().await;
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+/// In-cluster first, then $KUBECONFIG, then ~/.kube/config (SPEC §2.6), unless a file is named.
+async fn kube_client(path: Option<&Path>) -> anyhow::Result<Client> {
+    use kube::config::{KubeConfigOptions, Kubeconfig};
+    let config = match path {
+        Some(p) => {
+            let kc = Kubeconfig::read_from(p)
+                .map_err(|e| anyhow::anyhow!("cannot read kubeconfig {}: {e}", p.display()))?;
+            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
+        }
+        None => match kube::Config::incluster() {
+            Ok(c) => c,
+            Err(_) => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
+                .await
+                .map_err(|e| {
+                    anyhow::anyhow!("no in-cluster config and no usable kubeconfig: {e}")
+                })?,
+        },
+    };
+    Ok(Client::try_from(config)?)
+}
 
 /// What the reconciler needs from the command line.
 #[derive(Debug, Clone)]
@@ -81,5 +501,90 @@ pub fn start_reconciler(
         routes,
         done,
         leader,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+
+    fn forever() -> impl Future<Output = PartResult> + Send + 'static {
+        std::future::pending()
+    }
+
+    #[tokio::test]
+    async fn a_part_that_fails_ends_the_run_naming_it() {
+        let mut tasks = Tasks::new();
+        tasks.spawn("namespace index", forever());
+        tasks.spawn("reconciler", async {
+            anyhow::bail!("the leader election ended")
+        });
+        let err = tasks
+            .run(std::future::pending())
+            .await
+            .expect_err("a part ended");
+        let text = err.to_string();
+        assert!(
+            text.contains("the reconciler stopped: the leader election ended"),
+            "{text}"
+        );
+        assert!(matches!(
+            err,
+            PartEnded::Failed {
+                part: "reconciler",
+                ..
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn a_part_that_returns_or_panics_is_named_too() {
+        let mut tasks = Tasks::new();
+        tasks.spawn("TLS certificate reload", async { Ok(()) });
+        let err = tasks.run(std::future::pending()).await.unwrap_err();
+        assert!(matches!(
+            err,
+            PartEnded::Returned {
+                part: "TLS certificate reload"
+            }
+        ));
+
+        let mut tasks = Tasks::new();
+        tasks.spawn("self-managed certificate", async { panic!("boom") });
+        let err = tasks.run(std::future::pending()).await.unwrap_err();
+        assert!(matches!(
+            err,
+            PartEnded::Panicked {
+                part: "self-managed certificate"
+            }
+        ));
+    }
+
+    #[tokio::test]
+    async fn shutdown_waits_for_draining_parts_and_stops_the_rest() {
+        let mut tasks = Tasks::new();
+        let drained = Arc::new(AtomicBool::new(false));
+        let stopping = tasks.stopping();
+        let d = drained.clone();
+        tasks.spawn_draining("webhook server", async move {
+            stopping.await;
+            // A drain that takes a moment: shutdown must wait for it.
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            d.store(true, Ordering::SeqCst);
+            Ok(())
+        });
+        tasks.spawn("reconciler", forever());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let run = tokio::spawn(tasks.run(async move {
+            let _ = rx.await;
+        }));
+        tx.send(()).expect("run is waiting");
+        let ended = tokio::time::timeout(Duration::from_secs(5), run)
+            .await
+            .expect("shutdown finished: the never-ending part was aborted")
+            .expect("no panic");
+        assert!(ended.is_ok(), "{ended:?}");
+        assert!(drained.load(Ordering::SeqCst), "the drain was cut short");
     }
 }

@@ -19,8 +19,8 @@ use sha2::{Digest, Sha256};
 use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::platform::{CONTROLLER_NAME, Scope};
+use tenant_gateway::readiness::Readiness;
 use tenant_gateway::serve::{Reconciler, ReconcilerOptions, start_reconciler};
-use tenant_gateway::server::health::Readiness;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -361,6 +361,103 @@ fn reconciler_on_a_real_api_server() {
     drop(rt);
 
     webhook_and_reconciler_in_one_process(&c);
+    two_serve_processes_one_lease_holder(&c);
+}
+
+/// Two `serve --no-webhook` processes on one Lease: one holds it and only it writes (counted
+/// on each process's own `/metrics`); after the holder is killed with SIGKILL (no release),
+/// the other takes the Lease once it expires and converges a change made after the kill.
+fn two_serve_processes_one_lease_holder(c: &Cluster) {
+    const WRITES: &str = "tenant_gateway_reconcile_writes_total";
+    let flags = [
+        "--no-webhook",
+        "--leader-election-namespace",
+        "default",
+        "--leader-election-name",
+        "tenant-gateway-replicas",
+    ];
+    // Lease duration 15 s, plus the watches' start and a reconcile: well within this.
+    let within = Duration::from_secs(90);
+    let mut a = Webhook::start_with(c.cp, "replica-a", &flags);
+    // The health port runs without the webhook: probes and metrics work.
+    assert_eq!(http_status(&a.metrics_addr(), "/healthz"), Some(200));
+    wait_for("replica a to hold the Lease", within, || {
+        (a.metric("tenant_gateway_leader") == Some(1.0)).then_some(())
+    });
+    let b = Webhook::start_with(c.cp, "replica-b", &flags);
+    wait_for("replica b to compute (its caches synced)", within, || {
+        let n = metric_sum(&b.metrics_addr(), "tenant_gateway_reconcile_total")?;
+        (n > 0.0).then_some(())
+    });
+    assert_eq!(b.metric("tenant_gateway_leader"), Some(0.0));
+    assert_eq!(a.metric("tenant_gateway_leader"), Some(1.0));
+
+    c.namespace(
+        "tenant-gina",
+        &[("namespace.cozystack.io/host", "gina.example.org")],
+    );
+    c.apply(&tgw(
+        "tenant-gina",
+        "gw",
+        json!({"apex": "gina.example.org"}),
+    ));
+    c.apply(&http_route(
+        "tenant-gina",
+        "one",
+        ("tenant-gina", "gw"),
+        &["one.gina.example.org"],
+    ));
+    let has_listener = |name: &str| {
+        let gw = c.get("gateway", "tenant-gina", "gw")?;
+        listeners(&gw).iter().any(|(n, _)| n == name).then_some(())
+    };
+    wait_for("the holder renders https-one", within, || {
+        has_listener("https-one")
+    });
+    wait_for("the holder writes the route status", within, || {
+        let r = c.get("httproute", "tenant-gina", "one")?;
+        (route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    });
+    let a_writes = metric_sum(&a.metrics_addr(), WRITES).expect("a's metrics");
+    assert!(
+        a_writes > 0.0,
+        "the holder converged without a counted write"
+    );
+    assert_eq!(
+        metric_sum(&b.metrics_addr(), WRITES),
+        Some(0.0),
+        "the standby process wrote"
+    );
+
+    a.kill();
+    let killed = std::time::Instant::now();
+    // A change the dead holder cannot have made.
+    c.apply(&http_route(
+        "tenant-gina",
+        "two",
+        ("tenant-gina", "gw"),
+        &["two.gina.example.org"],
+    ));
+    wait_for("replica b to take the Lease over", within, || {
+        (b.metric("tenant_gateway_leader") == Some(1.0)).then_some(())
+    });
+    wait_for("the new holder renders https-two", within, || {
+        has_listener("https-two")
+    });
+    wait_for("the new holder writes the route status", within, || {
+        let r = c.get("httproute", "tenant-gina", "two")?;
+        (route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    });
+    assert!(
+        metric_sum(&b.metrics_addr(), WRITES).expect("b's metrics") > 0.0,
+        "the new holder converged without a counted write"
+    );
+    eprintln!(
+        "two serve processes: SIGKILL of the holder to the change converged by the other: {:?}",
+        killed.elapsed()
+    );
+    let log = b.log();
+    assert!(!log.contains("reconcile failed"), "replica b log: {log}");
 }
 
 /// `serve` runs the webhook and the reconciler in one process; registered with the API

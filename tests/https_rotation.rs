@@ -283,7 +283,8 @@ async fn half_updated_plain_files_keep_the_old_certificate() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn startup_fails_clearly_on_a_bad_pair() {
     use tenant_gateway::metrics::Metrics;
-    use tenant_gateway::server::{self, AlwaysAllow, health::Readiness};
+    use tenant_gateway::readiness::Readiness;
+    use tenant_gateway::server::{self, AlwaysAllow};
     let dir = tempfile::tempdir().expect("tempdir");
     let a = pki();
     let b = pki();

@@ -63,22 +63,10 @@ async fn serves_both_http_versions_and_exits_cleanly_on_sigterm() {
     let (_, metrics) = http_get(&s.metrics, "/metrics").expect("metrics");
     assert!(metrics.contains("decision=\"denied\""), "{metrics}");
 
-    let st = Command::new("kill")
-        .args(["-TERM", &s.child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(st.success());
-    let deadline = Instant::now() + DEADLINE;
-    let status = loop {
-        if let Some(st) = s.child.try_wait().expect("wait") {
-            break st;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "serve did not exit after SIGTERM"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    s.sigterm();
+    let status = s
+        .wait_exit(DEADLINE)
+        .expect("serve did not exit after SIGTERM");
     assert!(status.success(), "exit status after SIGTERM: {status}");
 }
 
@@ -129,4 +117,58 @@ fn refuses_to_start_without_root_host_or_certificates() {
         Some(2),
         "zero reload interval must be refused"
     );
+}
+
+/// `serve --no-webhook` still runs the metrics/health port: probes and `/metrics` answer even
+/// while the cluster is unreachable (not ready, saying why), and SIGTERM ends it with 0.
+#[test]
+fn no_webhook_still_serves_probes_and_metrics() {
+    let dir = tempfile::tempdir().expect("tmp");
+    // An API server address nothing listens on: the namespace index never syncs.
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(
+        &kubeconfig,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n",
+            common::process::free_port()
+        ),
+    )
+    .expect("write kubeconfig");
+    let mport = common::process::free_port();
+    let metrics = format!("127.0.0.1:{mport}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+        .args(["serve", "--no-webhook", "--root-host", "example.org"])
+        .args(["--metrics-listen", &metrics])
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .args(["--leader-election-namespace", "default"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("serve starts");
+    let deadline = Instant::now() + DEADLINE;
+    while http_get(&metrics, "/healthz").map(|r| r.0) != Some(200) {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("serve --no-webhook exited with {st}");
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no health port under --no-webhook"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (code, body) = http_get(&metrics, "/readyz").expect("readyz");
+    assert_eq!(code, 503, "{body}");
+    assert!(body.contains("namespace index: not synced yet"), "{body}");
+    assert!(
+        !body.contains("tls") && !body.contains("webhook listener"),
+        "no webhook runs, so none of its checks apply: {body}"
+    );
+    let (code, body) = http_get(&metrics, "/metrics").expect("metrics");
+    assert_eq!(code, 200);
+    assert!(body.contains("tenant_gateway_leader 0"), "{body}");
+
+    let status = common::process::sigterm_and_wait(&mut child, DEADLINE)
+        .expect("serve did not exit after SIGTERM");
+    assert!(status.success(), "exit status after SIGTERM: {status}");
 }

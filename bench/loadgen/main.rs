@@ -25,7 +25,8 @@ use tenant_gateway::certs;
 use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::policy::PolicyConfig;
-use tenant_gateway::server::{self, AlwaysAllow, ReviewHandler, ServeOptions, health::Readiness};
+use tenant_gateway::readiness::Readiness;
+use tenant_gateway::server::{self, AlwaysAllow, ReviewHandler, ServeOptions};
 use tokio::runtime::Runtime;
 
 use client::{PhaseResult, Pool, Proto, Target};

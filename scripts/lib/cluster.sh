@@ -35,14 +35,15 @@ install_crds() {
   "${kubectl[@]}" wait --for condition=established --timeout=120s crd --all >/dev/null
 }
 
-# start_serve PORT METRICS_PORT [extra serve flags...]: dev certs in $work/certs.
+# start_serve PORT METRICS_PORT [extra serve flags...]: dev certs in $work/certs. The
+# reconciler runs unless the flags say --no-controller.
 start_serve() {
   local port=$1 mport=$2
   shift 2
   "$bin" certs --out "$work/certs" --hosts 127.0.0.1,localhost >/dev/null
   "$bin" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
     --tls-cert-file "$work/certs/tls.crt" --tls-key-file "$work/certs/tls.key" \
-    --kubeconfig "$work/cp/kubeconfig" --root-host example.org --no-controller "$@" \
+    --kubeconfig "$work/cp/kubeconfig" --root-host example.org "$@" \
     2>"$work/serve.log" &
   serve_pid=$!
   local deadline=$((SECONDS + 60))
@@ -59,25 +60,11 @@ register_webhook() {
     | "${kubectl[@]}" apply -f - >/dev/null
 }
 
-# create_tenants: tenant-root (example.org) and tenant-alice (alice.example.org).
+# create_tenants: the demo tenant tree of examples/namespaces.yaml (tenant-root: example.org,
+# tenant-alice: alice.example.org, tenant-bob, tenant-cust: customer1.io, ...), the fixture
+# the real-API-server tests and the offline examples use too.
 create_tenants() {
-  cat <<'YAML' | "${kubectl[@]}" apply -f - >/dev/null
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: tenant-root
-  labels:
-    namespace.cozystack.io/host: example.org
-    namespace.cozystack.io/gateway: tenant-root
----
-apiVersion: v1
-kind: Namespace
-metadata:
-  name: tenant-alice
-  labels:
-    namespace.cozystack.io/host: alice.example.org
-    namespace.cozystack.io/gateway: tenant-root
-YAML
+  "${kubectl[@]}" apply -f examples/namespaces.yaml >/dev/null
 }
 
 # wait_denied FILE: until a dry-run apply of FILE as alice is denied (admission in effect).

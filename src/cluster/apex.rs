@@ -11,7 +11,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Mutex, RwLock};
 
-use crate::policy::{ApexOwners, HOST_LABEL};
+use crate::platform::{ApexOwners, HOST_LABEL};
 
 /// The apex of a label set as the map keys it: lowercased (hosts are compared lowercase, the
 /// label may carry uppercase), `None` when absent or empty.

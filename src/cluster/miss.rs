@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use tokio::sync::{OnceCell, Semaphore};
 
 use super::namespaces::{LIVE_GET_TIMEOUT, LookupError};
-use crate::policy::NamespaceContext;
+use crate::platform::NamespaceContext;
 
 /// How long a "not found" answers for its name.
 pub const NEGATIVE_TTL: Duration = Duration::from_secs(3);

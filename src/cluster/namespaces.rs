@@ -19,8 +19,8 @@ use serde_json::Value;
 use super::apex::{ApexMap, LiveApexIndex};
 use super::miss::MissCache;
 use crate::metrics::Metrics;
-use crate::policy::{ApexOwners, NamespaceContext};
-use crate::server::health::Readiness;
+use crate::platform::{ApexOwners, NamespaceContext};
+use crate::readiness::Readiness;
 
 /// How long the live GET on an index miss may take before the request is denied with
 /// "retry": well inside the API server's 5 s webhook timeout.
@@ -635,6 +635,16 @@ impl LiveNamespaces {
         readiness: Arc<Readiness>,
         metrics: Metrics,
     ) -> Arc<LiveNamespaces> {
+        Self::start_task(client, readiness, metrics).0
+    }
+
+    /// [`Self::start`], also returning the watch task, which ends only if the watch stream
+    /// does (`serve` ends the process then: an index that stops updating must not serve).
+    pub fn start_task(
+        client: Client,
+        readiness: Arc<Readiness>,
+        metrics: Metrics,
+    ) -> (Arc<LiveNamespaces>, tokio::task::JoinHandle<()>) {
         // `Api<PartialObjectMeta<_>>` makes metadata-only list/watch/get requests.
         let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
         let (store, writer) = reflector::store();
@@ -661,7 +671,7 @@ impl LiveNamespaces {
         let (apex_writer, miss_writer) = (apexes.clone(), misses.clone());
         let (changes, _) = tokio::sync::broadcast::channel(4096);
         let notify = changes.clone();
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             let mut stream = reflector::reflector(writer, stream).boxed();
             while let Some(event) = stream.next().await {
                 if let Ok(event) = &event {
@@ -696,14 +706,15 @@ impl LiveNamespaces {
             }
             tracing::error!("namespace watch ended");
         });
-        Arc::new(LiveNamespaces {
+        let live = Arc::new(LiveNamespaces {
             store,
             api,
             readiness,
             apexes,
             misses,
             changes,
-        })
+        });
+        (live, task)
     }
 
     /// Changes after the store took them; a lagging receiver must re-read [`Self::all`].
@@ -798,7 +809,7 @@ mod tests {
             ObjectMeta {
                 name: Some(name.to_string()),
                 labels: apex.map(|a| {
-                    BTreeMap::from([(crate::policy::HOST_LABEL.to_string(), a.to_string())])
+                    BTreeMap::from([(crate::platform::HOST_LABEL.to_string(), a.to_string())])
                 }),
                 ..ObjectMeta::default()
             }

@@ -14,10 +14,9 @@ pub mod route;
 pub mod tenant;
 mod util;
 
-/// Label on tenant namespaces holding the tenant's apex domain.
-pub const HOST_LABEL: &str = "namespace.cozystack.io/host";
-/// Label on tenant namespaces naming the namespace whose Gateway they publish through.
-pub const GATEWAY_LABEL: &str = "namespace.cozystack.io/gateway";
+// The platform's names and the namespace-labels view live in `platform` (a leaf), so the
+// watches in `cluster/` need not depend on the policy layers.
+pub use crate::platform::{ApexOwners, GATEWAY_LABEL, HOST_LABEL, NamespaceContext, NoApexOwners};
 
 /// The default trusted groups of SPEC §2.2.
 pub const DEFAULT_TRUSTED_GROUPS: [&str; 5] = [
@@ -222,56 +221,6 @@ pub struct Review<'a> {
     pub old_object: Option<&'a Value>,
     pub username: &'a str,
     pub groups: &'a [String],
-}
-
-/// What the layers know about the object's namespace.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum NamespaceContext {
-    /// The namespace does not exist (after the index miss and the live GET).
-    NotFound,
-    /// The namespace exists with these labels.
-    Found { labels: BTreeMap<String, String> },
-}
-
-impl NamespaceContext {
-    /// The context for a namespace with `labels`, keeping only what the layers read (the
-    /// host label): a lookup is on every review's path, and copying a namespace's whole
-    /// label set per review was most of its cost.
-    pub fn found(labels: &BTreeMap<String, String>) -> NamespaceContext {
-        let labels = labels
-            .get_key_value(HOST_LABEL)
-            .map(|(k, v)| BTreeMap::from([(k.clone(), v.clone())]))
-            .unwrap_or_default();
-        NamespaceContext::Found { labels }
-    }
-
-    /// The tenant apex: the host label, when present and non-empty.
-    pub fn apex(&self) -> Option<&str> {
-        match self {
-            NamespaceContext::NotFound => None,
-            NamespaceContext::Found { labels } => labels
-                .get(HOST_LABEL)
-                .map(String::as_str)
-                .filter(|s| !s.is_empty()),
-        }
-    }
-}
-
-/// Which apexes other namespaces carry (the namespace index's apex → namespaces lookup),
-/// for layer 8's custom-domain branch. A lookup per host suffix, never a scan.
-pub trait ApexOwners {
-    /// True when a namespace other than `except` has `apex` (lowercase) as its
-    /// `namespace.cozystack.io/host` label value (compared lowercased).
-    fn owned_by_other(&self, apex: &str, except: &str) -> bool;
-}
-
-/// No other namespace carries any apex (tests, fuzzing, callers without an index).
-pub struct NoApexOwners;
-
-impl ApexOwners for NoApexOwners {
-    fn owned_by_other(&self, _apex: &str, _except: &str) -> bool {
-        false
-    }
 }
 
 /// What a layer found. An empty `violations` means the object passes the layer.

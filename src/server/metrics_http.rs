@@ -9,8 +9,8 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 
-use super::health::Readiness;
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 
 const PROMETHEUS_TEXT: &str = "text/plain; version=0.0.4; charset=utf-8";
 const PLAIN_TEXT: &str = "text/plain; charset=utf-8";

@@ -12,7 +12,11 @@
 
 mod budget;
 pub mod handler;
-pub mod health;
+/// `Readiness` moved to [`crate::readiness`] (the controller and the lease report it too);
+/// kept here so older paths still resolve.
+pub mod health {
+    pub use crate::readiness::Readiness;
+}
 mod listener;
 mod metrics_http;
 mod tls;
@@ -28,8 +32,8 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 pub use handler::{AlwaysAllow, ReviewHandler};
-use health::Readiness;
 use listener::ConnSettings;
 use tls::CertReloader;
 
@@ -146,8 +150,78 @@ pub struct Bound<H> {
     metrics: Metrics,
     webhook: TcpListener,
     webhook_addr: SocketAddr,
-    metrics_listener: TcpListener,
-    metrics_addr: SocketAddr,
+    health: HealthServer,
+    tls: Arc<rustls::ServerConfig>,
+    reloader: Arc<CertReloader>,
+}
+
+/// The plain-HTTP metrics/health port, bound (SPEC §6). It runs with the webhook, or alone
+/// under `serve --no-webhook` so probes and scrapes still work.
+pub struct HealthServer {
+    listener: TcpListener,
+    addr: SocketAddr,
+    settings: ConnSettings,
+}
+
+/// Bind the metrics/health port alone.
+pub async fn bind_health(addr: SocketAddr, limits: &Limits) -> Result<HealthServer, ServerError> {
+    if limits.metrics_max_connections == 0 {
+        return Err(ServerError::InvalidOption(
+            "connection and stream limits must be at least 1".to_string(),
+        ));
+    }
+    let (listener, addr) = listen("metrics", addr).await?;
+    let settings = ConnSettings {
+        name: "metrics",
+        max_connections: limits.metrics_max_connections,
+        max_unproven: limits.metrics_max_connections,
+        handshake_timeout: limits.tls_handshake_timeout,
+        header_read_timeout: limits.metrics_header_read_timeout,
+        idle_timeout: limits.idle_timeout,
+        h2_max_concurrent_streams: limits.h2_max_concurrent_streams,
+    };
+    Ok(HealthServer {
+        listener,
+        addr,
+        settings,
+    })
+}
+
+impl HealthServer {
+    /// Where `/metrics`, `/healthz` and `/readyz` are served (the real port for port 0).
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Serve until `close` resolves with the instant by which open connections must be done;
+    /// they get at least a moment so idle probe connections close cleanly instead of being cut.
+    pub async fn serve(
+        self,
+        readiness: Arc<Readiness>,
+        metrics: Metrics,
+        close: impl Future<Output = tokio::time::Instant>,
+    ) {
+        let running = listener::spawn(
+            self.listener,
+            None,
+            metrics_http::router(metrics, readiness),
+            self.settings,
+        );
+        let deadline = close.await;
+        let floor = tokio::time::Instant::now() + Duration::from_millis(250);
+        running.shutdown(deadline.max(floor)).await;
+    }
+}
+
+/// The webhook port and its certificate, without the metrics/health port
+/// ([`Bound::split`]).
+pub struct WebhookServer<H> {
+    opts: ServeOptions,
+    limits: Limits,
+    handler: Arc<H>,
+    readiness: Arc<Readiness>,
+    metrics: Metrics,
+    webhook: TcpListener,
     tls: Arc<rustls::ServerConfig>,
     reloader: Arc<CertReloader>,
 }
@@ -185,11 +259,11 @@ pub async fn bind_with_limits<H: ReviewHandler>(
     let tls = tls::server_config(reloader.clone(), opts.client_ca_file.as_deref(), provider)?;
 
     let (webhook, webhook_addr) = listen("webhook", opts.listen).await?;
-    let (metrics_listener, metrics_addr) = listen("metrics", opts.metrics_listen).await?;
+    let health = bind_health(opts.metrics_listen, &limits).await?;
     readiness.set_bound(true);
     tracing::info!(
         webhook = %webhook_addr,
-        metrics = %metrics_addr,
+        metrics = %health.addr(),
         mtls = opts.client_ca_file.is_some(),
         max_connections = opts.max_connections,
         max_inflight_bytes = limits.max_inflight_bytes,
@@ -205,8 +279,7 @@ pub async fn bind_with_limits<H: ReviewHandler>(
         metrics,
         webhook,
         webhook_addr,
-        metrics_listener,
-        metrics_addr,
+        health,
         tls,
         reloader,
     })
@@ -264,14 +337,13 @@ impl<H: ReviewHandler> Bound<H> {
 
     /// Where `/metrics`, `/healthz` and `/readyz` are served over plain HTTP.
     pub fn metrics_addr(&self) -> SocketAddr {
-        self.metrics_addr
+        self.health.addr()
     }
 
-    /// Serve until `shutdown` resolves, then: readiness turns false, the webhook port stops
-    /// accepting (new connections are refused), in-flight requests finish (HTTP/2 gets
-    /// GOAWAY) within `shutdown_grace`, connections still busy after it are cut, and the
-    /// metrics port closes last so probes see "not ready" during the drain.
-    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+    /// The webhook and the metrics/health port as parts `serve` runs as separate tasks. The
+    /// health port must outlive the webhook's drain: close it with what
+    /// [`WebhookServer::serve`] returns.
+    pub fn split(self) -> (WebhookServer<H>, HealthServer) {
         let Bound {
             opts,
             limits,
@@ -279,14 +351,72 @@ impl<H: ReviewHandler> Bound<H> {
             readiness,
             metrics,
             webhook,
-            metrics_listener,
+            health,
             tls,
             reloader,
             ..
         } = self;
+        (
+            WebhookServer {
+                opts,
+                limits,
+                handler,
+                readiness,
+                metrics,
+                webhook,
+                tls,
+                reloader,
+            },
+            health,
+        )
+    }
 
-        let reload = tokio::spawn(reloader.watch(opts.tls_reload_interval));
+    /// Serve until `shutdown` resolves, then: readiness turns false, the webhook port stops
+    /// accepting (new connections are refused), in-flight requests finish (HTTP/2 gets
+    /// GOAWAY) within `shutdown_grace`, connections still busy after it are cut, and the
+    /// metrics port closes last so probes see "not ready" during the drain.
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> Result<(), ServerError> {
+        let readiness = self.readiness.clone();
+        let metrics = self.metrics.clone();
+        let (webhook, health) = self.split();
+        let reload = tokio::spawn(webhook.cert_reload());
+        let (close_tx, close_rx) = tokio::sync::oneshot::channel();
+        let health = tokio::spawn(health.serve(readiness, metrics, async move {
+            close_rx
+                .await
+                .unwrap_or_else(|_| tokio::time::Instant::now())
+        }));
+        let close = webhook.serve(shutdown).await;
+        reload.abort();
+        let _ = close_tx.send(close);
+        if let Err(e) = health.await {
+            tracing::error!(error = %e, "the metrics/health server task failed");
+        }
+        Ok(())
+    }
+}
 
+impl<H: ReviewHandler> WebhookServer<H> {
+    /// The serving pair's hot reload (SPEC §2.1): a task of its own that never ends.
+    pub fn cert_reload(&self) -> impl Future<Output = ()> + Send + 'static {
+        self.reloader.clone().watch(self.opts.tls_reload_interval)
+    }
+
+    /// Serve until `shutdown` resolves, then: readiness turns false, the port stops
+    /// accepting, in-flight requests finish (HTTP/2 gets GOAWAY) within `shutdown_grace`, and
+    /// connections still busy after it are cut. Returns the end of the grace period, by
+    /// which the metrics/health port should close (so probes see "not ready" meanwhile).
+    pub async fn serve(self, shutdown: impl Future<Output = ()>) -> tokio::time::Instant {
+        let WebhookServer {
+            opts,
+            limits,
+            handler,
+            readiness,
+            metrics,
+            webhook,
+            tls,
+            ..
+        } = self;
         let reserve = opts.max_connections * usize::from(limits.connection_reserve_percent) / 100;
         let webhook_settings = ConnSettings {
             name: "webhook",
@@ -298,16 +428,9 @@ impl<H: ReviewHandler> Bound<H> {
             idle_timeout: limits.idle_timeout,
             h2_max_concurrent_streams: limits.h2_max_concurrent_streams,
         };
-        let metrics_settings = ConnSettings {
-            name: "metrics",
-            max_connections: limits.metrics_max_connections,
-            max_unproven: limits.metrics_max_connections,
-            header_read_timeout: limits.metrics_header_read_timeout,
-            ..webhook_settings.clone()
-        };
         let webhook_router = webhook::router(
             handler,
-            metrics.clone(),
+            metrics,
             limits.max_body_bytes,
             limits.body_read_timeout,
             budget::Budget::new(limits.max_inflight_bytes, limits.budget_wait),
@@ -318,12 +441,6 @@ impl<H: ReviewHandler> Bound<H> {
             webhook_router,
             webhook_settings,
         );
-        let health = listener::spawn(
-            metrics_listener,
-            None,
-            metrics_http::router(metrics, readiness.clone()),
-            metrics_settings,
-        );
 
         shutdown.await;
         let deadline = tokio::time::Instant::now() + opts.shutdown_grace;
@@ -331,15 +448,10 @@ impl<H: ReviewHandler> Bound<H> {
         readiness.set_shutting_down();
         tracing::info!(grace = ?opts.shutdown_grace, "shutting down: no new connections, finishing in-flight reviews");
         let report = webhook.shutdown(deadline).await;
-        reload.abort();
-        // The metrics port gets what is left of the grace period (it only has quick GETs),
-        // and at least a moment so idle probe connections close cleanly instead of being cut.
-        let floor = tokio::time::Instant::now() + Duration::from_millis(250);
-        health.shutdown(deadline.max(floor)).await;
         if report.cut == 0 {
             tracing::info!("all in-flight reviews finished");
         }
-        Ok(())
+        deadline
     }
 }
 

@@ -19,8 +19,8 @@ use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
 
 use super::ServerError;
-use super::health::Readiness;
 use crate::metrics::Metrics;
+use crate::readiness::Readiness;
 
 /// Sessions remembered for TLS 1.2 resumption by id; TLS 1.3 uses stateless tickets.
 const SESSION_CACHE_SIZE: usize = 4096;

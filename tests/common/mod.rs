@@ -16,7 +16,7 @@ use tenant_gateway::certs::{self, DevCerts};
 use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::policy::{HOST_LABEL, PolicyConfig};
-use tenant_gateway::server::health::Readiness;
+use tenant_gateway::readiness::Readiness;
 use tenant_gateway::server::{self, Limits, ReviewHandler, ServeOptions, ServerError};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;

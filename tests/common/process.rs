@@ -1,12 +1,19 @@
-//! `tenant-gateway serve` as a real process on loopback ports with generated certificates and
-//! the example namespace snapshot, for the process and attack tests.
+//! The one set of process and HTTP helpers of the tests: `tenant-gateway serve` as a real
+//! process on loopback ports (with generated certificates and the example namespace snapshot,
+//! for the process and attack tests), free ports, plain-HTTP GETs of the metrics/health port,
+//! SIGTERM-then-kill, deadline-based waiting and RSS sampling. The real-API-server helpers
+//! (`tests/common_e2e`) build on it.
+//!
+//! Self-contained (it imports nothing from its parent module), so both test support modules
+//! can include it.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
-use super::DEADLINE;
+/// How long `serve` may take to become ready.
+const DEADLINE: Duration = Duration::from_secs(20);
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -36,6 +43,91 @@ pub fn http_get(addr: &str, path: &str) -> Option<(u16, String)> {
     http_get_within(addr, path, Duration::from_secs(2))
 }
 
+/// The status code of a plain `GET` on loopback.
+pub fn http_status(addr: &str, path: &str) -> Option<u16> {
+    http_get(addr, path).map(|(code, _)| code)
+}
+
+/// The value of one sample (`name` with its labels, exactly as exposed, e.g.
+/// `tenant_gateway_leader`) on the `/metrics` page at `addr`.
+pub fn metric(addr: &str, sample: &str) -> Option<f64> {
+    let (code, body) = http_get(addr, "/metrics")?;
+    if code != 200 {
+        return None;
+    }
+    body.lines().find_map(|l| {
+        l.strip_prefix(sample)?
+            .strip_prefix(' ')?
+            .trim()
+            .parse()
+            .ok()
+    })
+}
+
+/// The sum of every sample of `family` (all label sets) on the `/metrics` page at `addr`.
+pub fn metric_sum(addr: &str, family: &str) -> Option<f64> {
+    let (code, body) = http_get(addr, "/metrics")?;
+    if code != 200 {
+        return None;
+    }
+    Some(
+        body.lines()
+            .filter(|l| {
+                l.strip_prefix(family)
+                    .is_some_and(|rest| rest.starts_with('{') || rest.starts_with(' '))
+            })
+            .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+            .sum(),
+    )
+}
+
+/// Send SIGTERM (without unsafe code) and wait for the child, killing it after `grace`.
+pub fn terminate(child: &mut Child, grace: Duration) {
+    if sigterm_and_wait(child, grace).is_none() {
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+/// Send SIGTERM and wait at most `within` for the exit; `None` if it is still running.
+pub fn sigterm_and_wait(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    // Quiet: the child may have exited already.
+    let _ = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .stderr(Stdio::null())
+        .status();
+    wait_exit(child, within)
+}
+
+/// Wait at most `within` for `child` to exit; `None` if it is still running.
+pub fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + within;
+    loop {
+        if let Ok(Some(st)) = child.try_wait() {
+            return Some(st);
+        }
+        if Instant::now() >= deadline {
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// Poll `f` until it returns Some or the deadline passes.
+pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(v) = f() {
+            return v;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "timed out after {timeout:?} waiting for {what}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 pub struct Serve {
     pub child: Child,
     pub port: u16,
@@ -57,25 +149,64 @@ pub fn start(extra: &[&str]) -> Serve {
     start_with_env(extra, &[])
 }
 
-pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
-    let dir = tempfile::tempdir().expect("tmp");
-    let hosts = vec!["127.0.0.1".to_string()];
+/// `tenant-gateway serve` on two free loopback ports with a development pair written to
+/// `dir` (`ca.crt`, `tls.crt`, `tls.key`); the caller adds its flags and spawns it.
+pub struct ServeCommand {
+    pub cmd: Command,
+    pub port: u16,
+    pub metrics_port: u16,
+    pub ca_pem: String,
+}
+
+pub fn serve_command(dir: &std::path::Path) -> ServeCommand {
+    let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
     let certs = tenant_gateway::certs::generate(&hosts).expect("certs");
-    tenant_gateway::certs::write(dir.path(), &certs).expect("write certs");
+    tenant_gateway::certs::write(dir, &certs).expect("write certs");
     let port = free_port();
-    let mport = free_port();
+    let metrics_port = free_port();
     // `TG_SERVE_BIN` runs the tests against another build (e.g. an older commit).
     let bin = std::env::var_os("TG_SERVE_BIN")
         .filter(|b| !b.is_empty())
         .unwrap_or_else(|| env!("CARGO_BIN_EXE_tenant-gateway").into());
-    let child = Command::new(bin)
-        .arg("serve")
+    let mut cmd = Command::new(bin);
+    cmd.arg("serve")
         .args(["--listen", &format!("127.0.0.1:{port}")])
-        .args(["--metrics-listen", &format!("127.0.0.1:{mport}")])
+        .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .arg("--tls-cert-file")
-        .arg(dir.path().join("tls.crt"))
+        .arg(dir.join("tls.crt"))
         .arg("--tls-key-file")
-        .arg(dir.path().join("tls.key"))
+        .arg(dir.join("tls.key"));
+    ServeCommand {
+        cmd,
+        port,
+        metrics_port,
+        ca_pem: certs.ca_cert_pem,
+    }
+}
+
+/// Wait until `/readyz` on `metrics` answers 200; panics with `log()` if the process exits
+/// first or `within` passes.
+pub fn wait_ready(child: &mut Child, metrics: &str, within: Duration, log: impl Fn() -> String) {
+    let deadline = Instant::now() + within;
+    while http_status(metrics, "/readyz") != Some(200) {
+        if let Ok(Some(st)) = child.try_wait() {
+            panic!("serve exited with {st}: {}", log());
+        }
+        assert!(Instant::now() < deadline, "serve not ready: {}", log());
+        // Polling interval, not synchronisation: readiness is re-checked each time.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
+    let dir = tempfile::tempdir().expect("tmp");
+    let ServeCommand {
+        mut cmd,
+        port,
+        metrics_port: mport,
+        ca_pem,
+    } = serve_command(dir.path());
+    let child = cmd
         .args([
             "--namespaces",
             concat!(env!("CARGO_MANIFEST_DIR"), "/examples/namespaces.yaml"),
@@ -87,7 +218,7 @@ pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
         .spawn()
         .expect("serve starts");
     let metrics = format!("127.0.0.1:{mport}");
-    let ca = certs.ca_cert_pem.clone().into_bytes();
+    let ca = ca_pem.into_bytes();
     let mut s = Serve {
         child,
         port,
@@ -95,19 +226,17 @@ pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
         ca,
         _dir: dir,
     };
-    let deadline = Instant::now() + DEADLINE;
-    while http_get(&s.metrics, "/readyz").map(|r| r.0) != Some(200) {
-        if let Ok(Some(st)) = s.child.try_wait() {
-            let mut err = String::new();
-            if let Some(mut e) = s.child.stderr.take() {
-                let _ = e.read_to_string(&mut err);
-            }
-            panic!("serve exited with {st}: {err}");
+    let stderr = std::cell::RefCell::new(s.child.stderr.take());
+    // Read only once the process has exited (a live one would block the read).
+    let log = || {
+        let mut err = String::new();
+        if let Some(mut e) = stderr.borrow_mut().take() {
+            let _ = e.read_to_string(&mut err);
         }
-        assert!(Instant::now() < deadline, "serve not ready");
-        // Polling interval, not synchronisation: readiness is re-checked each time.
-        std::thread::sleep(Duration::from_millis(50));
-    }
+        err
+    };
+    wait_ready(&mut s.child, &s.metrics.clone(), DEADLINE, log);
+    s.child.stderr = stderr.into_inner();
     // Nobody reads stderr from here on: drain it so the server never blocks on a full pipe.
     if let Some(mut e) = s.child.stderr.take() {
         std::thread::spawn(move || {
@@ -145,16 +274,7 @@ impl Serve {
 
     /// Wait for the process to exit, at most `within`; `None` if it is still running.
     pub fn wait_exit(&mut self, within: Duration) -> Option<ExitStatus> {
-        let deadline = Instant::now() + within;
-        loop {
-            if let Some(st) = self.child.try_wait().expect("wait") {
-                return Some(st);
-            }
-            if Instant::now() >= deadline {
-                return None;
-            }
-            std::thread::sleep(Duration::from_millis(10));
-        }
+        wait_exit(&mut self.child, within)
     }
 }
 

@@ -1,13 +1,19 @@
 //! Helpers for the real-API-server tier: the control plane from `tests/k8s`, the
-//! `tenant-gateway serve` process, and kubectl invocations.
+//! `tenant-gateway serve` process against it, and kubectl invocations. Processes and HTTP:
+//! `tests/common/process.rs`, shared with the other tests.
 
 #![allow(dead_code)]
 
-use std::io::{Read, Write};
-use std::net::{TcpListener, TcpStream};
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+// The process and HTTP helpers are the ones the other tests use.
+#[path = "../common/process.rs"]
+pub mod process;
+#[allow(unused_imports)] // each test binary uses a different subset
+pub use process::{free_port, http_get, http_status, metric, metric_sum, terminate, wait_for};
 
 /// Group bound to cluster-admin for impersonated test users, so RBAC lets every request
 /// reach admission. It is not a trusted group: the policies decide on the others.
@@ -23,58 +29,6 @@ pub struct Outcome {
 
 pub fn repo_root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Send SIGTERM (without unsafe code) and wait for the child, killing it after `grace`.
-pub fn terminate(child: &mut Child, grace: Duration) {
-    let _ = Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status();
-    let deadline = Instant::now() + grace;
-    while Instant::now() < deadline {
-        if let Ok(Some(_)) = child.try_wait() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    let _ = child.kill();
-    let _ = child.wait();
-}
-
-/// Poll `f` until it returns Some or the deadline passes.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
-}
-
-pub fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free loopback port")
-}
-
-/// Plain HTTP GET on loopback; returns the status code.
-pub fn http_status(addr: &str, path: &str) -> Option<u16> {
-    let mut s = TcpStream::connect(addr).ok()?;
-    s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )
-    .ok()?;
-    let mut buf = String::new();
-    s.read_to_string(&mut buf).ok()?;
-    buf.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// A running control plane from `tests/k8s/control-plane`.
@@ -243,28 +197,11 @@ impl ControlPlane {
         self.kubectl_ok(&["apply", "-f", "-"], Some(&binding));
     }
 
+    /// The demo tenant tree, `examples/namespaces.yaml` (the fixture the playground and the
+    /// offline commands use too).
     pub fn create_tenant_namespaces(&self) {
-        let ns = |name: &str, host: Option<&str>| -> String {
-            match host {
-                Some(h) => format!(
-                    r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}","labels":{{"namespace.cozystack.io/host":"{h}","namespace.cozystack.io/gateway":"tenant-root"}}}}}}"#
-                ),
-                None => format!(
-                    r#"{{"apiVersion":"v1","kind":"Namespace","metadata":{{"name":"{name}"}}}}"#
-                ),
-            }
-        };
-        for (name, host) in [
-            ("tenant-root", Some("example.org")),
-            ("tenant-alice", Some("alice.example.org")),
-            ("tenant-bob", Some("bob.example.org")),
-            ("tenant-nolabel", None),
-            // A tenant with its own custom apex outside the platform root.
-            ("tenant-cust", Some("customer1.io")),
-            ("cozy-dashboard", None),
-        ] {
-            self.kubectl_ok(&["apply", "-f", "-"], Some(&ns(name, host)));
-        }
+        let tree = repo_root().join("examples/namespaces.yaml");
+        self.kubectl_ok(&["apply", "-f", path_str(&tree)], None);
     }
 
     /// `kubectl get --raw /metrics` of the API server: how many namespace GETs answered 404
@@ -344,23 +281,16 @@ impl Webhook {
     pub fn start_with(cp: &ControlPlane, name: &str, extra: &[&str]) -> Webhook {
         let dir = cp.dir.path().join(name);
         std::fs::create_dir_all(&dir).expect("webhook dir");
-        let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-        let certs = tenant_gateway::certs::generate(&hosts).expect("dev certs");
-        tenant_gateway::certs::write(&dir, &certs).expect("write certs");
-        let port = free_port();
-        let metrics_port = free_port();
+        let process::ServeCommand {
+            mut cmd,
+            port,
+            metrics_port,
+            ca_pem,
+        } = process::serve_command(&dir);
         let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
-            .args(["serve", "--root-host", "example.org"])
+        let child = cmd
+            .args(["--root-host", "example.org"])
             .args(extra)
-            .arg("--listen")
-            .arg(format!("127.0.0.1:{port}"))
-            .arg("--metrics-listen")
-            .arg(format!("127.0.0.1:{metrics_port}"))
-            .arg("--tls-cert-file")
-            .arg(dir.join("tls.crt"))
-            .arg("--tls-key-file")
-            .arg(dir.join("tls.key"))
             .arg("--kubeconfig")
             .arg(cp.kubeconfig())
             .stdout(Stdio::null())
@@ -370,24 +300,41 @@ impl Webhook {
         let mut hook = Webhook {
             port,
             metrics_port,
-            ca_pem: std::fs::read_to_string(dir.join("ca.crt")).expect("ca.crt"),
+            ca_pem,
             child,
             dir,
         };
-        let addr = format!("127.0.0.1:{metrics_port}");
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while http_status(&addr, "/readyz") != Some(200) {
-            if let Ok(Some(st)) = hook.child.try_wait() {
-                panic!("serve exited with {st}: {}", hook.log());
-            }
-            assert!(Instant::now() < deadline, "serve not ready: {}", hook.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
+        let addr = hook.metrics_addr();
+        let log_path = hook.dir.join("serve.log");
+        process::wait_ready(&mut hook.child, &addr, Duration::from_secs(30), || {
+            std::fs::read_to_string(&log_path).unwrap_or_default()
+        });
         hook
     }
 
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
+    }
+
+    /// `127.0.0.1:PORT` of the metrics/health port.
+    pub fn metrics_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.metrics_port)
+    }
+
+    /// One sample of its `/metrics` (see [`metric`]).
+    pub fn metric(&self, sample: &str) -> Option<f64> {
+        metric(&self.metrics_addr(), sample)
+    }
+
+    /// SIGKILL, as a crashed node would: no drain, no Lease release.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The exit status, once it has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
     }
 
     /// The ValidatingWebhookConfiguration, one webhook per path, by URL with caBundle: the
