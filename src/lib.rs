@@ -16,6 +16,7 @@ pub mod platform;
 pub mod policies;
 pub mod policy;
 pub mod reconcile;
+pub mod replicate;
 pub mod selfcert;
 pub mod serve;
 pub mod server;
