@@ -416,16 +416,40 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         },
     };
     if serve.no_webhook {
-        if serve.no_controller || policy.namespaces.is_some() {
+        if (serve.no_controller && serve.no_replicator) || policy.namespaces.is_some() {
             anyhow::bail!(
-                "--no-webhook leaves nothing to run: the reconciler needs a cluster (drop --no-controller and --namespaces)"
+                "--no-webhook leaves nothing to run: the reconciler and the replicator need a cluster (drop --no-controller or --no-replicator, and --namespaces)"
             );
         }
         let client = kube_client(serve.kubeconfig.as_deref()).await?;
         let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
-        let r = tenant_gateway::serve::start_reconciler(client, live, metrics, reconciler_opts);
+        let mut leader = None;
+        let reconciler = if serve.no_controller {
+            futures::future::Either::Left(std::future::pending())
+        } else {
+            let r = tenant_gateway::serve::start_reconciler(
+                client.clone(),
+                live.clone(),
+                metrics.clone(),
+                reconciler_opts,
+            );
+            leader = Some(r.leader.clone());
+            futures::future::Either::Right(r.done)
+        };
+        let replicator = if serve.no_replicator {
+            futures::future::Either::Left(std::future::pending())
+        } else {
+            futures::future::Either::Right(tenant_gateway::serve::start_replicator(
+                client,
+                live,
+                metrics,
+                leader,
+                replicator_options(&serve),
+            ))
+        };
         tokio::select! {
-            ended = r.done => anyhow::bail!("{}", ended.unwrap_or("the reconciler task panicked")),
+            ended = reconciler => anyhow::bail!("{}", ended.unwrap_or("the reconciler task panicked")),
+            ended = replicator => anyhow::bail!("{}", ended.unwrap_or("the replicator task panicked")),
             _ = shutdown_signal() => {}
         }
         tracing::info!("stopped");
@@ -486,6 +510,7 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         None => {
             let client = kube_client(serve.kubeconfig.as_deref()).await?;
             let live = LiveNamespaces::start(client.clone(), readiness.clone(), metrics.clone());
+            let mut leader = None;
             if !serve.no_controller {
                 let r = tenant_gateway::serve::start_reconciler(
                     client.clone(),
@@ -503,9 +528,25 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                         r.leader.clone(),
                     ));
                 }
+                leader = Some(r.leader.clone());
                 // The reconciler ending is fatal: the process exits so it restarts.
                 tokio::spawn(async move {
                     let why = r.done.await.unwrap_or("the reconciler task panicked");
+                    tracing::error!("{why}; exiting");
+                    std::process::exit(1);
+                });
+            }
+            if !serve.no_replicator {
+                let done = tenant_gateway::serve::start_replicator(
+                    client.clone(),
+                    live.clone(),
+                    metrics.clone(),
+                    leader,
+                    replicator_options(&serve),
+                );
+                // Fatal as the reconciler ending is.
+                tokio::spawn(async move {
+                    let why = done.await.unwrap_or("the replicator task panicked");
                     tracing::error!("{why}; exiting");
                     std::process::exit(1);
                 });
@@ -540,6 +581,20 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         .await?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
+}
+
+/// The replicator's flags (SPEC §3.6): where the platform values are, and the Lease it
+/// shares with the reconciler.
+fn replicator_options(serve: &ServeArgs) -> tenant_gateway::serve::ReplicatorOptions {
+    tenant_gateway::serve::ReplicatorOptions {
+        values: tenant_gateway::replicate::ValuesLocation {
+            namespace: serve.values_secret_namespace.clone(),
+            name: serve.values_secret_name.clone(),
+            key: serve.values_secret_key.clone(),
+        },
+        lease_namespace: serve.leader_election_namespace.clone(),
+        lease_name: serve.leader_election_name.clone(),
+    }
 }
 
 /// After the grace period the drain cuts what is left; this much more is allowed for that

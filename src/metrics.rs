@@ -45,6 +45,8 @@ pub struct Metrics {
     pub wildcard_last_sync: IntGauge,
     /// labels: verb (create|update|delete)
     pub wildcard_writes: IntCounterVec,
+    /// labels: reason (the `Hold` reasons); 1 for the reason replication holds, else 0.
+    pub wildcard_hold: IntGaugeVec,
 }
 
 impl Metrics {
@@ -168,6 +170,14 @@ impl Metrics {
             &["verb"],
         )
         .expect("valid metric");
+        let wildcard_hold = IntGaugeVec::new(
+            Opts::new(
+                "tenant_gateway_wildcard_hold",
+                "1 while wildcard Secret replication holds (writes and prunes nothing) for this reason.",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
 
         let m = Metrics {
             registry,
@@ -188,6 +198,7 @@ impl Metrics {
             wildcard_foreign,
             wildcard_last_sync,
             wildcard_writes,
+            wildcard_hold,
         };
         m.register_all();
         m
@@ -213,6 +224,7 @@ impl Metrics {
             Box::new(self.wildcard_foreign.clone()),
             Box::new(self.wildcard_last_sync.clone()),
             Box::new(self.wildcard_writes.clone()),
+            Box::new(self.wildcard_hold.clone()),
         ];
         for c in collectors {
             r.register(c).expect("metric names are unique");

@@ -83,3 +83,50 @@ pub fn start_reconciler(
         leader,
     }
 }
+
+/// What the wildcard-Secret replicator needs from the command line.
+#[derive(Debug, Clone)]
+pub struct ReplicatorOptions {
+    /// `--values-secret-namespace`, `--values-secret-name`, `--values-secret-key`.
+    pub values: crate::replicate::ValuesLocation,
+    /// The Lease, when the replicator runs without the reconciler (`--no-controller`).
+    pub lease_namespace: Option<String>,
+    pub lease_name: String,
+}
+
+/// Start the wildcard-Secret replicator (SPEC §3.6) on the shared namespace index. It
+/// writes only while `leader` holds the Lease; without one (the reconciler is off) it runs
+/// the same election itself. The handle ends only when the replicator ended.
+pub fn start_replicator(
+    client: Client,
+    namespaces: Arc<LiveNamespaces>,
+    metrics: Metrics,
+    leader: Option<Leader>,
+    opts: ReplicatorOptions,
+) -> tokio::task::JoinHandle<&'static str> {
+    tokio::spawn(async move {
+        let values = opts.values;
+        match leader {
+            Some(leader) => {
+                let instance = lease::identity();
+                crate::replicate::run(client, namespaces, metrics, leader, instance, values).await;
+                "the wildcard-Secret replicator ended"
+            }
+            None => {
+                let namespace = opts.lease_namespace.unwrap_or_else(|| {
+                    lease::default_namespace(Path::new(lease::SERVICE_ACCOUNT_NAMESPACE_FILE))
+                });
+                let cfg = LeaseConfig::new(namespace, opts.lease_name);
+                let instance = cfg.identity.clone();
+                let (tx, leader) = Leader::channel();
+                let election = lease::run(client.clone(), cfg, tx, metrics.clone());
+                let replicator =
+                    crate::replicate::run(client, namespaces, metrics, leader, instance, values);
+                tokio::select! {
+                    _ = election => "the leader election ended",
+                    _ = replicator => "the wildcard-Secret replicator ended",
+                }
+            }
+        }
+    })
+}

@@ -78,6 +78,18 @@ pub enum Hold {
 }
 
 impl Hold {
+    /// Every value [`Hold::reason`] returns.
+    pub const REASONS: [&'static str; 8] = [
+        "values_secret_missing",
+        "values_key_missing",
+        "values_unreadable",
+        "name_not_set",
+        "bad_name",
+        "bad_namespace",
+        "source_missing",
+        "source_not_tls",
+    ];
+
     /// Bounded metric/log label.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -115,10 +127,12 @@ pub fn read_setting(loc: &ValuesLocation, found: Option<Option<&[u8]>>) -> Setti
         Some(None) => return Setting::Hold(Hold::KeyMissing(location)),
         Some(Some(b)) => b,
     };
-    let unreadable = |reason: String| Setting::Hold(Hold::Unreadable {
-        location: location.clone(),
-        reason,
-    });
+    let unreadable = |reason: String| {
+        Setting::Hold(Hold::Unreadable {
+            location: location.clone(),
+            reason,
+        })
+    };
     let text = match crate::yaml::decode(bytes.to_vec()) {
         Ok(t) => t,
         Err(e) => return unreadable(e.to_string()),
@@ -518,7 +532,10 @@ mod tests {
                 "base: &b {wildcard-secret-name: merged}\n_cluster:\n  <<: *b\n",
                 replicate("tenant-root", "merged"),
             ),
-            ("_cluster:\n  wildcard-secret-name: \"\"\n", Setting::Cleared),
+            (
+                "_cluster:\n  wildcard-secret-name: \"\"\n",
+                Setting::Cleared,
+            ),
             ("_cluster:\n  wildcard-secret-name: ''\n", Setting::Cleared),
         ];
         for (yaml, want) in cases {
@@ -548,7 +565,10 @@ mod tests {
             ("_cluster:\n  wildcard-secret-name: ~\n", "name_not_set"),
             ("_cluster: [a]\n", "values_unreadable"),
             ("_cluster: text\n", "values_unreadable"),
-            ("_cluster: {wildcard-secret-name: [unclosed\n", "values_unreadable"),
+            (
+                "_cluster: {wildcard-secret-name: [unclosed\n",
+                "values_unreadable",
+            ),
             ("- a list\n", "values_unreadable"),
             ("_cluster:\n  wildcard-secret-name: 42\n", "bad_name"),
             ("_cluster:\n  wildcard-secret-name: Wild\n", "bad_name"),
@@ -573,7 +593,10 @@ mod tests {
             }
         }
         let long = format!("_cluster:\n  wildcard-secret-name: {}\n", "a".repeat(254));
-        assert!(matches!(setting_of(&long), Setting::Hold(Hold::BadName { .. })));
+        assert!(matches!(
+            setting_of(&long),
+            Setting::Hold(Hold::BadName { .. })
+        ));
         let ok = format!("_cluster:\n  wildcard-secret-name: {}\n", "a".repeat(63));
         assert!(matches!(setting_of(&ok), Setting::Replicate { .. }));
         // Messages name the place to fix.
@@ -581,7 +604,10 @@ mod tests {
             panic!("hold");
         };
         let msg = h.to_string();
-        assert!(msg.contains("cozy-system/cozystack-values") && msg.contains("\"Wild\""), "{msg}");
+        assert!(
+            msg.contains("cozy-system/cozystack-values") && msg.contains("\"Wild\""),
+            "{msg}"
+        );
     }
 
     fn labels(pairs: &[(&str, &str)]) -> BTreeMap<String, String> {
@@ -726,12 +752,18 @@ mod tests {
             ns("tenant-bob", &[(INGRESS_LABEL, "tenant-bob")]),
             ns(
                 "tenant-both",
-                &[(INGRESS_LABEL, "tenant-root"), (GATEWAY_LABEL, "tenant-both")],
+                &[
+                    (INGRESS_LABEL, "tenant-root"),
+                    (GATEWAY_LABEL, "tenant-both"),
+                ],
             ),
             // Inheriting from a parent: not a target.
             ns(
                 "tenant-child",
-                &[(GATEWAY_LABEL, "tenant-alice"), (INGRESS_LABEL, "tenant-root")],
+                &[
+                    (GATEWAY_LABEL, "tenant-alice"),
+                    (INGRESS_LABEL, "tenant-root"),
+                ],
             ),
             ns("tenant-bare", &[]),
             // The value must equal the name exactly.
@@ -770,7 +802,11 @@ mod tests {
 
     #[test]
     fn replicas_follow_the_source_and_nothing_is_written_when_equal() {
-        let nss = [own_gateway("tenant-root"), own_gateway("tenant-a"), own_gateway("tenant-b")];
+        let nss = [
+            own_gateway("tenant-root"),
+            own_gateway("tenant-a"),
+            own_gateway("tenant-b"),
+        ];
         let src = source("tenant-root", "wild", "v2");
         let fresh = copy("tenant-a", "wild", "v2", "tenant-root/wild");
         let stale = copy("tenant-b", "wild", "v1", "tenant-root/wild");
@@ -829,9 +865,7 @@ mod tests {
         }
         let mut decorated = b.clone();
         decorated.labels.insert("team".into(), "x".into());
-        decorated
-            .annotations
-            .insert("note".into(), "kept".into());
+        decorated.annotations.insert("note".into(), "kept".into());
         let p = run(
             &replicate("tenant-root", "wild"),
             &nss,
@@ -849,7 +883,8 @@ mod tests {
         foreign.uid = "foreign-uid".into();
         // Label present but not "true": still not ours.
         let mut half = copy("tenant-b", "wild", "old", "tenant-root/wild");
-        half.labels.insert(WILDCARD_COPY_LABEL.into(), "false".into());
+        half.labels
+            .insert(WILDCARD_COPY_LABEL.into(), "false".into());
         let p = run(
             &replicate("tenant-root", "wild"),
             &nss,
@@ -916,8 +951,19 @@ mod tests {
             .labels
             .insert(WILDCARD_COPY_LABEL.into(), COPY_LABEL_VALUE.into());
         let unrelated = source("tenant-b", "other", "x");
-        let named = [labelled_source.clone(), a.clone(), b.clone(), orphan.clone()];
-        let replicas = [meta(&a), meta(&b), meta(&old), meta(&orphan), meta(&labelled_source)];
+        let named = [
+            labelled_source.clone(),
+            a.clone(),
+            b.clone(),
+            orphan.clone(),
+        ];
+        let replicas = [
+            meta(&a),
+            meta(&b),
+            meta(&old),
+            meta(&orphan),
+            meta(&labelled_source),
+        ];
         let p = run(&replicate("tenant-root", "wild"), &nss, &named, &replicas);
         assert_eq!(
             p.actions,
@@ -944,14 +990,20 @@ mod tests {
             del(&orphan, Prune::Cleared),
         ];
         let key = |x: &Action| match x {
-            Action::Delete { namespace, name, .. } => (namespace.clone(), name.clone()),
+            Action::Delete {
+                namespace, name, ..
+            } => (namespace.clone(), name.clone()),
             _ => (String::new(), String::new()),
         };
         want.sort_by_key(key);
         assert_eq!(p.actions, want);
         assert_eq!((p.desired, p.present), (Some(0), Some(0)));
         // Unlabelled Secrets are never in a cleared plan.
-        assert!(p.actions.iter().all(|x| key(x) != ("tenant-b".into(), "other".into())));
+        assert!(
+            p.actions
+                .iter()
+                .all(|x| key(x) != ("tenant-b".into(), "other".into()))
+        );
     }
 
     #[test]
@@ -976,8 +1028,16 @@ mod tests {
                 vec![a.clone()],
                 "values_key_missing",
             ),
-            (setting_of("_cluster: {}\n"), vec![a.clone()], "name_not_set"),
-            (setting_of(": : :\n\t"), vec![a.clone()], "values_unreadable"),
+            (
+                setting_of("_cluster: {}\n"),
+                vec![a.clone()],
+                "name_not_set",
+            ),
+            (
+                setting_of(": : :\n\t"),
+                vec![a.clone()],
+                "values_unreadable",
+            ),
             (
                 replicate("tenant-root", "wild"),
                 vec![a.clone(), b.clone()],
@@ -1024,6 +1084,35 @@ mod tests {
             }]
         );
         assert_eq!(p.replica.expect("replica").source, "tenant-edge/wild");
+    }
+
+    #[test]
+    fn hold_reasons_are_listed() {
+        let l = "x".to_string();
+        let all = [
+            Hold::ValuesSecretMissing(l.clone()),
+            Hold::KeyMissing(l.clone()),
+            Hold::Unreadable {
+                location: l.clone(),
+                reason: l.clone(),
+            },
+            Hold::NotSet(l.clone()),
+            Hold::BadName {
+                location: l.clone(),
+                value: l.clone(),
+            },
+            Hold::BadNamespace {
+                location: l.clone(),
+                value: l.clone(),
+            },
+            Hold::SourceMissing(l.clone()),
+            Hold::SourceNotTls {
+                secret: l.clone(),
+                type_: l,
+            },
+        ];
+        let reasons: BTreeSet<&str> = all.iter().map(Hold::reason).collect();
+        assert_eq!(reasons, Hold::REASONS.into_iter().collect());
     }
 
     #[test]

@@ -23,8 +23,8 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures::stream::{self, BoxStream};
 use futures::StreamExt;
+use futures::stream::{self, BoxStream};
 use k8s_openapi::api::core::v1::{ObjectReference, Secret};
 use kube::api::{
     Api, DeleteParams, ObjectMeta, PartialObjectMeta, Patch, PatchParams, Preconditions,
@@ -113,7 +113,11 @@ impl<K: Resource> Cache<K> {
     }
 }
 
-fn view<'a>(m: &'a ObjectMeta, type_: Option<&'a str>, data: Option<&'a BTreeMap<String, k8s_openapi::ByteString>>) -> SecretView<'a> {
+fn view<'a>(
+    m: &'a ObjectMeta,
+    type_: Option<&'a str>,
+    data: Option<&'a BTreeMap<String, k8s_openapi::ByteString>>,
+) -> SecretView<'a> {
     SecretView {
         namespace: m.namespace.as_deref().unwrap_or_default(),
         name: m.name.as_deref().unwrap_or_default(),
@@ -135,7 +139,11 @@ fn strip(meta: &mut ObjectMeta) {
     }
 }
 
-fn secret_watch(api: Api<Secret>, cfg: watcher::Config, what: &'static str) -> BoxStream<'static, Event<Secret>> {
+fn secret_watch(
+    api: Api<Secret>,
+    cfg: watcher::Config,
+    what: &'static str,
+) -> BoxStream<'static, Event<Secret>> {
     watcher::watcher(api, cfg)
         .default_backoff()
         .modify(|s: &mut Secret| strip(&mut s.metadata))
@@ -378,6 +386,9 @@ impl State {
             )
         };
         self.publish(&plan);
+        tracing::debug!(desired = ?plan.desired, present = ?plan.present,
+            actions = plan.actions.len(), hold = ?plan.hold.as_ref().map(Hold::reason),
+            leader = self.leader.is_leader(), "wildcard Secret replication pass");
         if !self.leader.is_leader() {
             return Outcome::Done;
         }
@@ -417,9 +428,18 @@ impl State {
             .filter(|a| matches!(a, Action::Foreign { .. }))
             .count();
         self.metrics.wildcard_foreign.set(foreign as i64);
+        let held = plan.hold.as_ref().map(Hold::reason);
+        for reason in Hold::REASONS {
+            self.metrics
+                .wildcard_hold
+                .with_label_values(&[reason])
+                .set(i64::from(held == Some(reason)));
+        }
         if plan.hold != self.last_hold {
             match &plan.hold {
-                Some(h) => tracing::warn!(reason = h.reason(), "{h}; keeping every replica as it is"),
+                Some(h) => {
+                    tracing::warn!(reason = h.reason(), "{h}; keeping every replica as it is")
+                }
                 None => tracing::info!(
                     desired = plan.desired.unwrap_or(0),
                     "wildcard Secret replication resumed"
@@ -459,12 +479,16 @@ impl State {
         }
         let replica = plan.replica.as_ref();
         let this = &*self;
-        let results: Vec<Result<(), WriteError>> = stream::iter(writes)
-            .map(|a| this.one(a, replica))
-            .buffer_unordered(PARALLEL_WRITES)
-            .collect()
-            .await;
-        results.into_iter().collect::<Result<Vec<()>, _>>().map(|_| ())
+        let mut first_error = None;
+        for batch in writes.chunks(PARALLEL_WRITES) {
+            let sent = futures::future::join_all(batch.iter().map(|a| this.one(a, replica)));
+            for r in sent.await {
+                if let Err(e) = r {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
 
     async fn one(&self, a: &Action, replica: Option<&Replica>) -> Result<(), WriteError> {
@@ -484,10 +508,7 @@ impl State {
             Action::Update {
                 namespace,
                 resource_version,
-            } => {
-                self.apply(namespace, replica, Some(resource_version))
-                    .await
-            }
+            } => self.apply(namespace, replica, Some(resource_version)).await,
             Action::Recreate {
                 namespace,
                 uid,
@@ -534,7 +555,10 @@ impl State {
                 name: r.name.clone(),
                 source,
             })?;
-        self.metrics.wildcard_writes.with_label_values(&[verb]).inc();
+        self.metrics
+            .wildcard_writes
+            .with_label_values(&[verb])
+            .inc();
         tracing::info!(namespace = %namespace, name = %r.name, verb, "wildcard Secret replica written");
         Ok(())
     }
@@ -567,12 +591,17 @@ impl State {
                 });
             }
         }
-        self.metrics.wildcard_writes.with_label_values(&["delete"]).inc();
+        self.metrics
+            .wildcard_writes
+            .with_label_values(&["delete"])
+            .inc();
         Ok(())
     }
 
     async fn report_foreign(&self, namespace: &str, name: &str, uid: &str, r: Option<&Replica>) {
-        let source = r.map(|r| r.source.as_str()).unwrap_or("the wildcard Secret");
+        let source = r
+            .map(|r| r.source.as_str())
+            .unwrap_or("the wildcard Secret");
         tracing::warn!(namespace = %namespace, name = %name,
             "a Secret of the wildcard name exists without the {WILDCARD_COPY_LABEL} label; not replicated there");
         let ev = KubeEvent {
@@ -663,7 +692,10 @@ mod tests {
         let mut c = Cache::<Secret>::default();
         c.apply(Event::Init);
         c.apply(Event::InitApply(secret("a", "w", "1")));
-        assert!(!c.synced && c.items.is_empty(), "half a list is never visible");
+        assert!(
+            !c.synced && c.items.is_empty(),
+            "half a list is never visible"
+        );
         c.apply(Event::InitDone);
         assert!(c.synced);
         c.apply(Event::Apply(secret("b", "w", "2")));
