@@ -180,6 +180,7 @@ pub async fn run(
     // Subscribed before anything is read, so no namespace change falls in between.
     let mut ns_rx = namespaces.subscribe();
     let mut leader_rx = leader.watch();
+    let mut claim_open = true;
     let key = values.key.clone();
     let mut values_stream = watcher::watcher(
         Api::<Secret>::namespaced(client.clone(), &values.namespace),
@@ -222,37 +223,40 @@ pub async fn run(
         failures: 0,
     };
     let mut due: Option<tokio::time::Instant> = None;
-    let soon = || Some(tokio::time::Instant::now() + DEBOUNCE);
+    // The next pass: soon after a change, even when a retry was planned for later.
+    let soon = |due: Option<tokio::time::Instant>| {
+        let at = tokio::time::Instant::now() + DEBOUNCE;
+        Some(due.map_or(at, |d| d.min(at)))
+    };
     loop {
         tokio::select! {
             Some(e) = values_stream.next() => {
                 state.values_cache.apply(e);
-                due = due.or_else(soon);
+                due = soon(due);
             }
             Some(e) = named_stream.next() => {
                 state.named.apply(e);
-                due = due.or_else(soon);
+                due = soon(due);
             }
             Some(e) = replica_stream.next() => {
                 state.replicas.apply(e);
-                due = due.or_else(soon);
+                due = soon(due);
             }
             r = ns_rx.recv() => match r {
                 Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {
-                    due = due.or_else(soon);
+                    due = soon(due);
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => {
                     tracing::error!("the namespace index closed; the replicator stops");
                     return;
                 }
             },
-            r = leader_rx.changed() => {
-                if r.is_err() {
-                    tracing::error!("the leader election ended; the replicator stops");
-                    return;
-                }
+            r = leader_rx.changed(), if claim_open => {
+                // A closed channel keeps its last claim (`Leader::always`, or an election
+                // that ended, which ends the process): nothing more to wait for.
+                claim_open = r.is_ok();
                 // Gaining the Lease: the new holder completes what the plan says.
-                due = due.or_else(soon);
+                due = soon(due);
             }
             _ = sleep_until(due), if due.is_some() => {
                 due = None;
@@ -496,39 +500,46 @@ impl State {
         if !self.leader.is_leader() {
             return Ok(());
         }
-        // The plan only creates or updates while it replicates, and then it has a replica.
-        let (content, a) = match (a, replica) {
-            (Action::Delete { .. } | Action::Foreign { .. }, _) => (None, a),
-            (_, Some(r)) => (Some(r), a),
-            (_, None) => return Ok(()),
-        };
-        let replica = content.unwrap_or(&NO_CONTENT);
-        match a {
-            Action::Create { namespace } => self.apply(namespace, replica, None).await,
-            Action::Update {
-                namespace,
-                resource_version,
-            } => self.apply(namespace, replica, Some(resource_version)).await,
-            Action::Recreate {
-                namespace,
-                uid,
-                resource_version,
-            } => {
-                self.delete(namespace, &replica.name, uid, resource_version)
+        // A plan creates and updates only while it replicates, and then it carries the
+        // replica; without one those actions are skipped, never written empty.
+        match (a, replica) {
+            (Action::Create { namespace }, Some(r)) => self.apply(namespace, r, None).await,
+            (
+                Action::Update {
+                    namespace,
+                    resource_version,
+                },
+                Some(r),
+            ) => self.apply(namespace, r, Some(resource_version)).await,
+            (
+                Action::Recreate {
+                    namespace,
+                    uid,
+                    resource_version,
+                },
+                Some(r),
+            ) => {
+                self.delete(namespace, &r.name, uid, resource_version)
                     .await?;
-                self.apply(namespace, replica, None).await
+                self.apply(namespace, r, None).await
             }
-            Action::Delete {
-                namespace,
-                name,
-                uid,
-                resource_version,
-                why,
-            } => {
+            (Action::Create { .. } | Action::Update { .. } | Action::Recreate { .. }, None) => {
+                Ok(())
+            }
+            (
+                Action::Delete {
+                    namespace,
+                    name,
+                    uid,
+                    resource_version,
+                    why,
+                },
+                _,
+            ) => {
                 tracing::info!(namespace = %namespace, name = %name, why = ?why, "pruning a wildcard Secret replica");
                 self.delete(namespace, name, uid, resource_version).await
             }
-            Action::Foreign { .. } => Ok(()),
+            (Action::Foreign { .. }, _) => Ok(()),
         }
     }
 
@@ -626,14 +637,6 @@ impl State {
         }
     }
 }
-
-/// Stands in for the replica where an action needs none (deletes).
-static NO_CONTENT: Replica = Replica {
-    name: String::new(),
-    type_: String::new(),
-    data: BTreeMap::new(),
-    source: String::new(),
-};
 
 /// The replica Secret as applied: only the fields we own.
 fn replica_object(namespace: &str, r: &Replica, resource_version: Option<&str>) -> Secret {
