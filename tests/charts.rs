@@ -1429,6 +1429,10 @@ fn served_metric_names() -> BTreeSet<String> {
     m.reconcile_writes
         .with_label_values(&["Gateway", "apply"])
         .inc();
+    m.wildcard_hold
+        .with_label_values(&["source_missing"])
+        .set(0);
+    m.wildcard_writes.with_label_values(&["create"]).inc();
     let mut names = BTreeSet::new();
     for line in m.render().lines() {
         if line.starts_with('#') || line.is_empty() {

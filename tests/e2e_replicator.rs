@@ -313,7 +313,8 @@ fn replicator_on_a_real_api_server() {
     }
     let took = rotated.elapsed();
     eprintln!("rotation reached every replica in {took:?}");
-    assert!(took < Duration::from_secs(5), "rotation took {took:?}");
+    // Measured 0.9–2.5 s with five other builds on the 2 cores, most of it kubectl polling.
+    assert!(took < Duration::from_secs(10), "rotation took {took:?}");
 
     // --- transient absence keeps every replica, unchanged
     let versions = |c: &Cluster| -> Vec<String> {
@@ -437,7 +438,19 @@ fn replicator_on_a_real_api_server() {
     assert!(writes(&one.metrics) > 0);
     assert_eq!(writes(&two.metrics), 0, "the standby replica wrote");
     assert_eq!(two.metrics.leader.get(), 0);
+
+    // --- the holder gone, the standby takes the Lease over and writes from its own caches
     one.done.abort();
+    c.wait("the standby takes the Lease over", || {
+        (two.metrics.leader.get() == 1).then_some(())
+    });
+    c.apply(&values_naming("wild2"));
+    for ns in ["tenant-bob", "tenant-carol", "tenant-erin"] {
+        c.wait(&format!("the new holder's replica in {ns}"), || {
+            replica(&c, ns, "wild2", "w1")
+        });
+    }
+    assert!(writes(&two.metrics) > 0);
     two.done.abort();
     drop(rt);
 
