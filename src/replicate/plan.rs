@@ -57,8 +57,8 @@ pub enum Setting {
 pub enum Hold {
     #[error("the values Secret {0} does not exist")]
     ValuesSecretMissing(String),
-    #[error("the values Secret {0} has no such key")]
-    KeyMissing(String),
+    #[error("the values Secret {secret} has no key {key:?}")]
+    KeyMissing { secret: String, key: String },
     #[error("the values in {location} are not readable YAML: {reason}")]
     Unreadable { location: String, reason: String },
     #[error("_cluster.{NAME_KEY} is not set in {0}")]
@@ -94,7 +94,7 @@ impl Hold {
     pub fn reason(&self) -> &'static str {
         match self {
             Hold::ValuesSecretMissing(_) => "values_secret_missing",
-            Hold::KeyMissing(_) => "values_key_missing",
+            Hold::KeyMissing { .. } => "values_key_missing",
             Hold::Unreadable { .. } => "values_unreadable",
             Hold::NotSet(_) => "name_not_set",
             Hold::BadName { .. } => "bad_name",
@@ -117,14 +117,15 @@ struct Values {
 /// `Some(None)` when it lacks the key, else the key's bytes.
 pub fn read_setting(loc: &ValuesLocation, found: Option<Option<&[u8]>>) -> Setting {
     let location = loc.to_string();
+    let secret = format!("{}/{}", loc.namespace, loc.name);
     let bytes = match found {
-        None => {
-            return Setting::Hold(Hold::ValuesSecretMissing(format!(
-                "{}/{}",
-                loc.namespace, loc.name
-            )));
+        None => return Setting::Hold(Hold::ValuesSecretMissing(secret)),
+        Some(None) => {
+            return Setting::Hold(Hold::KeyMissing {
+                secret,
+                key: loc.key.clone(),
+            });
         }
-        Some(None) => return Setting::Hold(Hold::KeyMissing(location)),
         Some(Some(b)) => b,
     };
     let unreadable = |reason: String| {
@@ -552,10 +553,13 @@ mod tests {
                 "cozy-system/cozystack-values".into()
             ))
         );
-        assert!(matches!(
+        assert_eq!(
             read_setting(&l, Some(None)),
-            Setting::Hold(Hold::KeyMissing(_))
-        ));
+            Setting::Hold(Hold::KeyMissing {
+                secret: "cozy-system/cozystack-values".into(),
+                key: "values.yaml".into()
+            })
+        );
         let cases: &[(&str, &str)] = &[
             ("", "name_not_set"),
             ("# nothing\n", "name_not_set"),
@@ -1091,7 +1095,10 @@ mod tests {
         let l = "x".to_string();
         let all = [
             Hold::ValuesSecretMissing(l.clone()),
-            Hold::KeyMissing(l.clone()),
+            Hold::KeyMissing {
+                secret: l.clone(),
+                key: l.clone(),
+            },
             Hold::Unreadable {
                 location: l.clone(),
                 reason: l.clone(),

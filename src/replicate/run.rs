@@ -441,6 +441,10 @@ impl State {
         }
         if plan.hold != self.last_hold {
             match &plan.hold {
+                // A platform without a wildcard Secret never sets the name: not a warning.
+                Some(h @ Hold::NotSet(_)) => {
+                    tracing::info!(reason = h.reason(), "{h}; no wildcard Secret is replicated")
+                }
                 Some(h) => {
                     tracing::warn!(reason = h.reason(), "{h}; keeping every replica as it is")
                 }
