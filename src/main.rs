@@ -444,7 +444,7 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                 live,
                 metrics,
                 leader,
-                replicator_options(&serve),
+                tenant_gateway::serve::ReplicatorOptions::from_args(&serve),
             ))
         };
         tokio::select! {
@@ -542,7 +542,7 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                     live.clone(),
                     metrics.clone(),
                     leader,
-                    replicator_options(&serve),
+                    tenant_gateway::serve::ReplicatorOptions::from_args(&serve),
                 );
                 // Fatal as the reconciler ending is.
                 tokio::spawn(async move {
@@ -581,20 +581,6 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         .await?;
     tracing::info!("stopped");
     Ok(ExitCode::SUCCESS)
-}
-
-/// The replicator's flags (SPEC §3.6): where the platform values are, and the Lease it
-/// shares with the reconciler.
-fn replicator_options(serve: &ServeArgs) -> tenant_gateway::serve::ReplicatorOptions {
-    tenant_gateway::serve::ReplicatorOptions {
-        values: tenant_gateway::replicate::ValuesLocation {
-            namespace: serve.values_secret_namespace.clone(),
-            name: serve.values_secret_name.clone(),
-            key: serve.values_secret_key.clone(),
-        },
-        lease_namespace: serve.leader_election_namespace.clone(),
-        lease_name: serve.leader_election_name.clone(),
-    }
 }
 
 /// After the grace period the drain cuts what is left; this much more is allowed for that

@@ -94,6 +94,22 @@ pub struct ReplicatorOptions {
     pub lease_name: String,
 }
 
+impl ReplicatorOptions {
+    /// From the `serve` flags: where the platform values are, and the Lease it shares with
+    /// the reconciler.
+    pub fn from_args(serve: &crate::config::ServeArgs) -> ReplicatorOptions {
+        ReplicatorOptions {
+            values: crate::replicate::ValuesLocation {
+                namespace: serve.values_secret_namespace.clone(),
+                name: serve.values_secret_name.clone(),
+                key: serve.values_secret_key.clone(),
+            },
+            lease_namespace: serve.leader_election_namespace.clone(),
+            lease_name: serve.leader_election_name.clone(),
+        }
+    }
+}
+
 /// Start the wildcard-Secret replicator (SPEC §3.6) on the shared namespace index. It
 /// writes only while `leader` holds the Lease; without one (the reconciler is off) it runs
 /// the same election itself. The handle ends only when the replicator ended.

@@ -151,7 +151,8 @@ struct Replica {
     done: tokio::task::JoinHandle<&'static str>,
 }
 
-fn start(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
+fn start(rt: &tokio::runtime::Runtime, cp: &ControlPlane, lease: &str) -> Replica {
+    let lease = lease.to_string();
     let kubeconfig = cp.kubeconfig();
     rt.block_on(async move {
         use kube::config::{KubeConfigOptions, Kubeconfig};
@@ -173,7 +174,7 @@ fn start(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
             ReplicatorOptions {
                 values: ValuesLocation::default(),
                 lease_namespace: Some("default".into()),
-                lease_name: "tenant-gateway-replicator-e2e".into(),
+                lease_name: lease,
             },
         );
         Replica { metrics, done }
@@ -229,11 +230,11 @@ fn replicator_on_a_real_api_server() {
         .enable_all()
         .build()
         .expect("runtime");
-    let one = start(&rt, &cp);
+    let one = start(&rt, &cp, "tenant-gateway-replicator-e2e");
     c.wait("the first replicator to hold the Lease", || {
         (one.metrics.leader.get() == 1).then_some(())
     });
-    let two = start(&rt, &cp);
+    let two = start(&rt, &cp, "tenant-gateway-replicator-e2e");
 
     // --- the values name the operator's Secret: replicas where the labels name the namespace
     c.apply(&values_naming("wild"));
@@ -452,9 +453,33 @@ fn replicator_on_a_real_api_server() {
     }
     assert!(writes(&two.metrics) > 0);
     two.done.abort();
-    drop(rt);
 
     serve_runs_the_replicator_with_the_location_flags(&c);
+    the_playground_manifest_replicates(&c, &rt);
+}
+
+/// examples/playground/wildcard-secret.yaml does what its header says.
+fn the_playground_manifest_replicates(c: &Cluster, rt: &tokio::runtime::Runtime) {
+    let r = start(rt, c.cp, "tenant-gateway-replicator-playground");
+    let manifest = repo_root().join("examples/playground/wildcard-secret.yaml");
+    c.cp.kubectl_ok(&["apply", "-f", path_str(&manifest)], None);
+    let copy = c.wait("the playground's copy in tenant-shop", || {
+        c.get("secret", "tenant-shop", "wildcard-example-org")
+    });
+    assert_eq!(copy["metadata"]["labels"][COPY_LABEL], "true");
+    assert_eq!(
+        copy["metadata"]["annotations"][SOURCE_ANNOTATION],
+        "tenant-root/wildcard-example-org"
+    );
+    c.wait("the playground replicator counts the copy", || {
+        (r.metrics.wildcard_replicas_present.get() >= 1).then_some(())
+    });
+    assert!(
+        c.get("secret", "tenant-shop-docs", "wildcard-example-org")
+            .is_none(),
+        "tenant-shop-docs inherits: no copy"
+    );
+    r.done.abort();
 }
 
 /// `serve` (webhook + replicator, no reconciler: the replicator holds its own Lease) reads
