@@ -331,6 +331,31 @@ pub struct ServeArgs {
     #[arg(long, env = "TENANT_GATEWAY_NO_REPLICATOR")]
     pub no_replicator: bool,
 
+    /// Namespace of the platform values Secret the replicator reads
+    /// (`_cluster.wildcard-secret-name`, `_cluster.expose-ingress`).
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_VALUES_SECRET_NAMESPACE",
+        default_value = "cozy-system"
+    )]
+    pub values_secret_namespace: String,
+
+    /// Name of the platform values Secret.
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_VALUES_SECRET_NAME",
+        default_value = "cozystack-values"
+    )]
+    pub values_secret_name: String,
+
+    /// Key of the platform values Secret holding the values YAML.
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_VALUES_SECRET_KEY",
+        default_value = "values.yaml"
+    )]
+    pub values_secret_key: String,
+
     /// Namespace of the leader-election Lease (default: the pod's own namespace).
     #[arg(long, env = "TENANT_GATEWAY_LEADER_ELECTION_NAMESPACE")]
     pub leader_election_namespace: Option<String>,

@@ -17,6 +17,7 @@ pub mod policies;
 pub mod policy;
 pub mod readiness;
 pub mod reconcile;
+pub mod replicate;
 pub mod selfcert;
 pub mod serve;
 pub mod server;

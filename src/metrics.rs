@@ -35,6 +35,18 @@ pub struct Metrics {
     /// labels: kind (Gateway|Issuer|Certificate|HTTPRoute|TLSRoute|Namespace|TenantGateway),
     /// verb (apply|delete|status|label)
     pub reconcile_writes: IntCounterVec,
+    /// Namespaces that should hold a wildcard Secret replica (SPEC §3.6).
+    pub wildcard_replicas_desired: IntGauge,
+    /// Of those, the ones whose replica equals the source.
+    pub wildcard_replicas_present: IntGauge,
+    /// Same-named Secrets without the copy label where no replica is written.
+    pub wildcard_foreign: IntGauge,
+    /// Unix time of the last pass that left every replica as the plan wants (leader only).
+    pub wildcard_last_sync: IntGauge,
+    /// labels: verb (create|update|delete)
+    pub wildcard_writes: IntCounterVec,
+    /// labels: reason (the `Hold` reasons); 1 for the reason replication holds, else 0.
+    pub wildcard_hold: IntGaugeVec,
 }
 
 impl Metrics {
@@ -130,6 +142,43 @@ impl Metrics {
         )
         .expect("valid metric");
 
+        let wildcard_replicas_desired = IntGauge::new(
+            "tenant_gateway_wildcard_replicas_desired",
+            "Namespaces that should hold a copy of the wildcard Secret (unchanged while replication holds).",
+        )
+        .expect("valid metric");
+        let wildcard_replicas_present = IntGauge::new(
+            "tenant_gateway_wildcard_replicas_present",
+            "Target namespaces whose wildcard Secret copy equals the source.",
+        )
+        .expect("valid metric");
+        let wildcard_foreign = IntGauge::new(
+            "tenant_gateway_wildcard_foreign_secrets",
+            "Target namespaces holding a same-named Secret without the copy label (left alone).",
+        )
+        .expect("valid metric");
+        let wildcard_last_sync = IntGauge::new(
+            "tenant_gateway_wildcard_last_sync_timestamp_seconds",
+            "Unix time of the last replication pass that completed on the Lease holder.",
+        )
+        .expect("valid metric");
+        let wildcard_writes = IntCounterVec::new(
+            Opts::new(
+                "tenant_gateway_wildcard_writes_total",
+                "Writes of wildcard Secret replicas, by verb.",
+            ),
+            &["verb"],
+        )
+        .expect("valid metric");
+        let wildcard_hold = IntGaugeVec::new(
+            Opts::new(
+                "tenant_gateway_wildcard_hold",
+                "1 while wildcard Secret replication holds (writes and prunes nothing) for this reason.",
+            ),
+            &["reason"],
+        )
+        .expect("valid metric");
+
         let m = Metrics {
             registry,
             admission_requests,
@@ -144,6 +193,12 @@ impl Metrics {
             listener_cap_overflow,
             leader,
             reconcile_writes,
+            wildcard_replicas_desired,
+            wildcard_replicas_present,
+            wildcard_foreign,
+            wildcard_last_sync,
+            wildcard_writes,
+            wildcard_hold,
         };
         m.register_all();
         m
@@ -164,6 +219,12 @@ impl Metrics {
             Box::new(self.listener_cap_overflow.clone()),
             Box::new(self.leader.clone()),
             Box::new(self.reconcile_writes.clone()),
+            Box::new(self.wildcard_replicas_desired.clone()),
+            Box::new(self.wildcard_replicas_present.clone()),
+            Box::new(self.wildcard_foreign.clone()),
+            Box::new(self.wildcard_last_sync.clone()),
+            Box::new(self.wildcard_writes.clone()),
+            Box::new(self.wildcard_hold.clone()),
         ];
         for c in collectors {
             r.register(c).expect("metric names are unique");

@@ -26,6 +26,8 @@ pub const MANAGED_BY_VALUE: &str = "tenant-gateway";
 pub const ATTACHED_BY_ANNOTATION: &str = "gateway.cozystack.io/attached-by";
 /// Label on wildcard Secret replicas (SPEC §3.6).
 pub const WILDCARD_COPY_LABEL: &str = "gateway.cozystack.io/wildcard-copy";
+/// Annotation on wildcard Secret replicas: `namespace/name` of the Secret they copy.
+pub const WILDCARD_SOURCE_ANNOTATION: &str = "gateway.cozystack.io/wildcard-source";
 
 /// `controllerName` of our route status entries.
 pub const CONTROLLER_NAME: &str = "gateway.cozystack.io/tenantgateway-controller";

@@ -176,17 +176,27 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
     let mut tasks = Tasks::new();
 
     if serve.no_webhook {
-        if serve.no_controller || policy.namespaces.is_some() {
+        if (serve.no_controller && serve.no_replicator) || policy.namespaces.is_some() {
             anyhow::bail!(
-                "--no-webhook leaves nothing to run: the reconciler needs a cluster (drop --no-controller and --namespaces)"
+                "--no-webhook leaves nothing to run: the reconciler and the replicator need a cluster (drop --no-controller or --no-replicator, and --namespaces)"
             );
         }
         let client = kube_client(serve.kubeconfig.as_deref()).await?;
         let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
         let health = server::bind_health(serve.metrics_listen, &limits).await?;
         tracing::info!(metrics = %health.addr(), "listening (no webhook)");
-        let r = start_reconciler(client, live, metrics.clone(), reconciler_opts);
-        spawn_reconciler(&mut tasks, r, &readiness);
+        let mut leader = None;
+        if !serve.no_controller {
+            let r = start_reconciler(
+                client.clone(),
+                live.clone(),
+                metrics.clone(),
+                reconciler_opts,
+            );
+            leader = Some(r.leader.clone());
+            spawn_reconciler(&mut tasks, r, &readiness);
+        }
+        spawn_replicator(&mut tasks, &serve, client, live, &metrics, leader);
         let stopping = tasks.stopping();
         let ready = readiness.clone();
         tasks.spawn_draining("metrics/health server", async move {
@@ -251,6 +261,7 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
         None => {
             let client = kube_client(serve.kubeconfig.as_deref()).await?;
             let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
+            let mut leader = None;
             if !serve.no_controller {
                 let r = start_reconciler(
                     client.clone(),
@@ -262,14 +273,16 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
                     // The server starts on the pair: wait until the leader (maybe this
                     // replica) has made it and it is on disk.
                     selfcert::wait_for_pair(&client, &c, &r.leader).await?;
-                    let leader = r.leader.clone();
+                    let (client, leader) = (client.clone(), r.leader.clone());
                     tasks.spawn("self-managed certificate", async move {
                         selfcert::run(client, c, leader).await;
                         Ok(())
                     });
                 }
+                leader = Some(r.leader.clone());
                 spawn_reconciler(&mut tasks, r, &readiness);
             }
+            spawn_replicator(&mut tasks, &serve, client, live.clone(), &metrics, leader);
             NamespaceSource::Live(live)
         }
     };
@@ -366,6 +379,31 @@ fn spawn_reconciler(tasks: &mut Tasks, r: Reconciler, readiness: &Arc<Readiness>
             why = done => anyhow::bail!("{}", why.unwrap_or("the reconciler task panicked")),
             () = report => Ok(()),
         }
+    });
+}
+
+/// The wildcard-Secret replicator as one part (unless `--no-replicator`): on the
+/// reconciler's Lease when it runs, else on its own election of the same Lease.
+fn spawn_replicator(
+    tasks: &mut Tasks,
+    serve: &ServeArgs,
+    client: Client,
+    live: Arc<LiveNamespaces>,
+    metrics: &Metrics,
+    leader: Option<Leader>,
+) {
+    if serve.no_replicator {
+        return;
+    }
+    let done = start_replicator(
+        client,
+        live,
+        metrics.clone(),
+        leader,
+        ReplicatorOptions::from_args(serve),
+    );
+    tasks.spawn("wildcard-Secret replicator", async move {
+        anyhow::bail!("{}", done.await.unwrap_or("the replicator task panicked"))
     });
 }
 
@@ -502,6 +540,69 @@ pub fn start_reconciler(
         done,
         leader,
     }
+}
+
+/// What the wildcard-Secret replicator needs from the command line.
+#[derive(Debug, Clone)]
+pub struct ReplicatorOptions {
+    /// `--values-secret-namespace`, `--values-secret-name`, `--values-secret-key`.
+    pub values: crate::replicate::ValuesLocation,
+    /// The Lease, when the replicator runs without the reconciler (`--no-controller`).
+    pub lease_namespace: Option<String>,
+    pub lease_name: String,
+}
+
+impl ReplicatorOptions {
+    /// From the `serve` flags: where the platform values are, and the Lease it shares with
+    /// the reconciler.
+    pub fn from_args(serve: &crate::config::ServeArgs) -> ReplicatorOptions {
+        ReplicatorOptions {
+            values: crate::replicate::ValuesLocation {
+                namespace: serve.values_secret_namespace.clone(),
+                name: serve.values_secret_name.clone(),
+                key: serve.values_secret_key.clone(),
+            },
+            lease_namespace: serve.leader_election_namespace.clone(),
+            lease_name: serve.leader_election_name.clone(),
+        }
+    }
+}
+
+/// Start the wildcard-Secret replicator (SPEC §3.6) on the shared namespace index. It
+/// writes only while `leader` holds the Lease; without one (the reconciler is off) it runs
+/// the same election itself. The handle ends only when the replicator ended.
+pub fn start_replicator(
+    client: Client,
+    namespaces: Arc<LiveNamespaces>,
+    metrics: Metrics,
+    leader: Option<Leader>,
+    opts: ReplicatorOptions,
+) -> tokio::task::JoinHandle<&'static str> {
+    tokio::spawn(async move {
+        let values = opts.values;
+        match leader {
+            Some(leader) => {
+                let instance = lease::identity();
+                crate::replicate::run(client, namespaces, metrics, leader, instance, values).await;
+                "the wildcard-Secret replicator ended"
+            }
+            None => {
+                let namespace = opts.lease_namespace.unwrap_or_else(|| {
+                    lease::default_namespace(Path::new(lease::SERVICE_ACCOUNT_NAMESPACE_FILE))
+                });
+                let cfg = LeaseConfig::new(namespace, opts.lease_name);
+                let instance = cfg.identity.clone();
+                let (tx, leader) = Leader::channel();
+                let election = lease::run(client.clone(), cfg, tx, metrics.clone());
+                let replicator =
+                    crate::replicate::run(client, namespaces, metrics, leader, instance, values);
+                tokio::select! {
+                    _ = election => "the leader election ended",
+                    _ = replicator => "the wildcard-Secret replicator ended",
+                }
+            }
+        }
+    })
 }
 
 #[cfg(test)]

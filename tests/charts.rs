@@ -817,6 +817,14 @@ fn expected_cluster_rules() -> Rules {
         ("gateway.networking.k8s.io", "tlsroutes/status", &["update"]),
         // kube-runtime Recorder::publish: create, then patch to count a repeated event.
         ("events.k8s.io", "events", &["create", "patch"]),
+        // replicate/run.rs: the values Secret and the source name watched by field selector,
+        // the replicas by label selector, in every namespace (list, watch); server-side apply
+        // of a replica (patch, and create when it does not exist yet); the prune (delete).
+        (
+            "",
+            "secrets",
+            &["list", "watch", "create", "patch", "delete"],
+        ),
     ])
 }
 
@@ -848,8 +856,12 @@ fn rbac_grants_exactly_the_verbs_the_code_uses() {
         one(&objs, "ServiceAccount")["metadata"]["name"],
         "rel-tenant-gateway"
     );
-    // No Secret access at all: nothing in the code reads or writes Secrets yet.
-    assert!(!rules_of(cr).iter().any(|(_, r, _, _)| r == "secrets"));
+    // Secrets only for the replicator, and never `get` (nothing reads one Secret by name).
+    assert!(
+        !rules_of(cr)
+            .iter()
+            .any(|(_, r, v, _)| r == "secrets" && v == "get")
+    );
 
     // The Lease follows leaderElection.*.
     let objs = tg(&[
@@ -872,13 +884,83 @@ fn rbac_grants_exactly_the_verbs_the_code_uses() {
     );
 
     // Webhook only: read namespaces, nothing else.
-    let objs = tg(&["--set", "controller.enabled=false"]);
+    let objs = tg(&[
+        "--set",
+        "controller.enabled=false",
+        "--set",
+        "replicator.enabled=false",
+    ]);
     assert_eq!(
         rules_of(one(&objs, "ClusterRole")),
         rules(&[("", "namespaces", &["get", "list", "watch"])])
     );
     assert!(find(&objs, "Role").is_empty());
-    assert!(args_of(&objs).contains(&"--no-controller".to_string()));
+    let args = args_of(&objs);
+    assert!(args.contains(&"--no-controller".to_string()));
+    assert!(args.contains(&"--no-replicator".to_string()));
+    assert!(!args.iter().any(|a| a.starts_with("--values-secret-")));
+
+    // Replicator without the reconciler: Secrets, events and the Lease (it runs the
+    // election itself), nothing of the reconciler's.
+    let objs = tg(&["--set", "controller.enabled=false"]);
+    assert_eq!(
+        rules_of(one(&objs, "ClusterRole")),
+        rules(&[
+            ("", "namespaces", &["get", "list", "watch"]),
+            (
+                "",
+                "secrets",
+                &["list", "watch", "create", "patch", "delete"]
+            ),
+            ("events.k8s.io", "events", &["create", "patch"]),
+        ])
+    );
+    assert_eq!(
+        one(&objs, "Role")["rules"][0]["resources"],
+        json!(["leases"])
+    );
+    assert!(
+        find(&objs, "RoleBinding")
+            .iter()
+            .any(|b| b["roleRef"]["name"] == "rel-tenant-gateway-leader-election")
+    );
+
+    // replicator.secretNames narrows patch and delete to those names.
+    let objs = tg(&[
+        "--set",
+        "controller.enabled=false",
+        "--set",
+        "replicator.secretNames={wild,wild-old}",
+    ]);
+    let mut want = rules(&[
+        ("", "namespaces", &["get", "list", "watch"]),
+        ("", "secrets", &["list", "watch", "create"]),
+        ("events.k8s.io", "events", &["create", "patch"]),
+    ]);
+    for name in ["wild", "wild-old"] {
+        for v in ["patch", "delete"] {
+            want.insert(("".into(), "secrets".into(), v.into(), Some(name.into())));
+        }
+    }
+    assert_eq!(rules_of(one(&objs, "ClusterRole")), want);
+
+    // The values location reaches the flags.
+    let objs = tg(&[
+        "--set",
+        "replicator.valuesSecret.namespace=platform",
+        "--set",
+        "replicator.valuesSecret.name=values",
+        "--set",
+        "replicator.valuesSecret.key=cluster.yaml",
+    ]);
+    let args = args_of(&objs);
+    for (flag, value) in [
+        ("--values-secret-namespace", "platform"),
+        ("--values-secret-name", "values"),
+        ("--values-secret-key", "cluster.yaml"),
+    ] {
+        assert_eq!(arg_value(&args, flag).as_deref(), Some(value), "{flag}");
+    }
 }
 
 // ---------------------------------------------------------------------------------------
@@ -1347,6 +1429,10 @@ fn served_metric_names() -> BTreeSet<String> {
     m.reconcile_writes
         .with_label_values(&["Gateway", "apply"])
         .inc();
+    m.wildcard_hold
+        .with_label_values(&["source_missing"])
+        .set(0);
+    m.wildcard_writes.with_label_values(&["create"]).inc();
     let mut names = BTreeSet::new();
     for line in m.render().lines() {
         if line.starts_with('#') || line.is_empty() {

@@ -364,6 +364,13 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ),
         ("create", "events.events.k8s.io", Some("tenant-alice")),
         ("patch", "events.events.k8s.io", Some("tenant-alice")),
+        // The replicator: watches by field and label selector in every namespace,
+        // server-side apply of replicas, prune.
+        ("list", "secrets", None),
+        ("watch", "secrets", None),
+        ("create", "secrets", Some("tenant-alice")),
+        ("patch", "secrets", Some("tenant-alice")),
+        ("delete", "secrets", Some("tenant-alice")),
         ("create", "leases.coordination.k8s.io", Some(NS)),
         ("get", "leases.coordination.k8s.io/tenant-gateway", Some(NS)),
         (
@@ -381,7 +388,7 @@ fn helm_install_then_run_with_the_charts_rbac() {
     // ... and samples it must not have.
     let denied: &[(&str, &str, Option<&str>)] = &[
         ("get", "secrets", Some("tenant-alice")),
-        ("list", "secrets", None),
+        ("update", "secrets", Some("tenant-alice")),
         ("delete", "namespaces", None),
         ("update", "namespaces", None),
         (
@@ -575,6 +582,39 @@ fn helm_install_then_run_with_the_charts_rbac() {
                 .then_some(())
         },
     );
+    // The replicator with exactly the chart's RBAC: the values (at the chart's default
+    // location) name a Secret of tenant-root; a namespace owning its Gateway gets the copy.
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-repl",
+                "labels": {"namespace.cozystack.io/gateway": "tenant-repl"}}})
+            .to_string(),
+        ),
+    );
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/tls",
+                "metadata": {"name": "wild", "namespace": "tenant-root"},
+                "stringData": {"tls.crt": "crt", "tls.key": "key"}})
+            .to_string(),
+        ),
+    );
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Secret",
+                "metadata": {"name": "cozystack-values", "namespace": NS},
+                "stringData": {"values.yaml": "_cluster:\n  wildcard-secret-name: wild\n"}})
+            .to_string(),
+        ),
+    );
+    wait_logged(&serve, "the wildcard Secret replica", WAIT, || {
+        let s = get(&cp, &["secret", "wild", "-n", "tenant-repl"])?;
+        (s["metadata"]["labels"]["gateway.cozystack.io/wildcard-copy"] == "true").then_some(())
+    });
+
     // Every metric the dashboard and the alerts query is on /metrics of this running serve.
     let exposed = metrics_text(&addr);
     let mut used = BTreeSet::new();
