@@ -9,7 +9,9 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tenant_gateway::admission::Admission;
 use tenant_gateway::certs;
-use tenant_gateway::cluster::{LiveNamespaces, NamespaceSource, StaticNamespaces, objects};
+use tenant_gateway::cluster::{
+    LiveNamespaces, NamespaceSource, StaticNamespaces, objects, route_snapshot,
+};
 use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::offline::{self, Caller, DefaultNamespace};
@@ -45,6 +47,10 @@ enum Command {
         /// Input file; `-` or absent reads standard input.
         #[arg(short = 'f', long = "filename", env = "TENANT_GATEWAY_FILENAME")]
         file: Option<PathBuf>,
+        /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
+        /// about hostname conflicts and the listener budget as the server would.
+        #[arg(long, env = "TENANT_GATEWAY_ROUTES")]
+        routes: Option<PathBuf>,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -147,6 +153,11 @@ struct CheckArgs {
     /// With a cluster: evaluate every object as a CREATE, even when it exists already.
     #[arg(long, env = "TENANT_GATEWAY_CREATE_ONLY")]
     create_only: bool,
+    /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
+    /// about hostname conflicts and the listener budget as the server would (with a
+    /// cluster, its routes are read instead).
+    #[arg(long, env = "TENANT_GATEWAY_ROUTES")]
+    routes: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -196,8 +207,12 @@ fn print_out(text: &str) -> std::io::Result<()> {
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { serve, policy } => serve_cmd(serve, policy).await,
-        Command::Review { file, policy } => {
-            let admission = offline_admission(&policy)?;
+        Command::Review {
+            file,
+            routes,
+            policy,
+        } => {
+            let admission = with_route_snapshot(offline_admission(&policy)?, routes.as_deref())?;
             let input = offline::read_input(file.as_deref())?;
             let mut stdout = std::io::stdout().lock();
             let summary = offline::review(&admission, &input, &mut stdout).await?;
@@ -294,6 +309,11 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             "--namespaces and --kubeconfig/--context both say where namespaces come from: give one"
         );
     }
+    if cluster && check.routes.is_some() {
+        anyhow::bail!(
+            "--routes and --kubeconfig/--context both say where routes come from: give one"
+        );
+    }
     let mut manifests =
         offline::read_manifests(&check.files, check.recursive, policy.namespaces.as_deref())?;
     for note in &manifests.notes {
@@ -347,13 +367,18 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                         .await?;
             }
         }
+        let routes = route_snapshot::list(&client).await?;
         Admission::new(
             Arc::new(cfg.clone()),
             NamespaceSource::Static(Arc::new(namespaces)),
             Metrics::new(),
         )
+        .with_routes(Arc::new(routes))
     } else {
-        offline_admission_with(cfg.clone(), &policy)?
+        with_route_snapshot(
+            offline_admission_with(cfg.clone(), &policy)?,
+            check.routes.as_deref(),
+        )?
     };
     if let Some(note) =
         offline::unnamespaced_note(offline::unnamespaced(&manifests.items), &caller, &cfg)
@@ -400,6 +425,17 @@ fn offline_admission_with(cfg: PolicyConfig, policy: &PolicyArgs) -> anyhow::Res
         }
     };
     Ok(Admission::new(Arc::new(cfg), namespaces, Metrics::new()))
+}
+
+/// `--routes FILE`: the route index the warnings of SPEC §3.4 read offline.
+fn with_route_snapshot(
+    admission: Admission,
+    routes: Option<&std::path::Path>,
+) -> anyhow::Result<Admission> {
+    Ok(match routes {
+        Some(path) => admission.with_routes(Arc::new(route_snapshot::from_file(path)?)),
+        None => admission,
+    })
 }
 
 async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
@@ -473,6 +509,9 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             "--tls-cert-file and --tls-key-file are required for the webhook (create a development pair with `tenant-gateway certs`)"
         ),
     };
+    // The reconciler's route index feeds the warnings of SPEC §3.4; without a reconciler
+    // (`--namespaces`, `--no-controller`) it stays empty.
+    let mut routes = None;
     let namespaces = match policy.static_namespaces()? {
         Some(s) => {
             readiness.set_index_synced(true);
@@ -493,6 +532,7 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                     metrics.clone(),
                     reconciler_opts,
                 );
+                routes = Some(r.routes.clone());
                 if let Some(c) = self_cert.clone() {
                     // The server starts on the pair: wait until the leader (maybe this
                     // replica) has made it and it is on disk.
@@ -513,7 +553,11 @@ async fn serve_cmd(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             NamespaceSource::Live(live)
         }
     };
-    let admission = Arc::new(Admission::new(Arc::new(cfg), namespaces, metrics.clone()));
+    let mut admission = Admission::new(Arc::new(cfg), namespaces, metrics.clone());
+    if let Some(routes) = routes {
+        admission = admission.with_routes(routes);
+    }
+    let admission = Arc::new(admission);
     let opts = ServeOptions {
         listen: serve.listen,
         metrics_listen: serve.metrics_listen,
