@@ -314,8 +314,14 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             "--routes and --kubeconfig/--context both say where routes come from: give one"
         );
     }
+    // Snapshots are context, not input, when they sit beside the manifests.
+    let context_files: Vec<&std::path::Path> =
+        [policy.namespaces.as_deref(), check.routes.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
     let mut manifests =
-        offline::read_manifests(&check.files, check.recursive, policy.namespaces.as_deref())?;
+        offline::read_manifests_skipping(&check.files, check.recursive, &context_files)?;
     for note in &manifests.notes {
         eprintln!("{note}");
     }

@@ -198,12 +198,12 @@ fn http_route(
         };
         let text = if claims::shares_with(&me, &winner) {
             format!(
-                "{h}: also on {on} by {}; this route wins, they get HostnameConflict",
+                "HostnameConflict for {}: {h} is also on {on}; this route wins",
                 some_of(&foreign)
             )
         } else {
             format!(
-                "{h}: {} already has it on {on} and wins; this route gets HostnameConflict",
+                "HostnameConflict: {h} is already on {on} from {}, which wins",
                 winner.namespace
             )
         };
@@ -238,7 +238,7 @@ fn http_route(
         )
     } else {
         format!(
-            "Gateway {on}: {left} of {MAX_LISTENERS} listeners left (http01), {new} needed: {} hostname(s) get none; use certMode dns01",
+            "Gateway {on}: {left} of {MAX_LISTENERS} listeners left, {new} needed, {} hostname(s) get none (http01); use certMode dns01",
             new - left
         )
     };
@@ -267,7 +267,7 @@ fn tls_route(
         out.push(RouteWarning {
             reason: Reason::PassthroughShared,
             text: format!(
-                "{h}: also passed through on {on} by {}; not arbitrated, the data plane picks",
+                "{h} also passes through {on} from {}; the data plane picks one",
                 some_of(&others)
             ),
         });
@@ -339,7 +339,7 @@ mod tests {
     use kube::api::DynamicObject;
     use serde_json::{Value, json};
 
-    const GW: (&str, &str) = ("tenant-root", "gw");
+    const GW: (&str, &str) = ("tenant-root", "tenant-root");
 
     /// A route as the API server holds it. `section`: the parentRef's sectionName;
     /// `published`: carries our status entry for the Gateway.
@@ -395,7 +395,7 @@ mod tests {
 
     #[test]
     fn hostname_conflicts_say_who_wins() {
-        let h = "dash.alice.example.org";
+        let h = "dashboard.alice.example.org";
         // (index, admitted route, expected (reason, substrings) per warning)
         type Case = (
             &'static str,
@@ -411,10 +411,7 @@ mod tests {
                 vec![(
                     Reason::HostnameConflict,
                     vec![
-                        h,
-                        "cozy-dashboard already has it",
-                        "tenant-root/gw",
-                        "this route gets HostnameConflict",
+                        "HostnameConflict: dashboard.alice.example.org is already on tenant-root/tenant-root from cozy-dashboard, which wins",
                     ],
                 )],
             ),
@@ -424,7 +421,9 @@ mod tests {
                 http("cozy-dashboard", "dashboard", &[h]),
                 vec![(
                     Reason::HostnameConflict,
-                    vec!["also on tenant-root/gw by tenant-alice", "this route wins"],
+                    vec![
+                        "HostnameConflict for tenant-alice: dashboard.alice.example.org is also on tenant-root/tenant-root; this route wins",
+                    ],
                 )],
             ),
             (
@@ -433,7 +432,7 @@ mod tests {
                 http("tenant-alice", "z", &[h]),
                 vec![(
                     Reason::HostnameConflict,
-                    vec!["by tenant-bob; this route wins"],
+                    vec!["HostnameConflict for tenant-bob:", "this route wins"],
                 )],
             ),
             (
@@ -442,7 +441,7 @@ mod tests {
                 http("tenant-bob", "a", &[h]),
                 vec![(
                     Reason::HostnameConflict,
-                    vec!["tenant-alice already has it"],
+                    vec!["from tenant-alice, which wins"],
                 )],
             ),
             (
@@ -453,13 +452,16 @@ mod tests {
                     http("tenant-dave", "a", &[h]),
                 ],
                 http("cozy-x", "a", &[h]),
-                vec![(Reason::HostnameConflict, vec!["by tenant-bob and 2 more;"])],
+                vec![(
+                    Reason::HostnameConflict,
+                    vec!["HostnameConflict for tenant-bob and 2 more:"],
+                )],
             ),
             (
                 "the winner is decided among all claimants, not against the first",
                 vec![http("tenant-bob", "a", &[h]), http("cozy-x", "a", &[h])],
                 http("tenant-alice", "a", &[h]),
-                vec![(Reason::HostnameConflict, vec!["cozy-x already has it"])],
+                vec![(Reason::HostnameConflict, vec!["from cozy-x, which wins"])],
             ),
             (
                 "one namespace shares a hostname among its routes",
@@ -518,7 +520,7 @@ mod tests {
                 http("tenant-alice", "web", &[h]),
                 vec![(
                     Reason::HostnameConflict,
-                    vec!["cozy-dashboard already has it"],
+                    vec!["from cozy-dashboard, which wins"],
                 )],
             ),
             (
@@ -563,8 +565,8 @@ mod tests {
                     ],
                 ),
                 vec![
-                    (Reason::HostnameConflict, vec!["a.alice.example.org:"]),
-                    (Reason::HostnameConflict, vec!["b.alice.example.org:"]),
+                    (Reason::HostnameConflict, vec![": a.alice.example.org is"]),
+                    (Reason::HostnameConflict, vec![": b.alice.example.org is"]),
                 ],
             ),
             (
@@ -588,8 +590,7 @@ mod tests {
                 vec![(
                     Reason::PassthroughShared,
                     vec![
-                        "also passed through on tenant-root/gw by cozy-kubevirt",
-                        "not arbitrated",
+                        "dashboard.alice.example.org also passes through tenant-root/tenant-root from cozy-kubevirt; the data plane picks one",
                     ],
                 )],
             ),
@@ -647,16 +648,20 @@ mod tests {
     #[test]
     fn listener_budget_counts_what_is_left() {
         // (what, routes in the index, admitted hostnames, expected substrings; none = no warning)
-        let cases: Vec<(&str, Vec<RouteFacts>, Vec<&str>, Option<Vec<&str>>)> = vec![
+        type Case = (
+            &'static str,
+            Vec<RouteFacts>,
+            Vec<&'static str>,
+            Option<Vec<&'static str>>,
+        );
+        let cases: Vec<Case> = vec![
             ("plenty left", filled(10), vec!["new.example.org"], None),
             (
                 "63 listeners in use (http + 62): the next hostname takes the last one",
                 filled(62),
                 vec!["new.example.org"],
                 Some(vec![
-                    "Gateway tenant-root/gw",
-                    "takes the last 1 of 64 listeners",
-                    "dns01",
+                    "Gateway tenant-root/tenant-root: this route takes the last 1 of 64 listeners (http01); more need certMode dns01",
                 ]),
             ),
             (
@@ -664,15 +669,16 @@ mod tests {
                 filled(62),
                 vec!["new.example.org", "new2.example.org"],
                 Some(vec![
-                    "1 of 64 listeners left (http01), 2 needed: 1 hostname(s) get none",
-                    "dns01",
+                    "Gateway tenant-root/tenant-root: 1 of 64 listeners left, 2 needed, 1 hostname(s) get none (http01); use certMode dns01",
                 ]),
             ),
             (
                 "full: nothing left",
                 filled(63),
                 vec!["new.example.org"],
-                Some(vec!["0 of 64 listeners left (http01), 1 needed"]),
+                Some(vec![
+                    "0 of 64 listeners left, 1 needed, 1 hostname(s) get none",
+                ]),
             ),
             (
                 "over the cap already (70 published): still 0 left",
@@ -786,8 +792,15 @@ mod tests {
         let got = run(&index, &route);
         let texts: Vec<&str> = got.iter().map(|w| w.text.as_str()).collect();
         assert_eq!(got.len(), 2, "{texts:?}");
-        assert!(texts[0].contains("cozy-b") && texts[0].contains("tenant-root/gw "));
-        assert!(texts[1].contains("cozy-a") && texts[1].contains("tenant-root/gw2"));
+        // Gateways in (namespace, name) order.
+        assert!(
+            texts[0].contains("tenant-root/gw2 from cozy-a"),
+            "{texts:?}"
+        );
+        assert!(
+            texts[1].contains("tenant-root/tenant-root from cozy-b"),
+            "{texts:?}"
+        );
     }
 
     fn review(ns: &str, hosts: &[&str], parent: Value) -> Vec<u8> {
@@ -835,7 +848,7 @@ mod tests {
             metrics.clone(),
         )
         .with_routes(idx);
-        let parent = json!({"name": "gw", "namespace": "tenant-root"});
+        let parent = json!({"name": GW.1, "namespace": GW.0});
         async fn post(a: &Admission, body: Vec<u8>) -> Value {
             let r = a.handle(Some(WebhookResource::HttpRoutes), &body).await;
             serde_json::from_slice::<Value>(&r.body).expect("json")
@@ -847,7 +860,7 @@ mod tests {
         assert!(
             w[0].as_str()
                 .unwrap_or_default()
-                .contains("cozy-dashboard already has it")
+                .contains("from cozy-dashboard, which wins")
         );
         let text = metrics.render();
         assert!(
