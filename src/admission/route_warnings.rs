@@ -21,7 +21,7 @@
 //! http01 one (dns01/existingSecret Gateways have no per-hostname listeners; their routes
 //! rarely come near 63 distinct hostnames, and the warning says what it assumes).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::sync::Arc;
 
 use crate::claims::{self, Claimant};
@@ -166,21 +166,32 @@ fn http_route(
         // sectionName `http` or `tls-…`: no HTTPS listener, no hostname claimed.
         return;
     }
-    // hostname -> the routes claiming it here
+    let mine = valid_hostnames(route);
+    // One pass over the Gateway's routes: who else claims each of our hostnames, and the
+    // distinct hostnames with a listener, counted only up to the cap (past it nothing is
+    // left either way, so a large Gateway costs a scan, not a set of all its hostnames).
     let mut claimed: BTreeMap<&str, Vec<Claimant<'_>>> = BTreeMap::new();
+    let mut with_listener: HashSet<&str> = HashSet::new();
     for r in published.iter().filter(|r| on.claimed_by(r)) {
-        for h in valid_hostnames(r) {
-            claimed.entry(h).or_default().push(Claimant {
-                namespace: &r.namespace,
-                name: &r.name,
-            });
+        for h in r.hostnames.iter().map(String::as_str) {
+            if mine.contains(h) {
+                claimed.entry(h).or_default().push(Claimant {
+                    namespace: &r.namespace,
+                    name: &r.name,
+                });
+            }
+            if with_listener.len() < MAX_LISTENERS
+                && !hostname::is_wildcard(h)
+                && hostname::validate(h).is_ok()
+            {
+                with_listener.insert(h);
+            }
         }
     }
     let me = Claimant {
         namespace: &route.namespace,
         name: &route.name,
     };
-    let mine = valid_hostnames(route);
     for h in &mine {
         let Some(others) = claimed.get(h) else {
             continue;
@@ -221,13 +232,11 @@ fn http_route(
         .flatten()
         .filter(|s| s.starts_with("tls-"))
         .collect();
-    let listenable = |h: &str| !hostname::is_wildcard(h);
-    let hosts_in_use = claimed.keys().filter(|h| listenable(h)).count();
-    let in_use = 1 + passthrough.len() + hosts_in_use;
+    let in_use = 1 + passthrough.len() + with_listener.len();
     let left = MAX_LISTENERS.saturating_sub(in_use);
     let new = mine
         .iter()
-        .filter(|h| listenable(h) && !claimed.contains_key(*h))
+        .filter(|h| !hostname::is_wildcard(h) && !claimed.contains_key(*h))
         .count();
     if new == 0 || new < left {
         return;
