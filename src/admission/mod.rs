@@ -599,7 +599,7 @@ impl Admission {
         if decision.allowed {
             decision
                 .warnings
-                .extend(self.index_warnings(resource, &review));
+                .extend(self.index_warnings(resource, &review, &ns_ctx));
         }
         decision
     }

@@ -65,11 +65,16 @@ pub struct RouteWarning {
 }
 
 /// The warnings for admitting `route`. `snapshot(namespace, name)` is the index's routes of
-/// one Gateway; `system_prefix` the conflict rule's (`--system-prefix`).
+/// one Gateway; `system_prefix` the conflict rule's (`--system-prefix`); `publishes_through`
+/// the route namespace's `namespace.cozystack.io/gateway` label when its labels are known
+/// (`""` without the label): a tenant namespace reaches another namespace's Gateway only
+/// through that label (layer 1), so a route naming any other Gateway will not attach and gets
+/// no warning about it. `None` (labels not read: outside tenant scope) judges every Gateway.
 pub fn warnings(
     route: &RouteFacts,
     snapshot: impl Fn(&str, &str) -> Arc<GatewayRoutes>,
     system_prefix: &str,
+    publishes_through: Option<&str>,
 ) -> Vec<RouteWarning> {
     // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
     let targets = RouteFacts {
@@ -78,6 +83,9 @@ pub fn warnings(
     };
     let mut out = Vec::new();
     for (gw_ns, gw_name) in gateways_of(&targets) {
+        if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
+            continue;
+        }
         let routes = snapshot(&gw_ns, &gw_name);
         let on = Gateway {
             namespace: &gw_ns,
@@ -291,6 +299,7 @@ impl super::Admission {
         &self,
         resource: super::WebhookResource,
         review: &crate::policy::Review<'_>,
+        ns: &crate::policy::NamespaceContext,
     ) -> Vec<String> {
         let kind = match resource {
             super::WebhookResource::HttpRoutes => RouteKind::HttpRoute,
@@ -303,10 +312,19 @@ impl super::Admission {
             return Vec::new();
         }
         let facts = admitted(kind, review);
+        let publishes_through = match ns {
+            crate::policy::NamespaceContext::Found { labels } => Some(
+                labels
+                    .get(crate::platform::GATEWAY_LABEL)
+                    .map_or("", String::as_str),
+            ),
+            crate::policy::NamespaceContext::NotFound => None,
+        };
         let found = warnings(
             &facts,
             |ns, name| self.routes.for_gateway(ns, name),
             &self.cfg.system_prefix,
+            publishes_through,
         );
         found
             .into_iter()
@@ -399,7 +417,7 @@ mod tests {
         for r in index {
             idx.apply(r.clone());
         }
-        warnings(route, |ns, n| idx.for_gateway(ns, n), "cozy-")
+        warnings(route, |ns, n| idx.for_gateway(ns, n), "cozy-", None)
     }
 
     #[test]
@@ -838,6 +856,7 @@ mod tests {
         use crate::admission::{Admission, WebhookResource};
         use crate::cluster::{NamespaceSource, StaticNamespaces};
         use crate::metrics::Metrics;
+        use crate::platform::GATEWAY_LABEL;
         use crate::policy::{HOST_LABEL, PolicyConfig};
         use std::collections::BTreeMap;
 
@@ -845,7 +864,10 @@ mod tests {
         let mut ns = StaticNamespaces::default();
         ns.insert(
             "tenant-alice",
-            BTreeMap::from([(HOST_LABEL.to_string(), "alice.example.org".to_string())]),
+            BTreeMap::from([
+                (HOST_LABEL.to_string(), "alice.example.org".to_string()),
+                (GATEWAY_LABEL.to_string(), "tenant-root".to_string()),
+            ]),
         );
         let ns = NamespaceSource::Static(Arc::new(ns));
         let idx = Arc::new(RouteIndex::default());
@@ -897,5 +919,39 @@ mod tests {
         let v = post(&plain, review("tenant-alice", &[h], parent)).await;
         assert_eq!(v["response"]["allowed"], json!(true));
         assert!(v["response"].get("warnings").is_none(), "{v}");
+    }
+
+    #[test]
+    fn a_tenant_route_is_judged_only_on_gateways_it_may_attach_to() {
+        let h = "dashboard.alice.example.org";
+        let idx = RouteIndex::default();
+        idx.apply(http("cozy-dashboard", "dashboard", &[h]));
+        let route = http("tenant-alice", "web", &[h]);
+        let run = |through: Option<&str>| {
+            warnings(&route, |ns, n| idx.for_gateway(ns, n), "cozy-", through).len()
+        };
+        // (gateway label of tenant-alice, warnings)
+        for (through, want) in [
+            (Some("tenant-root"), 1),
+            (None, 1),
+            (Some("tenant-bob"), 0),
+            (Some(""), 0),
+        ] {
+            assert_eq!(run(through), want, "{through:?}");
+        }
+        // Its own namespace's Gateway needs no label.
+        let idx = RouteIndex::default();
+        let mut other = http("tenant-alice", "x", &[h]);
+        other.namespace = "tenant-alice-2".into();
+        let mut own = http("tenant-alice", "web", &[h]);
+        for r in [&mut other, &mut own] {
+            r.parent_refs[0].namespace = Some("tenant-alice".into());
+            if let Some(e) = r.our_status.first_mut() {
+                e.parent_ref.namespace = Some("tenant-alice".into());
+            }
+        }
+        idx.apply(other);
+        let got = warnings(&own, |ns, n| idx.for_gateway(ns, n), "cozy-", Some(""));
+        assert_eq!(got.len(), 1, "{got:?}");
     }
 }
