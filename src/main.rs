@@ -374,12 +374,15 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             }
         }
         let routes = route_snapshot::list(&client).await?;
+        for note in &routes.notes {
+            eprintln!("{note}");
+        }
         Admission::new(
             Arc::new(cfg.clone()),
             NamespaceSource::Static(Arc::new(namespaces)),
             Metrics::new(),
         )
-        .with_routes(Arc::new(routes))
+        .with_routes(Arc::new(routes.index))
     } else {
         with_route_snapshot(
             offline_admission_with(cfg.clone(), &policy)?,

@@ -176,6 +176,50 @@ fn offline_matches(
     assert_eq!(live, want, "check --kubeconfig");
 }
 
+/// `check --kubeconfig` by someone who may list namespaces and get routes but not list
+/// routes: the verdicts still come, the warnings are said to be missing.
+fn may_not_list_routes(cp: &ControlPlane, dir: &std::path::Path, route: &Value) {
+    cp.grant_only(
+        "e2e-lister",
+        r#"[{"apiGroups":[""],"resources":["namespaces"],"verbs":["list"]},
+            {"apiGroups":["gateway.networking.k8s.io"],"resources":["httproutes","tlsroutes"],"verbs":["get"]}]"#,
+    );
+    let o = cp.kubectl_ok(&["config", "view", "--raw", "-o", "json"], None);
+    let mut kc: Value = serde_json::from_str(&o.stdout).expect("kubeconfig JSON");
+    for u in kc["users"].as_array_mut().expect("users") {
+        u["user"]["as"] = json!("e2e-lister");
+    }
+    let kubeconfig = dir.join("lister.kubeconfig");
+    std::fs::write(&kubeconfig, kc.to_string()).expect("write kubeconfig");
+    let manifest = dir.join("route.json");
+    std::fs::write(&manifest, route.to_string()).expect("write manifest");
+    let out = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+        .args([
+            "check",
+            "-o",
+            "json",
+            "--root-host",
+            "example.org",
+            "--as",
+            "alice",
+        ])
+        .arg("-f")
+        .arg(&manifest)
+        .arg("--kubeconfig")
+        .arg(&kubeconfig)
+        .output()
+        .expect("check runs");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{err}");
+    assert!(err.contains("cannot list HTTPRoutes cluster-wide"), "{err}");
+    let v: Value = serde_json::from_slice(&out.stdout).expect("report");
+    assert_eq!(v["items"][0]["verdict"], "ALLOWED", "{v}");
+    assert_eq!(
+        v["items"][0]["operation"], "UPDATE",
+        "the live object was read: {v}"
+    );
+}
+
 #[test]
 fn route_index_warnings_on_a_real_api_server() {
     let Some(cp) = ControlPlane::start_or_skip() else {
@@ -254,6 +298,7 @@ fn route_index_warnings_on_a_real_api_server() {
         "the warnings are counted: {text}"
     );
     offline_matches(&cp, dir.path(), "alice", &alice, &[CONFLICT]);
+    may_not_list_routes(&cp, dir.path(), &alice);
 
     // 63 listeners in use (http + 62 hostnames): the next route takes the last one.
     cp.kubectl_ok(

@@ -131,10 +131,19 @@ fn route_of(
     Ok(project(kind, &object))
 }
 
+/// What [`list`] read, with notes for stderr.
+#[derive(Default)]
+pub struct Listed {
+    pub index: RouteIndex,
+    /// Kinds the caller may not list: their warnings are not given (said, not hidden).
+    pub notes: Vec<String>,
+}
+
 /// List every HTTPRoute and TLSRoute of the cluster once (paged; read-only). A kind whose
-/// CRD is not served contributes nothing.
-pub async fn list(client: &Client) -> Result<RouteIndex, RouteSnapshotError> {
-    let index = RouteIndex::default();
+/// CRD is not served contributes nothing; one the caller may not list is a note (the
+/// warnings are advice, and the verdicts do not depend on them); any other error fails.
+pub async fn list(client: &Client) -> Result<Listed, RouteSnapshotError> {
+    let mut out = Listed::default();
     for (kind, what, name) in [
         (RouteKind::HttpRoute, "HTTPRoutes", "HTTPRoute"),
         (RouteKind::TlsRoute, "TLSRoutes", "TLSRoute"),
@@ -142,14 +151,21 @@ pub async fn list(client: &Client) -> Result<RouteIndex, RouteSnapshotError> {
         let Some(ar) = watch::served(client, GATEWAY_API_GROUP, name).await else {
             continue;
         };
-        list_kind(client, &ar, kind, &index)
-            .await
-            .map_err(|e| RouteSnapshotError::List {
-                what,
-                source: Box::new(e),
-            })?;
+        match list_kind(client, &ar, kind, &out.index).await {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 403 => out.notes.push(format!(
+                "note: cannot list {what} cluster-wide ({}); hostname-conflict and listener-budget warnings for them are not given",
+                e.message
+            )),
+            Err(e) => {
+                return Err(RouteSnapshotError::List {
+                    what,
+                    source: Box::new(e),
+                });
+            }
+        }
     }
-    Ok(index)
+    Ok(out)
 }
 
 async fn list_kind(
