@@ -84,6 +84,38 @@ pub enum HostnameError {
 /// The checks run from the coarsest to the finest so the reported reason is the one a person
 /// would fix first (an over-long or non-ASCII name is reported as such, not as "bad label 7").
 pub fn validate(h: &str) -> Result<(), HostnameError> {
+    // Every route and Ingress host of every review comes through here, and nearly all are
+    // valid: one pass over the bytes answers those; the detailed checks below only run to
+    // say what is wrong (`fast_path_agrees_with_the_detailed_checks` holds them equal).
+    if is_plainly_valid(h.as_bytes()) {
+        return Ok(());
+    }
+    validate_detailed(h)
+}
+
+/// True exactly when [`validate_detailed`] accepts `h`, in one pass and without allocating.
+fn is_plainly_valid(h: &[u8]) -> bool {
+    if h.is_empty() || h.len() > MAX_HOSTNAME_LEN {
+        return false;
+    }
+    let rest = h.strip_prefix(b"*.").unwrap_or(h);
+    let (mut label_len, mut prev) = (0usize, b'.');
+    for &b in rest {
+        match b {
+            b'a'..=b'z' | b'0'..=b'9' => label_len += 1,
+            b'-' if prev != b'.' => label_len += 1,
+            b'.' if label_len > 0 && prev != b'-' => label_len = 0,
+            _ => return false,
+        }
+        if label_len > MAX_LABEL_LEN {
+            return false;
+        }
+        prev = b;
+    }
+    label_len > 0 && prev != b'-'
+}
+
+fn validate_detailed(h: &str) -> Result<(), HostnameError> {
     if h.is_empty() {
         return Err(HostnameError::Empty);
     }
@@ -451,6 +483,56 @@ pub fn listenable(h: &str, apex: &str) -> Result<(), NotListenable> {
         });
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod fast_path_tests {
+    use super::*;
+
+    /// Every string over a small alphabet that stresses each rule (dots, hyphens, the
+    /// wildcard, case, a non-ASCII letter), up to length 6, plus long and edge forms: the
+    /// one-pass check and the detailed checks must agree on every one.
+    #[test]
+    fn fast_path_agrees_with_the_detailed_checks() {
+        let alphabet = ['a', '0', '-', '.', '*', 'A', '_', 'é'];
+        let mut inputs: Vec<String> = vec![String::new()];
+        let mut frontier = vec![String::new()];
+        for _ in 0..6 {
+            let mut next = Vec::new();
+            for p in &frontier {
+                for c in alphabet {
+                    let mut s = p.clone();
+                    s.push(c);
+                    next.push(s);
+                }
+            }
+            inputs.extend(next.iter().cloned());
+            frontier = next;
+        }
+        let l63 = "a".repeat(63);
+        let l64 = "a".repeat(64);
+        inputs.extend([
+            format!("{l63}.example.org"),
+            format!("{l64}.example.org"),
+            format!("*.{l63}"),
+            format!("*.{l64}"),
+            [l63.as_str(); 4].join("."), // 255 bytes: too long
+            format!("{}.a", [l63.as_str(); 3].join(".")), // 193 bytes: fine
+            format!("{}.{}", [l63.as_str(); 3].join("."), "a".repeat(61)), // 253
+            format!("{}.{}", [l63.as_str(); 3].join("."), "a".repeat(62)), // 254
+        ]);
+        let mut accepted = 0;
+        for h in &inputs {
+            let fast = is_plainly_valid(h.as_bytes());
+            let detailed = validate_detailed(h).is_ok();
+            assert_eq!(fast, detailed, "{h:?}: fast {fast}, detailed {detailed}");
+            assert_eq!(validate(h).is_ok(), detailed, "{h:?}");
+            accepted += usize::from(detailed);
+        }
+        // The corpus must exercise both outcomes in quantity, or the test proves nothing.
+        assert!(accepted > 500, "only {accepted} valid inputs");
+        assert!(inputs.len() - accepted > 100_000);
+    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! Latency of `create --dry-run=server` through a real kube-apiserver (SPEC §8: webhook vs
-//! the equivalent ValidatingAdmissionPolicy, ratio ≤ 1.15). It only measures: the driver
-//! script `bench/apiserver-latency` decides what is registered (webhook, policies, nothing).
+//! the equivalent ValidatingAdmissionPolicy, ratio ≤ 1.15), per guarded kind. It only
+//! measures: the driver script `bench/apiserver-latency` decides what is registered (webhook,
+//! policies, nothing).
 //!
 //! Direct API calls from one long-lived client, not `kubectl` processes: process start-up
 //! would swamp the difference being measured.
@@ -10,12 +11,174 @@ use std::time::{Duration, Instant};
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
+use serde_json::json;
 
 struct Args {
     kubeconfig: String,
     requests: usize,
     warmup: usize,
     label: String,
+    kind: Kind,
+}
+
+/// The kinds the webhook guards, each with an object every layer admits, created by the
+/// caller the layer sees in a tenant cluster (issue 11: "for every kind").
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    HttpRoute,
+    TlsRoute,
+    GrpcRoute,
+    Gateway,
+    ListenerSet,
+    Ingress,
+    Tenant,
+    Namespace,
+    Package,
+}
+
+const KINDS: [(&str, Kind); 9] = [
+    ("httproute", Kind::HttpRoute),
+    ("tlsroute", Kind::TlsRoute),
+    ("grpcroute", Kind::GrpcRoute),
+    ("gateway", Kind::Gateway),
+    ("listenerset", Kind::ListenerSet),
+    ("ingress", Kind::Ingress),
+    ("tenant", Kind::Tenant),
+    ("namespace", Kind::Namespace),
+    ("package", Kind::Package),
+];
+
+struct ApiOf {
+    group: &'static str,
+    version: &'static str,
+    kind: &'static str,
+    plural: &'static str,
+    namespaced: bool,
+}
+
+impl Kind {
+    fn name(self) -> &'static str {
+        KINDS
+            .iter()
+            .find(|(_, k)| *k == self)
+            .map_or("?", |(n, _)| n)
+    }
+
+    fn api(self) -> ApiOf {
+        let (group, version, kind, plural, namespaced) = match self {
+            Kind::HttpRoute => (
+                "gateway.networking.k8s.io",
+                "v1",
+                "HTTPRoute",
+                "httproutes",
+                true,
+            ),
+            Kind::TlsRoute => (
+                "gateway.networking.k8s.io",
+                "v1alpha2",
+                "TLSRoute",
+                "tlsroutes",
+                true,
+            ),
+            Kind::GrpcRoute => (
+                "gateway.networking.k8s.io",
+                "v1",
+                "GRPCRoute",
+                "grpcroutes",
+                true,
+            ),
+            Kind::Gateway => (
+                "gateway.networking.k8s.io",
+                "v1",
+                "Gateway",
+                "gateways",
+                true,
+            ),
+            Kind::ListenerSet => (
+                "gateway.networking.k8s.io",
+                "v1",
+                "ListenerSet",
+                "listenersets",
+                true,
+            ),
+            Kind::Ingress => ("networking.k8s.io", "v1", "Ingress", "ingresses", true),
+            Kind::Tenant => ("apps.cozystack.io", "v1alpha1", "Tenant", "tenants", true),
+            Kind::Namespace => ("", "v1", "Namespace", "namespaces", false),
+            Kind::Package => ("cozystack.io", "v1alpha1", "Package", "packages", false),
+        };
+        ApiOf {
+            group,
+            version,
+            kind,
+            plural,
+            namespaced,
+        }
+    }
+
+    /// Who creates it: a tenant user, except Packages (cluster-scoped, the platform's).
+    fn caller(self) -> (&'static str, &'static [&'static str]) {
+        match self {
+            Kind::Package => ("admin", &["e2e:users", "system:masters"]),
+            _ => ("alice", &["e2e:users", "tenant-alice-admins"]),
+        }
+    }
+
+    fn spec(self) -> serde_json::Value {
+        let route = json!({
+            "parentRefs": [{"name": "gw", "namespace": "tenant-root"}],
+            "hostnames": ["shop.alice.example.org", "api.alice.example.org"],
+            "rules": [{"backendRefs": [{"name": "web", "port": 443}]}]
+        });
+        match self {
+            Kind::HttpRoute | Kind::TlsRoute | Kind::GrpcRoute => route,
+            Kind::Gateway => json!({
+                "gatewayClassName": "cilium",
+                "listeners": [
+                    {"name": "http", "port": 80, "protocol": "HTTP"},
+                    {"name": "https", "port": 443, "protocol": "HTTPS",
+                     "hostname": "shop.alice.example.org",
+                     "tls": {"mode": "Terminate", "certificateRefs": [{"name": "c"}]}}
+                ]
+            }),
+            Kind::ListenerSet => json!({
+                "parentRef": {"name": "gw", "namespace": "tenant-root"},
+                "listeners": [{"name": "http", "port": 80, "protocol": "HTTP",
+                               "hostname": "ls.alice.example.org"}]
+            }),
+            Kind::Ingress => json!({
+                "rules": [{"host": "shop.alice.example.org", "http": {"paths": [{
+                    "path": "/", "pathType": "Prefix",
+                    "backend": {"service": {"name": "web", "port": {"number": 80}}}}]}}]
+            }),
+            Kind::Tenant => json!({"host": ""}),
+            Kind::Namespace => serde_json::Value::Null,
+            Kind::Package => json!({"components": {"platform": {"values": {"gateway": {
+                "attachedNamespaces": ["cozy-monitoring", "default"]}}}}}),
+        }
+    }
+
+    fn object(self, i: usize) -> DynamicObject {
+        let api = self.api();
+        let mut obj = DynamicObject::new(&format!("bench-{i}"), &self.resource());
+        if api.namespaced {
+            obj = obj.within("tenant-alice");
+        }
+        if self == Kind::Namespace {
+            obj.metadata.name = Some(format!("tenant-alice-bench-{i}"));
+            obj.metadata.labels = Some([("team".to_string(), "a".to_string())].into());
+        } else {
+            obj.data = json!({ "spec": self.spec() });
+        }
+        obj
+    }
+
+    fn resource(self) -> ApiResource {
+        let api = self.api();
+        ApiResource::from_gvk_with_plural(
+            &GroupVersionKind::gvk(api.group, api.version, api.kind),
+            api.plural,
+        )
+    }
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -24,6 +187,7 @@ fn parse_args() -> Result<Args, String> {
         requests: 500,
         warmup: 50,
         label: "run".to_string(),
+        kind: Kind::HttpRoute,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -35,6 +199,17 @@ fn parse_args() -> Result<Args, String> {
             }
             "--warmup" => a.warmup = value()?.parse().map_err(|e| format!("--warmup: {e}"))?,
             "--label" => a.label = value()?,
+            "--kind" => {
+                let v = value()?;
+                a.kind = KINDS
+                    .iter()
+                    .find(|(name, _)| *name == v)
+                    .map(|(_, k)| *k)
+                    .ok_or_else(|| {
+                        let names: Vec<&str> = KINDS.iter().map(|(n, _)| *n).collect();
+                        format!("--kind {v}: expected one of {}", names.join(", "))
+                    })?
+            }
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -47,26 +222,6 @@ fn parse_args() -> Result<Args, String> {
     Ok(a)
 }
 
-fn route(i: usize) -> DynamicObject {
-    let ar = api_resource();
-    let mut obj = DynamicObject::new(&format!("bench-{i}"), &ar).within("tenant-alice");
-    obj.data = serde_json::json!({
-        "spec": {
-            "parentRefs": [{"name": "gw", "namespace": "tenant-root"}],
-            "hostnames": ["shop.alice.example.org", "api.alice.example.org"],
-            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]
-        }
-    });
-    obj
-}
-
-fn api_resource() -> ApiResource {
-    ApiResource::from_gvk_with_plural(
-        &GroupVersionKind::gvk("gateway.networking.k8s.io", "v1", "HTTPRoute"),
-        "httproutes",
-    )
-}
-
 fn percentile(sorted: &[Duration], p: f64) -> f64 {
     let idx = ((sorted.len() as f64 - 1.0) * p).round() as usize;
     sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1000.0
@@ -75,37 +230,55 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args = parse_args().map_err(|e| {
-        format!("{e}\nusage: apiserver-latency --kubeconfig FILE [--requests N] [--warmup N] [--label L]")
+        format!(
+            "{e}\nusage: apiserver-latency --kubeconfig FILE [--requests N] [--warmup N] [--label L] [--kind K]"
+        )
     })?;
     let kc = Kubeconfig::read_from(&args.kubeconfig)?;
-    let config = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    let mut config =
+        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    let (user, groups) = args.kind.caller();
+    config.auth_info.impersonate = Some(user.to_string());
+    config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());
     let client = Client::try_from(config)?;
-    let api: Api<DynamicObject> = Api::namespaced_with(client, "tenant-alice", &api_resource());
+    let ar = args.kind.resource();
+    let api: Api<DynamicObject> = if args.kind.api().namespaced {
+        Api::namespaced_with(client, "tenant-alice", &ar)
+    } else {
+        Api::all_with(client, &ar)
+    };
     let pp = PostParams {
         dry_run: true,
         ..PostParams::default()
     };
     for i in 0..args.warmup {
-        api.create(&pp, &route(i)).await?;
+        api.create(&pp, &args.kind.object(i))
+            .await
+            .map_err(|e| format!("{} create (warm-up) refused: {e}", args.kind.name()))?;
     }
     let mut samples = Vec::with_capacity(args.requests);
     for i in 0..args.requests {
-        let obj = route(i);
+        let obj = args.kind.object(i);
         let t = Instant::now();
-        api.create(&pp, &obj).await?;
+        api.create(&pp, &obj)
+            .await
+            .map_err(|e| format!("{} create refused: {e}", args.kind.name()))?;
         samples.push(t.elapsed());
     }
     samples.sort();
     let mean =
         samples.iter().map(Duration::as_secs_f64).sum::<f64>() / samples.len() as f64 * 1000.0;
     println!(
-        "{{\"label\":\"{}\",\"requests\":{},\"mean_ms\":{:.3},\"p50_ms\":{:.3},\"p90_ms\":{:.3},\"p99_ms\":{:.3}}}",
-        args.label,
-        samples.len(),
-        mean,
-        percentile(&samples, 0.50),
-        percentile(&samples, 0.90),
-        percentile(&samples, 0.99)
+        "{}",
+        json!({
+            "label": args.label,
+            "kind": args.kind.name(),
+            "requests": samples.len(),
+            "mean_ms": (mean * 1000.0).round() / 1000.0,
+            "p50_ms": percentile(&samples, 0.50),
+            "p90_ms": percentile(&samples, 0.90),
+            "p99_ms": percentile(&samples, 0.99),
+        })
     );
     Ok(())
 }

@@ -49,6 +49,37 @@ enum Cmd {
     Rss(RssArgs),
     /// CPU time per review of each handler alone (no TLS, no HTTP), single thread.
     Micro(MicroArgs),
+    /// Latency percentiles vs offered load for both handlers (open loop), as CSV for the
+    /// plot (`bench/plot.py`).
+    Sweep(SweepArgs),
+}
+
+#[derive(Debug, Args)]
+struct SweepArgs {
+    #[command(flatten)]
+    load: LoadArgs,
+    /// Review body to send.
+    #[arg(long, default_value = "create-4k")]
+    payload: payload::Shape,
+    /// Offered loads as fractions of the real handler's closed-loop peak.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "0.1,0.25,0.5,0.75,0.9,1.0,1.2"
+    )]
+    fractions: Vec<f64>,
+    /// Seconds per point (after one second at the same rate).
+    #[arg(long, default_value_t = 4.0)]
+    duration: f64,
+    /// Seconds of the closed-loop peak measurement that sets the scale.
+    #[arg(long, default_value_t = 4.0)]
+    peak_duration: f64,
+    /// Worker threads of the server runtime.
+    #[arg(long, default_value_t = default_threads())]
+    server_threads: usize,
+    /// Where the CSV goes.
+    #[arg(long, default_value = "bench/latency-vs-load.csv")]
+    out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -103,6 +134,9 @@ struct ThroughputArgs {
     /// Exit 3 when a target is missed (failures always exit 1).
     #[arg(long)]
     enforce_targets: bool,
+    /// Review bodies to send, in order (SPEC §8's target is for `create-4k`).
+    #[arg(long = "payload", value_delimiter = ',', default_value = "create-4k")]
+    payloads: Vec<payload::Shape>,
 }
 
 #[derive(Debug, Args)]
@@ -150,6 +184,7 @@ fn main() -> ExitCode {
         Cmd::Throughput(a) => throughput(a),
         Cmd::Rss(a) => rss::run(a),
         Cmd::Micro(a) => micro(a),
+        Cmd::Sweep(a) => sweep(a),
     }
 }
 
@@ -411,7 +446,6 @@ fn micro(a: MicroArgs) -> ExitCode {
 }
 
 fn throughput(a: ThroughputArgs) -> ExitCode {
-    let review = payload::httproute_review();
     let dir = tempfile::tempdir().expect("a temporary folder");
     let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
     certs::write(dir.path(), &dev).expect("certificates written");
@@ -443,13 +477,16 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
         Which::Always => None,
     };
 
-    println!(
-        "payload: {} bytes HTTPRoute AdmissionReview CREATE in {} -> {}; snapshot {} namespaces",
-        review.len(),
-        payload::TENANT_NS,
-        payload::PATH,
-        a.load.namespaces
-    );
+    for &shape in &a.payloads {
+        println!(
+            "payload {}: {} bytes HTTPRoute AdmissionReview in {} -> {}; snapshot {} namespaces",
+            shape.label(),
+            payload::review(shape).len(),
+            payload::TENANT_NS,
+            payload::PATH,
+            a.load.namespaces
+        );
+    }
     println!(
         "server runtime {} workers, client runtime {} workers, {} in flight, HTTP/2 over {} connection(s); warm-up {} s, peak window {} s, open loop {} s, {} round(s)",
         a.server_threads,
@@ -470,7 +507,13 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
     let mut rows_half = Vec::new();
     let mut verdicts = Vec::new();
 
-    for &proto in &a.load.protocols {
+    for (&shape, &proto) in a
+        .payloads
+        .iter()
+        .flat_map(|s| a.load.protocols.iter().map(move |p| (s, p)))
+    {
+        let review = payload::review(shape);
+        let tag = format!("{} {}", proto.label(), shape.label());
         let mut peaks: Vec<(Which, Measured)> = Vec::new();
         for round in 0..a.rounds.max(1) {
             let order = if round % 2 == 0 {
@@ -514,7 +557,7 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                 println!(
                     "{}; CPU per request: server {}, client {}",
                     load_line(
-                        &format!("[{} peak r{}] {}", proto.label(), round + 1, w.label()),
+                        &format!("[{tag} peak r{}] {}", round + 1, w.label()),
                         &m.result
                     ),
                     per_req(m.cpu.0, m.result.ok),
@@ -549,14 +592,16 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                 continue;
             };
             rows_peak.push(format!(
-                "| {} | {} | {:.0} | {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                 proto.label(),
+                shape.label(),
                 w.label(),
                 rps,
                 per_req(m.cpu.0, m.result.ok),
                 per_req(m.cpu.1, m.result.ok),
                 fmt_ns(m.result.latency.value_at_quantile(0.5)),
                 fmt_ns(m.result.latency.value_at_quantile(0.99)),
+                fmt_ns(m.result.latency.value_at_quantile(0.999)),
                 m.server
                     .as_ref()
                     .map_or("-".to_string(), |b| b.quantile_text(0.99)),
@@ -567,12 +612,17 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                 },
             ));
         }
-        verdicts.push(format!(
-            "{} ratio real/AlwaysAllow req/s = {:.3} (target >= 0.80): {}",
-            proto.label(),
-            ratio,
-            pass(ratio >= 0.8)
-        ));
+        verdicts.push(if shape == payload::Shape::Create4k {
+            format!(
+                "{} ratio real/AlwaysAllow req/s = {:.3} (target >= 0.80): {}",
+                proto.label(),
+                ratio,
+                pass(ratio >= 0.8)
+            )
+        } else {
+            // SPEC §8's target is stated for the 4 KiB review; the larger bodies are reported.
+            format!("{tag} ratio real/AlwaysAllow req/s = {ratio:.3} (reported; no SPEC target)")
+        });
 
         let rate = real_rps / 2.0;
         for w in [Which::Real, Which::Always] {
@@ -601,27 +651,30 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
             });
             failures += m.result.failures.total();
             let mut line = load_line(
-                &format!("[{} open @{:.0}/s] {}", proto.label(), rate, w.label()),
+                &format!("[{tag} open @{:.0}/s] {}", rate, w.label()),
                 &m.result,
             );
             if let Some(b) = &m.server {
                 line.push_str(&format!(
-                    "; server n={} p50 {} p99 {} share<=1ms {:.4}",
+                    "; server n={} p50 {} p99 {} p999 {} share<=1ms {:.4}",
                     b.count(),
                     b.quantile_text(0.5),
                     b.quantile_text(0.99),
+                    b.quantile_text(0.999),
                     b.fraction_le(0.001).unwrap_or(0.0)
                 ));
             }
             println!("{line}");
             rows_half.push(format!(
-                "| {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 proto.label(),
+                shape.label(),
                 w.label(),
                 rate,
                 m.result.rps(),
                 fmt_ns(m.result.latency.value_at_quantile(0.5)),
                 fmt_ns(m.result.latency.value_at_quantile(0.99)),
+                fmt_ns(m.result.latency.value_at_quantile(0.999)),
                 fmt_ns(
                     m.result
                         .lag
@@ -630,13 +683,19 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
                 ),
                 m.server
                     .as_ref()
+                    .map_or("-".to_string(), |b| b.quantile_text(0.5)),
+                m.server
+                    .as_ref()
                     .map_or("-".to_string(), |b| b.quantile_text(0.99)),
+                m.server
+                    .as_ref()
+                    .map_or("-".to_string(), |b| b.quantile_text(0.999)),
                 m.server
                     .as_ref()
                     .and_then(|b| b.fraction_le(0.001))
                     .map_or(String::new(), |f| format!("{:.2} %", f * 100.0)),
             ));
-            if w == Which::Real {
+            if w == Which::Real && shape == payload::Shape::Create4k {
                 let p99 = m.server.as_ref().and_then(|b| b.quantile(0.99));
                 verdicts.push(format!(
                     "{} server-side p99 at half peak = {} (target < 1 ms): {}",
@@ -657,9 +716,9 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
     println!("### Peak (closed loop, {} in flight)", a.load.concurrency);
     println!();
     println!(
-        "| protocol | handler | req/s | server CPU/req | client CPU/req | client p50 | client p99 | server p99 | ratio real/AA |"
+        "| protocol | payload | handler | req/s | server CPU/req | client CPU/req | client p50 | client p99 | client p999 | server p99 | ratio real/AA |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows_peak {
         println!("{r}");
     }
@@ -667,9 +726,9 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
     println!("### Half of the real handler's peak (open loop, fixed-interval schedule)");
     println!();
     println!(
-        "| protocol | handler | target req/s | achieved req/s | client p50 | client p99 | issue lag p99 | server p99 | server <= 1 ms |"
+        "| protocol | payload | handler | target req/s | achieved req/s | client p50 | client p99 | client p999 | issue lag p99 | server p50 | server p99 | server p999 | server <= 1 ms |"
     );
-    println!("|---|---|---:|---:|---:|---:|---:|---:|---:|");
+    println!("|---|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
     for r in &rows_half {
         println!("{r}");
     }
@@ -689,4 +748,136 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
 
 pub fn pass(ok: bool) -> &'static str {
     if ok { "PASS" } else { "MISS" }
+}
+
+/// Open-loop latency at fractions of the real handler's peak, both handlers, one protocol.
+fn sweep(a: SweepArgs) -> ExitCode {
+    let review = payload::review(a.payload);
+    let dir = tempfile::tempdir().expect("a temporary folder");
+    let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
+    certs::write(dir.path(), &dev).expect("certificates written");
+    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+    let real_metrics = Metrics::new();
+    let real = Arc::new(real_handler(a.load.namespaces, real_metrics.clone()));
+    let server_rt = runtime("server", a.server_threads);
+    let client_rt = runtime("client", a.load.client_threads);
+    let real_srv = start(&server_rt, real, real_metrics, &cert, &key);
+    let always_srv = start(
+        &server_rt,
+        Arc::new(AlwaysAllow),
+        Metrics::new(),
+        &cert,
+        &key,
+    );
+    let Some(&proto) = a.load.protocols.first() else {
+        eprintln!("--protocols is empty");
+        return ExitCode::from(2);
+    };
+    let target = |w: Which| Target {
+        addr: match w {
+            Which::Real => real_srv.webhook,
+            Which::Always => always_srv.webhook,
+        },
+        ca_pem: dev.ca_cert_pem.clone(),
+    };
+    let mut failures = 0u64;
+    let peak = client_rt.block_on(async {
+        let mut pool = Pool::open(
+            &target(Which::Real),
+            proto,
+            a.load.concurrency,
+            a.load.h2_conns,
+        )
+        .await
+        .expect("connections open");
+        client::closed_loop(
+            &mut pool,
+            &review,
+            Duration::from_secs(1),
+            Duration::from_secs_f64(a.peak_duration),
+        )
+        .await
+    });
+    failures += peak.failures.total();
+    let peak_rps = peak.rps();
+    println!(
+        "sweep: {} {} peak of the real handler {:.0} req/s; {} points x 2 handlers, {} s each",
+        proto.label(),
+        a.payload.label(),
+        peak_rps,
+        a.fractions.len(),
+        a.duration
+    );
+    let mut csv = String::from(
+        "handler,protocol,payload,fraction,offered_rps,achieved_rps,client_p50_us,client_p99_us,client_p999_us,server_p50_us,server_p99_us,server_p999_us\n",
+    );
+    let us = |ns: u64| ns as f64 / 1e3;
+    for &f in &a.fractions {
+        let rate = peak_rps * f;
+        for w in [Which::Real, Which::Always] {
+            let (result, server) = client_rt.block_on(async {
+                let mut pool = Pool::open(&target(w), proto, a.load.concurrency, a.load.h2_conns)
+                    .await
+                    .expect("connections open");
+                let warm =
+                    client::open_loop(&mut pool, &review, rate, Duration::from_secs(1)).await;
+                let before = match w {
+                    Which::Real => Some(scrape(real_srv.metrics).await),
+                    Which::Always => None,
+                };
+                let mut result = client::open_loop(
+                    &mut pool,
+                    &review,
+                    rate,
+                    Duration::from_secs_f64(a.duration),
+                )
+                .await;
+                result.failures.merge(warm.failures);
+                let server = match before {
+                    Some(b) => Some(scrape(real_srv.metrics).await.since(&b)),
+                    None => None,
+                };
+                (result, server)
+            });
+            failures += result.failures.total();
+            let sq = |q: f64| {
+                server
+                    .as_ref()
+                    .and_then(|b| b.quantile(q))
+                    .map_or(String::new(), |v| format!("{:.1}", v * 1e6))
+            };
+            println!(
+                "{}",
+                load_line(
+                    &format!("[sweep {f:.2} @{rate:.0}/s] {}", w.label()),
+                    &result
+                )
+            );
+            csv.push_str(&format!(
+                "{},{},{},{f},{rate:.0},{:.0},{:.1},{:.1},{:.1},{},{},{}\n",
+                w.label(),
+                proto.label(),
+                a.payload.label(),
+                result.rps(),
+                us(result.latency.value_at_quantile(0.5)),
+                us(result.latency.value_at_quantile(0.99)),
+                us(result.latency.value_at_quantile(0.999)),
+                sq(0.5),
+                sq(0.99),
+                sq(0.999),
+            ));
+        }
+    }
+    real_srv.shutdown(&server_rt);
+    always_srv.shutdown(&server_rt);
+    if let Err(e) = std::fs::write(&a.out, csv) {
+        eprintln!("cannot write {}: {e}", a.out.display());
+        return ExitCode::from(2);
+    }
+    println!("sweep written to {}", a.out.display());
+    if failures > 0 {
+        println!("INVALID RUN: {failures} request(s) failed (see the lines above)");
+        return ExitCode::from(1);
+    }
+    ExitCode::SUCCESS
 }

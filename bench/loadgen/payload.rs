@@ -58,6 +58,74 @@ pub fn uid(worker: u32, seq: u64) -> [u8; UID_LEN] {
 /// object with Helm labels/annotations and five rules using matches, filters and weighted
 /// backendRefs. managedFields are left out (they would only add bytes every handler skips).
 pub fn httproute_review() -> Review {
+    review(Shape::Create4k)
+}
+
+/// The review bodies `loadgen throughput --payload` can send (issue 11: a 4 KiB CREATE, a
+/// managedFields-heavy 64 KiB CREATE as real objects are, and an UPDATE carrying two of those).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum Shape {
+    /// The ~4 KiB HTTPRoute CREATE without managedFields.
+    #[value(name = "create-4k")]
+    Create4k,
+    /// The same route with ~60 KiB of managedFields (many field managers over the years).
+    #[value(name = "create-64k")]
+    Create64k,
+    /// UPDATE: object and oldObject, each the 64 KiB route (a relabel by another manager).
+    #[value(name = "update-2x64k")]
+    Update2x64k,
+}
+
+impl Shape {
+    pub fn label(self) -> &'static str {
+        match self {
+            Shape::Create4k => "create-4k",
+            Shape::Create64k => "create-64k",
+            Shape::Update2x64k => "update-2x64k",
+        }
+    }
+}
+
+/// About 60 KiB of `metadata.managedFields` in the shape the API server writes: one entry per
+/// manager, each a `fieldsV1` tree of `f:`/`k:` keys ending in `{}`.
+fn managed_fields(target_bytes: usize) -> serde_json::Value {
+    let mut entries = Vec::new();
+    let mut size = 0usize;
+    let mut m = 0usize;
+    while size < target_bytes {
+        let mut rules = serde_json::Map::new();
+        for r in 0..12 {
+            let key = format!(
+                "k:{{\"matches\":[{{\"path\":{{\"type\":\"PathPrefix\",\"value\":\"/svc-{m}-{r}\"}}}}]}}"
+            );
+            rules.insert(
+                key,
+                json!({".": {}, "f:backendRefs": {}, "f:filters": {}, "f:matches": {}, "f:timeouts": {".": {}, "f:request": {}}}),
+            );
+        }
+        let entry = json!({
+            "manager": format!("controller-{m}"),
+            "operation": if m.is_multiple_of(3) { "Apply" } else { "Update" },
+            "apiVersion": "gateway.networking.k8s.io/v1",
+            "time": format!("2026-0{}-1{}T08:{:02}:00Z", 1 + m % 9, m % 10, m % 60),
+            "fieldsType": "FieldsV1",
+            "fieldsV1": {
+                "f:metadata": {
+                    "f:annotations": {".": {}, "f:meta.helm.sh/release-name": {}, "f:meta.helm.sh/release-namespace": {}},
+                    "f:labels": {".": {}, "f:app.kubernetes.io/instance": {}, "f:app.kubernetes.io/managed-by": {}, "f:app.kubernetes.io/name": {}, "f:helm.sh/chart": {}}
+                },
+                "f:spec": {".": {}, "f:hostnames": {}, "f:parentRefs": {}, "f:rules": rules}
+            }
+        });
+        size += serde_json::to_vec(&entry).map_or(0, |b| b.len());
+        entries.push(entry);
+        m += 1;
+    }
+    serde_json::Value::Array(entries)
+}
+
+/// The review body of `shape` with a uid slot.
+pub fn review(shape: Shape) -> Review {
     let hostnames: Vec<String> = ["shop", "www", "api", "admin", "static", "grafana"]
         .iter()
         .map(|h| format!("{h}.{TENANT_APEX}"))
@@ -159,6 +227,21 @@ pub fn httproute_review() -> Review {
         },
         "status": {"parents": []}
     });
+    let mut object = object;
+    let mut old_object = serde_json::Value::Null;
+    if shape != Shape::Create4k {
+        object["metadata"]["managedFields"] = managed_fields(60 * 1024);
+    }
+    if shape == Shape::Update2x64k {
+        old_object = object.clone();
+        old_object["metadata"]["labels"]["app.kubernetes.io/instance"] = json!("storefront-old");
+        object["metadata"]["generation"] = json!(2);
+    }
+    let operation = if shape == Shape::Update2x64k {
+        "UPDATE"
+    } else {
+        "CREATE"
+    };
     let gvk = json!({"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"});
     let gvr =
         json!({"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"});
@@ -173,7 +256,7 @@ pub fn httproute_review() -> Review {
             "requestResource": gvr,
             "name": "storefront",
             "namespace": TENANT_NS,
-            "operation": "CREATE",
+            "operation": operation,
             "userInfo": {
                 "username": "oidc:alice@alice.example.org",
                 "uid": "9b2f6c0e-5d7a-4e0b-8c11-6e3f0a9d4b21",
@@ -188,10 +271,10 @@ pub fn httproute_review() -> Review {
                 }
             },
             "object": object,
-            "oldObject": null,
+            "oldObject": old_object,
             "dryRun": false,
             "options": {
-                "kind": "CreateOptions",
+                "kind": if operation == "UPDATE" { "UpdateOptions" } else { "CreateOptions" },
                 "apiVersion": "meta.k8s.io/v1",
                 "fieldManager": "helm"
             }

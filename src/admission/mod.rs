@@ -9,7 +9,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::Deserialize;
+use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tracing::Instrument;
@@ -19,6 +19,7 @@ use crate::cluster::routes::RouteIndex;
 use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
+mod counters;
 pub mod logfield;
 pub mod project;
 pub mod registration;
@@ -225,6 +226,7 @@ pub struct Admission {
     cfg: Arc<PolicyConfig>,
     namespaces: NamespaceSource,
     metrics: Metrics,
+    counters: counters::Counters,
     /// Routes per Gateway, for the warnings of SPEC §3.4 (empty: none are given).
     routes: Arc<RouteIndex>,
 }
@@ -234,6 +236,7 @@ impl Admission {
         Admission {
             cfg,
             namespaces,
+            counters: counters::Counters::new(metrics.clone()),
             metrics,
             routes: Arc::default(),
         }
@@ -266,10 +269,8 @@ impl Admission {
             uid = tracing::field::Empty,
         );
         let (reply, resource_label) = self.handle_inner(target, body).instrument(span).await;
-        self.metrics
-            .admission_duration
-            .with_label_values(&[resource_label])
-            .observe(started.elapsed().as_secs_f64());
+        self.counters
+            .duration(resource_label, started.elapsed().as_secs_f64());
         reply
     }
 
@@ -605,15 +606,7 @@ impl Admission {
     }
 
     fn count(&self, resource: &str, op: &str, layer: Option<Layer>, kind: DecisionKind) {
-        self.metrics
-            .admission_requests
-            .with_label_values(&[
-                resource,
-                op,
-                layer.map(Layer::as_str).unwrap_or("none"),
-                kind.as_str(),
-            ])
-            .inc();
+        self.counters.request(resource, op, layer, kind);
     }
 
     fn log(&self, request: &AdmissionRequest<'_>, d: &Decision) {
@@ -814,7 +807,8 @@ fn op_label(op: &str) -> &'static str {
         .unwrap_or("unknown")
 }
 
-/// The AdmissionReview response for `decision`.
+/// The AdmissionReview response for `decision`, as a JSON tree (tests and tools that
+/// inspect it; the hot path writes [`review_body`] directly).
 pub fn response_json(uid: &str, d: &Decision) -> Value {
     let mut response = json!({ "uid": uid, "allowed": d.allowed });
     if !d.allowed {
@@ -835,10 +829,63 @@ pub fn response_json(uid: &str, d: &Decision) -> Value {
     })
 }
 
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ReviewOut<'a> {
+    api_version: &'static str,
+    kind: &'static str,
+    response: ResponseOut<'a>,
+}
+
+#[derive(Serialize)]
+struct ResponseOut<'a> {
+    uid: &'a str,
+    allowed: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    status: Option<StatusOut<'a>>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    warnings: &'a [String],
+}
+
+#[derive(Serialize)]
+struct StatusOut<'a> {
+    status: &'static str,
+    code: u16,
+    reason: &'static str,
+    message: &'a str,
+}
+
+/// The serialized AdmissionReview response for `decision`: the same document as
+/// [`response_json`], written without building a tree (it is on every review's path).
+pub fn review_body(uid: &str, d: &Decision) -> Vec<u8> {
+    let out = ReviewOut {
+        api_version: ADMISSION_API_VERSION,
+        kind: "AdmissionReview",
+        response: ResponseOut {
+            uid,
+            allowed: d.allowed,
+            status: (!d.allowed).then(|| StatusOut {
+                status: "Failure",
+                code: 403,
+                reason: "Forbidden",
+                message: d.message.as_deref().unwrap_or_default(),
+            }),
+            warnings: &d.warnings,
+        },
+    };
+    let mut body = Vec::with_capacity(160 + uid.len() + d.message.as_ref().map_or(0, String::len));
+    // Serializing plain structs of strings, a bool and an integer into a Vec cannot fail
+    // (serde_json errors only on I/O errors and on non-string map keys).
+    if serde_json::to_writer(&mut body, &out).is_err() {
+        body.clear();
+    }
+    body
+}
+
 fn review_reply(uid: &str, d: &Decision) -> Reply {
     Reply {
         status: 200,
-        body: serde_json::to_vec(&response_json(uid, d)).unwrap_or_default(),
+        body: review_body(uid, d),
     }
 }
 

@@ -704,3 +704,42 @@ async fn read_fields_larger_than_the_body_are_refused_without_building_them() {
     assert!(!allowed(&v));
     assert!(message(&v).contains("more than the body's own size"), "{v}");
 }
+
+/// The directly written answer is the same document as the tree-built one, escapes included.
+#[test]
+fn review_body_equals_response_json() {
+    let cases = [
+        ("u-1", Decision::allow(Some(Layer::Route))),
+        (
+            "u-\"2\"\n",
+            Decision::error(
+                None,
+                "a \"quoted\" <message>\twith\u{7} control".to_string(),
+            ),
+        ),
+        (
+            "",
+            Decision {
+                allowed: true,
+                kind: DecisionKind::Warned,
+                layer: Some(Layer::Ingress),
+                message: Some("ignored when allowed".to_string()),
+                warnings: vec!["w1 é".to_string(), "w\\2".to_string()],
+            },
+        ),
+        (
+            "u-4",
+            Decision {
+                allowed: false,
+                kind: DecisionKind::Denied,
+                layer: Some(Layer::Gateway),
+                message: None,
+                warnings: vec!["only a warning".to_string()],
+            },
+        ),
+    ];
+    for (uid, d) in &cases {
+        let direct: Value = serde_json::from_slice(&review_body(uid, d)).expect("valid JSON");
+        assert_eq!(direct, response_json(uid, d), "uid {uid:?}");
+    }
+}

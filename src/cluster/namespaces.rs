@@ -225,11 +225,15 @@ impl StaticNamespaces {
         })
     }
 
+    /// The labels the snapshot holds for `name` (all of them; a lookup keeps only what
+    /// the layers read).
+    pub fn labels(&self, name: &str) -> Option<&BTreeMap<String, String>> {
+        self.by_name.get(name)
+    }
+
     pub fn lookup(&self, name: &str) -> NamespaceContext {
         match self.by_name.get(name) {
-            Some(labels) => NamespaceContext::Found {
-                labels: labels.clone(),
-            },
+            Some(labels) => NamespaceContext::found(labels),
             None => NamespaceContext::NotFound,
         }
     }
@@ -726,8 +730,11 @@ impl LiveNamespaces {
         if self.readiness.index_synced()
             && let Some(ns) = self.store.get(&ObjectRef::new(name))
         {
-            return Ok(NamespaceContext::Found {
-                labels: ns.metadata.labels.clone().unwrap_or_default(),
+            return Ok(match &ns.metadata.labels {
+                Some(labels) => NamespaceContext::found(labels),
+                None => NamespaceContext::Found {
+                    labels: Default::default(),
+                },
             });
         }
         // A miss may be cache lag for a namespace created a moment ago: ask the API server
@@ -738,9 +745,9 @@ impl LiveNamespaces {
                 match self.api.get_opt(name).await {
                     Err(e) => Err(LookupError::Api(Arc::new(e))),
                     Ok(None) => Ok(NamespaceContext::NotFound),
-                    Ok(Some(ns)) => Ok(NamespaceContext::Found {
-                        labels: ns.metadata.labels.unwrap_or_default(),
-                    }),
+                    Ok(Some(ns)) => Ok(NamespaceContext::found(
+                        &ns.metadata.labels.unwrap_or_default(),
+                    )),
                 }
             })
             .await
@@ -1045,10 +1052,8 @@ items:
         let s = StaticNamespaces::from_yaml(nested, "t").expect("parses");
         assert_eq!(s.len(), 3);
         assert_eq!(
-            s.lookup("a"),
-            NamespaceContext::Found {
-                labels: BTreeMap::from([("x".to_string(), "1".to_string())])
-            }
+            s.labels("a"),
+            Some(&BTreeMap::from([("x".to_string(), "1".to_string())]))
         );
         assert!(matches!(s.lookup("b"), NamespaceContext::Found { .. }));
 
@@ -1131,14 +1136,61 @@ extra: [whatever, {x: y}]
 "#;
         let s = StaticNamespaces::from_yaml(yaml, "t").expect("parses");
         assert_eq!(
-            s.lookup("a"),
+            s.labels("a"),
+            Some(&BTreeMap::from([
+                ("keep".to_string(), "yes".to_string()),
+                ("quoted".to_string(), "2".to_string()),
+            ]))
+        );
+    }
+
+    #[test]
+    fn lookup_keeps_the_host_label_the_layers_read() {
+        let mut s = StaticNamespaces::default();
+        s.insert(
+            "t",
+            BTreeMap::from([
+                ("a".to_string(), "1".to_string()),
+                (
+                    crate::policy::HOST_LABEL.to_string(),
+                    "t.example.org".to_string(),
+                ),
+                (
+                    crate::platform::GATEWAY_LABEL.to_string(),
+                    "tenant-root".to_string(),
+                ),
+                ("z".to_string(), "2".to_string()),
+            ]),
+        );
+        s.insert(
+            "empty",
+            BTreeMap::from([("a".to_string(), "1".to_string())]),
+        );
+        let found = s.lookup("t");
+        assert_eq!(found.apex(), Some("t.example.org"));
+        assert_eq!(
+            found,
             NamespaceContext::Found {
                 labels: BTreeMap::from([
-                    ("keep".to_string(), "yes".to_string()),
-                    ("quoted".to_string(), "2".to_string()),
+                    (
+                        crate::policy::HOST_LABEL.to_string(),
+                        "t.example.org".to_string()
+                    ),
+                    (
+                        crate::platform::GATEWAY_LABEL.to_string(),
+                        "tenant-root".to_string()
+                    )
                 ])
             }
         );
+        // Found without a host label stays Found (the "has no host label" message).
+        assert_eq!(
+            s.lookup("empty"),
+            NamespaceContext::Found {
+                labels: BTreeMap::new()
+            }
+        );
+        assert_eq!(s.lookup("nope"), NamespaceContext::NotFound);
     }
 
     #[test]

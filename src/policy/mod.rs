@@ -234,6 +234,19 @@ pub enum NamespaceContext {
 }
 
 impl NamespaceContext {
+    /// The context for a namespace with `labels`, keeping only what is read (the host label
+    /// for the layers, the gateway label for the route-index warnings, which judge a tenant
+    /// route only on Gateways it may attach to): a lookup is on every review's path, and
+    /// copying a namespace's whole label set per review was most of its cost.
+    pub fn found(labels: &BTreeMap<String, String>) -> NamespaceContext {
+        let labels = [HOST_LABEL, crate::platform::GATEWAY_LABEL]
+            .into_iter()
+            .filter_map(|key| labels.get_key_value(key))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        NamespaceContext::Found { labels }
+    }
+
     /// The tenant apex: the host label, when present and non-empty.
     pub fn apex(&self) -> Option<&str> {
         match self {

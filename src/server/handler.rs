@@ -93,7 +93,10 @@ fn review(uid: &str, allowed: bool, message: String) -> Reply {
         message: (!message.is_empty()).then_some(message),
         warnings: Vec::new(),
     };
-    json_reply(200, &admission::response_json(uid, &decision))
+    Reply {
+        status: 200,
+        body: admission::review_body(uid, &decision),
+    }
 }
 
 pub(crate) fn json_reply(status: u16, value: &serde_json::Value) -> Reply {

@@ -186,7 +186,10 @@ fn panicked(
                 message: Some(message),
                 warnings: Vec::new(),
             };
-            json_reply(200, &admission::response_json(&uid, &decision))
+            Reply {
+                status: 200,
+                body: admission::review_body(&uid, &decision),
+            }
         }
         None => json_reply(500, &json!({ "error": message })),
     }
