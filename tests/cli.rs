@@ -936,7 +936,7 @@ fn webhook_configuration_refuses_a_key_and_plain_http() {
 }
 
 /// What the webhook warns for alice's route given the playground's route snapshot (SPEC §3.4).
-const DASHBOARD_CONFLICT: &str = "HostnameConflict: dashboard.alice.example.org is already on tenant-root/tenant-root from cozy-dashboard, which wins";
+const DASHBOARD_CONFLICT: &str = "HostnameConflict: dashboard.alice.example.org is already on tenant-alice/gw from cozy-dashboard, which wins";
 
 #[test]
 fn check_and_review_warn_from_a_route_snapshot() {
@@ -944,7 +944,7 @@ fn check_and_review_warn_from_a_route_snapshot() {
         let mut args = vec![
             "check",
             "-f",
-            "examples/playground/route-conflict-alice.yaml",
+            "examples/playground/route-conflict.yaml",
             "-o",
             "json",
             "--as",
@@ -1004,7 +1004,7 @@ fn check_and_review_warn_from_a_route_snapshot() {
     let mut review: Value =
         serde_json::from_str(&review_doc("u-9", "dashboard.alice.example.org")).expect("json");
     review["request"]["object"]["spec"]["parentRefs"] =
-        serde_json::json!([{"name": "tenant-root", "namespace": "tenant-root"}]);
+        serde_json::json!([{"name": "gw", "namespace": "tenant-alice"}]);
     let mut args = vec!["review", "--routes", "examples/playground/routes.yaml"];
     args.extend_from_slice(NS);
     let out = run(&args, &review.to_string());
