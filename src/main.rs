@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tenant_gateway::admission::Admission;
 use tenant_gateway::certs;
-use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces, objects};
+use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces, objects, route_snapshot};
 use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::offline::{self, Caller, DefaultNamespace};
@@ -44,6 +44,10 @@ enum Command {
         /// Input file; `-` or absent reads standard input.
         #[arg(short = 'f', long = "filename", env = "TENANT_GATEWAY_FILENAME")]
         file: Option<PathBuf>,
+        /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
+        /// about hostname conflicts and the listener budget as the server would.
+        #[arg(long, env = "TENANT_GATEWAY_ROUTES")]
+        routes: Option<PathBuf>,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -146,6 +150,11 @@ struct CheckArgs {
     /// With a cluster: evaluate every object as a CREATE, even when it exists already.
     #[arg(long, env = "TENANT_GATEWAY_CREATE_ONLY")]
     create_only: bool,
+    /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
+    /// about hostname conflicts and the listener budget as the server would (with a
+    /// cluster, its routes are read instead).
+    #[arg(long, env = "TENANT_GATEWAY_ROUTES")]
+    routes: Option<PathBuf>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -195,8 +204,12 @@ fn print_out(text: &str) -> std::io::Result<()> {
 async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Serve { serve, policy } => tenant_gateway::serve::run(serve, policy).await,
-        Command::Review { file, policy } => {
-            let admission = offline_admission(&policy)?;
+        Command::Review {
+            file,
+            routes,
+            policy,
+        } => {
+            let admission = with_route_snapshot(offline_admission(&policy)?, routes.as_deref())?;
             let input = offline::read_input(file.as_deref())?;
             let mut stdout = std::io::stdout().lock();
             let summary = offline::review(&admission, &input, &mut stdout).await?;
@@ -293,8 +306,19 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             "--namespaces and --kubeconfig/--context both say where namespaces come from: give one"
         );
     }
+    if cluster && check.routes.is_some() {
+        anyhow::bail!(
+            "--routes and --kubeconfig/--context both say where routes come from: give one"
+        );
+    }
+    // Snapshots are context, not input, when they sit beside the manifests.
+    let context_files: Vec<&std::path::Path> =
+        [policy.namespaces.as_deref(), check.routes.as_deref()]
+            .into_iter()
+            .flatten()
+            .collect();
     let mut manifests =
-        offline::read_manifests(&check.files, check.recursive, policy.namespaces.as_deref())?;
+        offline::read_manifests_skipping(&check.files, check.recursive, &context_files)?;
     for note in &manifests.notes {
         eprintln!("{note}");
     }
@@ -346,13 +370,21 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                         .await?;
             }
         }
+        let routes = route_snapshot::list(&client).await?;
+        for note in &routes.notes {
+            eprintln!("{note}");
+        }
         Admission::new(
             Arc::new(cfg.clone()),
             NamespaceSource::Static(Arc::new(namespaces)),
             Metrics::new(),
         )
+        .with_routes(Arc::new(routes.index))
     } else {
-        offline_admission_with(cfg.clone(), &policy)?
+        with_route_snapshot(
+            offline_admission_with(cfg.clone(), &policy)?,
+            check.routes.as_deref(),
+        )?
     };
     if let Some(note) =
         offline::unnamespaced_note(offline::unnamespaced(&manifests.items), &caller, &cfg)
@@ -399,6 +431,17 @@ fn offline_admission_with(cfg: PolicyConfig, policy: &PolicyArgs) -> anyhow::Res
         }
     };
     Ok(Admission::new(Arc::new(cfg), namespaces, Metrics::new()))
+}
+
+/// `--routes FILE`: the route index the warnings of SPEC §3.4 read offline.
+fn with_route_snapshot(
+    admission: Admission,
+    routes: Option<&std::path::Path>,
+) -> anyhow::Result<Admission> {
+    Ok(match routes {
+        Some(path) => admission.with_routes(Arc::new(route_snapshot::from_file(path)?)),
+        None => admission,
+    })
 }
 
 #[cfg(feature = "jemalloc")]

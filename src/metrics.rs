@@ -19,6 +19,9 @@ pub struct Metrics {
     pub admission_requests: IntCounterVec,
     /// labels: resource
     pub admission_duration: HistogramVec,
+    /// labels: resource (httproutes|tlsroutes), reason (hostname_conflict|listener_budget|
+    /// passthrough_shared): warnings from the route index (SPEC §3.4)
+    pub admission_warnings: IntCounterVec,
     pub namespace_index_size: IntGauge,
     /// Not-after of the serving certificate currently in use.
     pub tls_certificate_expiry: IntGauge,
@@ -71,6 +74,14 @@ impl Metrics {
             )
             .buckets(ADMISSION_BUCKETS.to_vec()),
             &["resource"],
+        )
+        .expect("valid metric");
+        let admission_warnings = IntCounterVec::new(
+            Opts::new(
+                "tenant_gateway_admission_warnings_total",
+                "Warnings from the route index on admitted routes, by resource and reason.",
+            ),
+            &["resource", "reason"],
         )
         .expect("valid metric");
         let namespace_index_size = IntGauge::new(
@@ -183,6 +194,7 @@ impl Metrics {
             registry,
             admission_requests,
             admission_duration,
+            admission_warnings,
             namespace_index_size,
             tls_certificate_expiry,
             tls_reloads,
@@ -209,6 +221,7 @@ impl Metrics {
         let collectors: Vec<Box<dyn prometheus::core::Collector>> = vec![
             Box::new(self.admission_requests.clone()),
             Box::new(self.admission_duration.clone()),
+            Box::new(self.admission_warnings.clone()),
             Box::new(self.namespace_index_size.clone()),
             Box::new(self.tls_certificate_expiry.clone()),
             Box::new(self.tls_reloads.clone()),

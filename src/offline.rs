@@ -207,13 +207,28 @@ pub fn read_manifests(
     recursive: bool,
     skip: Option<&Path>,
 ) -> Result<Manifests, OfflineError> {
-    let skip = skip.and_then(|p| std::fs::canonicalize(p).ok());
+    read_manifests_skipping(paths, recursive, skip.as_slice())
+}
+
+/// [`read_manifests`] with several context files (`--namespaces`, `--routes`) left out.
+pub fn read_manifests_skipping(
+    paths: &[PathBuf],
+    recursive: bool,
+    skip: &[&Path],
+) -> Result<Manifests, OfflineError> {
+    let skip: Vec<PathBuf> = skip
+        .iter()
+        .filter_map(|p| std::fs::canonicalize(p).ok())
+        .collect();
     let mut out = Manifests::default();
     for p in paths {
         let mut found = Found::default();
         collect_files(p, recursive, &mut found)?;
         found.files.retain(|f| {
-            f == Path::new("-") || skip.is_none() || std::fs::canonicalize(f).ok() != skip
+            f == Path::new("-")
+                || std::fs::canonicalize(f)
+                    .ok()
+                    .is_none_or(|c| !skip.contains(&c))
         });
         if found.files.is_empty() {
             return Err(OfflineError::NoManifest(no_manifest_reason(p, &found)));

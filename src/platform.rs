@@ -94,14 +94,16 @@ pub enum NamespaceContext {
 }
 
 impl NamespaceContext {
-    /// The context for a namespace with `labels`, keeping only what the layers read (the
-    /// host label): a lookup is on every review's path, and copying a namespace's whole
-    /// label set per review was most of its cost.
+    /// The context for a namespace with `labels`, keeping only what is read (the host label
+    /// for the layers, the gateway label for the route-index warnings, which judge a tenant
+    /// route only on Gateways it may attach to): a lookup is on every review's path, and
+    /// copying a namespace's whole label set per review was most of its cost.
     pub fn found(labels: &BTreeMap<String, String>) -> NamespaceContext {
-        let labels = labels
-            .get_key_value(HOST_LABEL)
-            .map(|(k, v)| BTreeMap::from([(k.clone(), v.clone())]))
-            .unwrap_or_default();
+        let labels = [HOST_LABEL, GATEWAY_LABEL]
+            .into_iter()
+            .filter_map(|key| labels.get_key_value(key))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
         NamespaceContext::Found { labels }
     }
 

@@ -248,6 +248,8 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
             "--tls-cert-file and --tls-key-file are required for the webhook (create a development pair with `tenant-gateway certs`)"
         ),
     };
+    // The reconciler's route index, for the admission warnings of SPEC §3.4.
+    let mut routes = None;
     let namespaces = match policy.static_namespaces()? {
         Some(s) => {
             readiness.set_index_synced(true);
@@ -280,13 +282,18 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
                     });
                 }
                 leader = Some(r.leader.clone());
+                routes = Some(r.routes.clone());
                 spawn_reconciler(&mut tasks, r, &readiness);
             }
             spawn_replicator(&mut tasks, &serve, client, live.clone(), &metrics, leader);
             NamespaceSource::Live(live)
         }
     };
-    let admission = Arc::new(Admission::new(Arc::new(cfg), namespaces, metrics.clone()));
+    let mut admission = Admission::new(Arc::new(cfg), namespaces, metrics.clone());
+    if let Some(routes) = routes {
+        admission = admission.with_routes(routes);
+    }
+    let admission = Arc::new(admission);
     let opts = ServeOptions {
         listen: serve.listen,
         metrics_listen: serve.metrics_listen,

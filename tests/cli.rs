@@ -934,3 +934,86 @@ fn webhook_configuration_refuses_a_key_and_plain_http() {
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(!stdout(&out).contains("PRIVATE"), "{}", stdout(&out));
 }
+
+/// What the webhook warns for alice's route given the playground's route snapshot (SPEC §3.4).
+const DASHBOARD_CONFLICT: &str = "HostnameConflict: dashboard.alice.example.org is already on tenant-alice/gw from cozy-dashboard, which wins";
+
+#[test]
+fn check_and_review_warn_from_a_route_snapshot() {
+    let check = |extra: &[&str]| {
+        let mut args = vec![
+            "check",
+            "-f",
+            "examples/playground/route-conflict.yaml",
+            "-o",
+            "json",
+            "--as",
+            "alice",
+        ];
+        args.extend_from_slice(NS);
+        args.extend_from_slice(extra);
+        run(&args, "")
+    };
+    let out = check(&["--routes", "examples/playground/routes.yaml"]);
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    let item = &v["items"][0];
+    assert_eq!(item["verdict"], "WARNED", "{v}");
+    assert_eq!(item["allowed"], true);
+    assert_eq!(
+        item["warnings"],
+        serde_json::json!([DASHBOARD_CONFLICT]),
+        "{v}"
+    );
+
+    // Without the snapshot nothing is known about other routes.
+    let out = check(&[]);
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json report");
+    assert_eq!(v["items"][0]["verdict"], "ALLOWED", "{v}");
+
+    // The snapshot beside the manifests is context, not a manifest.
+    let mut args = vec![
+        "check",
+        "-f",
+        "examples/playground/",
+        "--as",
+        "alice",
+        "--routes",
+        "examples/playground/routes.yaml",
+    ];
+    args.extend_from_slice(NS);
+    let out = run(&args, "");
+    let table = stdout(&out);
+    assert!(!table.contains("routes.yaml"), "{table}");
+    let route = table
+        .lines()
+        .find(|l| l.starts_with("HTTPRoute ") && l.contains(" tenant-alice/dashboard "))
+        .unwrap_or_default();
+    assert!(route.contains("WARNED"), "{table}");
+
+    // A file of other objects is an input error naming what it found.
+    let out = check(&["--routes", "examples/namespaces.yaml"]);
+    assert_eq!(out.status.code(), Some(2));
+    let err = stderr(&out);
+    assert!(
+        err.contains("examples/namespaces.yaml") && err.contains("expected HTTPRoute or TLSRoute"),
+        "{err}"
+    );
+
+    // `review` gives the server's response, warning included.
+    let mut review: Value =
+        serde_json::from_str(&review_doc("u-9", "dashboard.alice.example.org")).expect("json");
+    review["request"]["object"]["spec"]["parentRefs"] =
+        serde_json::json!([{"name": "gw", "namespace": "tenant-alice"}]);
+    let mut args = vec!["review", "--routes", "examples/playground/routes.yaml"];
+    args.extend_from_slice(NS);
+    let out = run(&args, &review.to_string());
+    assert!(out.status.success(), "{}", stderr(&out));
+    let v: Value = serde_json::from_slice(&out.stdout).expect("json response");
+    assert_eq!(v["response"]["allowed"], true, "{v}");
+    assert_eq!(
+        v["response"]["warnings"],
+        serde_json::json!([DASHBOARD_CONFLICT]),
+        "{v}"
+    );
+}

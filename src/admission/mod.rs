@@ -15,6 +15,7 @@ use serde_json::{Value, json};
 use tracing::Instrument;
 
 use crate::cluster::NamespaceSource;
+use crate::cluster::routes::RouteIndex;
 use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
@@ -23,6 +24,7 @@ pub mod logfield;
 pub mod project;
 pub mod registration;
 pub mod resource;
+pub mod route_warnings;
 pub mod scan;
 
 pub use resource::WebhookResource;
@@ -225,6 +227,8 @@ pub struct Admission {
     namespaces: NamespaceSource,
     metrics: Metrics,
     counters: counters::Counters,
+    /// Routes per Gateway, for the warnings of SPEC §3.4 (empty: none are given).
+    routes: Arc<RouteIndex>,
 }
 
 impl Admission {
@@ -234,7 +238,14 @@ impl Admission {
             namespaces,
             counters: counters::Counters::new(metrics.clone()),
             metrics,
+            routes: Arc::default(),
         }
+    }
+
+    /// Warn from this route index (the reconciler's, or a `--routes` snapshot).
+    pub fn with_routes(mut self, routes: Arc<RouteIndex>) -> Admission {
+        self.routes = routes;
+        self
     }
 
     pub fn config(&self) -> &PolicyConfig {
@@ -585,7 +596,13 @@ impl Admission {
                 );
             }
         };
-        apply_mode_for(layer, mode, findings, ns_ctx.apex())
+        let mut decision = apply_mode_for(layer, mode, findings, ns_ctx.apex());
+        if decision.allowed {
+            decision
+                .warnings
+                .extend(self.index_warnings(resource, &review, &ns_ctx));
+        }
+        decision
     }
 
     fn count(&self, resource: &str, op: &str, layer: Option<Layer>, kind: DecisionKind) {

@@ -47,6 +47,8 @@ pub fn layer_paths(layer: Layer) -> &'static [Path] {
         METADATA[1],
         METADATA[2],
         &["spec", "hostnames"],
+        // Read only for the route-index warnings (`route_warnings`), never for a denial.
+        &["spec", "parentRefs"],
     ];
     const INGRESS: &[Path] = &[
         METADATA[0],

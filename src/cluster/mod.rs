@@ -7,6 +7,7 @@ pub mod lease;
 pub mod miss;
 pub mod namespaces;
 pub mod objects;
+pub mod route_snapshot;
 pub mod routes;
 pub mod watch;
 

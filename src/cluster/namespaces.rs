@@ -1166,6 +1166,10 @@ extra: [whatever, {x: y}]
                     crate::policy::HOST_LABEL.to_string(),
                     "t.example.org".to_string(),
                 ),
+                (
+                    crate::platform::GATEWAY_LABEL.to_string(),
+                    "tenant-root".to_string(),
+                ),
                 ("z".to_string(), "2".to_string()),
             ]),
         );
@@ -1178,10 +1182,16 @@ extra: [whatever, {x: y}]
         assert_eq!(
             found,
             NamespaceContext::Found {
-                labels: BTreeMap::from([(
-                    crate::policy::HOST_LABEL.to_string(),
-                    "t.example.org".to_string()
-                )])
+                labels: BTreeMap::from([
+                    (
+                        crate::policy::HOST_LABEL.to_string(),
+                        "t.example.org".to_string()
+                    ),
+                    (
+                        crate::platform::GATEWAY_LABEL.to_string(),
+                        "tenant-root".to_string()
+                    )
+                ])
             }
         );
         // Found without a host label stays Found (the "has no host label" message).

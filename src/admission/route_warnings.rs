@@ -1,0 +1,957 @@
+//! Admission warnings from the route index (SPEC §3.4, §2.5): what the reconciler will do
+//! with an HTTPRoute/TLSRoute being admitted, said while it is admitted (the reconciler's
+//! rules decide; these never deny).
+//!
+//! [`warnings`] is a pure function of the route being admitted, the index's snapshot of each
+//! Gateway it references, and the system prefix. It judges claims the way
+//! `reconcile::routes::analyse` does: only an HTTPRoute parentRef without a sectionName or
+//! naming an `https…` listener claims a hostname; the winner of a hostname claimed from
+//! several namespaces is [`claims::winner`], the function the reconciler's analysis calls.
+//!
+//! A route in the index counts as published on a Gateway when a parentRef targets it *and*
+//! it carries our status entry for it: the reconciler writes that entry only for routes that
+//! attach (allowed namespace), so a route that merely names a Gateway it may not use, or one
+//! created a moment ago and not reconciled yet, does not count. `kubectl get -o yaml` prints
+//! the status, so an offline snapshot (`--routes FILE`) is judged exactly like the live index.
+//!
+//! The listener budget is counted from the same routes: the `http` listener, one passthrough
+//! listener per `tls-…` section a published TLSRoute names, and one listener per distinct
+//! listenable (valid, not wildcard) hostname published by claiming HTTPRoutes; of
+//! [`MAX_LISTENERS`]. The index does not know a Gateway's certMode, so the count is the
+//! http01 one (dns01/existingSecret Gateways have no per-hostname listeners; their routes
+//! rarely come near 63 distinct hostnames, and the warning says what it assumes).
+
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::sync::Arc;
+
+use crate::claims::{self, Claimant};
+use crate::cluster::routes::{GatewayRoutes, gateways_of};
+use crate::hostname;
+use crate::reconcile::inputs::{RouteFacts, RouteKind};
+use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https};
+
+/// Why a warning was given: the `reason` label of its counter (a closed set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Reason {
+    /// Another namespace publishes the hostname on the same Gateway (HTTPRoute).
+    HostnameConflict,
+    /// The Gateway's listeners would run out.
+    ListenerBudget,
+    /// Another namespace passes the hostname through on the same Gateway (TLSRoute).
+    PassthroughShared,
+}
+
+impl Reason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Reason::HostnameConflict => "hostname_conflict",
+            Reason::ListenerBudget => "listener_budget",
+            Reason::PassthroughShared => "passthrough_shared",
+        }
+    }
+
+    pub const ALL: [Reason; 3] = [
+        Reason::HostnameConflict,
+        Reason::ListenerBudget,
+        Reason::PassthroughShared,
+    ];
+}
+
+/// One warning: at most [`super::MAX_WARNING_LEN`] characters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RouteWarning {
+    pub reason: Reason,
+    pub text: String,
+}
+
+/// The warnings for admitting `route`. `snapshot(namespace, name)` is the index's routes of
+/// one Gateway; `system_prefix` the conflict rule's (`--system-prefix`); `publishes_through`
+/// the route namespace's `namespace.cozystack.io/gateway` label when its labels are known
+/// (`""` without the label): a tenant namespace reaches another namespace's Gateway only
+/// through that label (layer 1), so a route naming any other Gateway will not attach and gets
+/// no warning about it. `None` (labels not read: outside tenant scope) judges every Gateway.
+pub fn warnings(
+    route: &RouteFacts,
+    snapshot: impl Fn(&str, &str) -> Arc<GatewayRoutes>,
+    system_prefix: &str,
+    publishes_through: Option<&str>,
+) -> Vec<RouteWarning> {
+    // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
+    let targets = RouteFacts {
+        our_status: Vec::new(),
+        ..route.clone()
+    };
+    let mut out = Vec::new();
+    for (gw_ns, gw_name) in gateways_of(&targets) {
+        if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
+            continue;
+        }
+        let routes = snapshot(&gw_ns, &gw_name);
+        let on = Gateway {
+            namespace: &gw_ns,
+            name: &gw_name,
+        };
+        let published: Vec<&RouteFacts> = routes
+            .values()
+            .map(|r| &**r)
+            .filter(|r| {
+                (r.kind, &r.namespace, &r.name) != (route.kind, &route.namespace, &route.name)
+            })
+            .filter(|r| on.published_by(r))
+            .collect();
+        match route.kind {
+            RouteKind::HttpRoute => http_route(route, &on, &published, system_prefix, &mut out),
+            RouteKind::TlsRoute => tls_route(route, &on, &published, &mut out),
+        }
+    }
+    for w in &mut out {
+        w.text = super::truncate_warning(&w.text);
+    }
+    out
+}
+
+struct Gateway<'a> {
+    namespace: &'a str,
+    name: &'a str,
+}
+
+impl Gateway<'_> {
+    fn targeted_by<'r>(&self, r: &'r RouteFacts) -> impl Iterator<Item = Option<&'r str>> {
+        r.parent_refs
+            .iter()
+            .filter(|p| p.targets(&r.namespace, self.namespace, self.name))
+            .map(|p| p.section_name.as_deref())
+    }
+
+    /// Its parentRefs claim HTTPS listeners here (an HTTPRoute, as the reconciler judges).
+    fn claimed_by(&self, r: &RouteFacts) -> bool {
+        r.kind == RouteKind::HttpRoute && self.targeted_by(r).any(section_claims_https)
+    }
+
+    fn published_by(&self, r: &RouteFacts) -> bool {
+        self.targeted_by(r).next().is_some()
+            && r.our_status.iter().any(|e| {
+                e.parent_ref
+                    .targets(&r.namespace, self.namespace, self.name)
+            })
+    }
+}
+
+impl std::fmt::Display for Gateway<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.namespace, self.name)
+    }
+}
+
+/// Its valid hostnames, each once, in order.
+fn valid_hostnames(r: &RouteFacts) -> BTreeSet<&str> {
+    r.hostnames
+        .iter()
+        .map(String::as_str)
+        .filter(|h| hostname::validate(h).is_ok())
+        .collect()
+}
+
+/// "a", "a and b", "a and 2 more".
+fn some_of(names: &BTreeSet<&str>) -> String {
+    let mut it = names.iter();
+    match (it.next(), names.len()) {
+        (None, _) => String::new(),
+        (Some(a), 1) => (*a).to_string(),
+        (Some(a), 2) => format!("{a} and {}", it.next().copied().unwrap_or_default()),
+        (Some(a), n) => format!("{a} and {} more", n - 1),
+    }
+}
+
+fn http_route(
+    route: &RouteFacts,
+    on: &Gateway<'_>,
+    published: &[&RouteFacts],
+    system_prefix: &str,
+    out: &mut Vec<RouteWarning>,
+) {
+    if !on.claimed_by(route) {
+        // sectionName `http` or `tls-…`: no HTTPS listener, no hostname claimed.
+        return;
+    }
+    let mine = valid_hostnames(route);
+    // One pass over the Gateway's routes: who else claims each of our hostnames, and the
+    // distinct hostnames with a listener, counted only up to the cap (past it nothing is
+    // left either way, so a large Gateway costs a scan, not a set of all its hostnames).
+    let mut claimed: BTreeMap<&str, Vec<Claimant<'_>>> = BTreeMap::new();
+    let mut with_listener: HashSet<&str> = HashSet::new();
+    for r in published.iter().filter(|r| on.claimed_by(r)) {
+        for h in r.hostnames.iter().map(String::as_str) {
+            if mine.contains(h) {
+                claimed.entry(h).or_default().push(Claimant {
+                    namespace: &r.namespace,
+                    name: &r.name,
+                });
+            }
+            if with_listener.len() < MAX_LISTENERS
+                && !hostname::is_wildcard(h)
+                && hostname::validate(h).is_ok()
+            {
+                with_listener.insert(h);
+            }
+        }
+    }
+    let me = Claimant {
+        namespace: &route.namespace,
+        name: &route.name,
+    };
+    for h in &mine {
+        let Some(others) = claimed.get(h) else {
+            continue;
+        };
+        let foreign: BTreeSet<&str> = others
+            .iter()
+            .filter(|c| !claims::shares_with(c, &me))
+            .map(|c| c.namespace)
+            .collect();
+        if foreign.is_empty() {
+            continue;
+        }
+        let Some(winner) = claims::winner(others.iter().copied().chain([me]), system_prefix) else {
+            continue;
+        };
+        let text = if claims::shares_with(&me, &winner) {
+            format!(
+                "HostnameConflict for {}: {h} is also on {on}; this route wins",
+                some_of(&foreign)
+            )
+        } else {
+            format!(
+                "HostnameConflict: {h} is already on {on} from {}, which wins",
+                winner.namespace
+            )
+        };
+        out.push(RouteWarning {
+            reason: Reason::HostnameConflict,
+            text,
+        });
+    }
+
+    // The budget, as http01 counts it.
+    let passthrough: BTreeSet<&str> = published
+        .iter()
+        .filter(|r| r.kind == RouteKind::TlsRoute)
+        .flat_map(|r| on.targeted_by(r))
+        .flatten()
+        .filter(|s| s.starts_with("tls-"))
+        .collect();
+    let in_use = 1 + passthrough.len() + with_listener.len();
+    let left = MAX_LISTENERS.saturating_sub(in_use);
+    let new = mine
+        .iter()
+        .filter(|h| !hostname::is_wildcard(h) && !claimed.contains_key(*h))
+        .count();
+    if new == 0 || new < left {
+        return;
+    }
+    let text = if new == left {
+        format!(
+            "Gateway {on}: this route takes the last {left} of {MAX_LISTENERS} listeners (http01); more need certMode dns01"
+        )
+    } else {
+        format!(
+            "Gateway {on}: {left} of {MAX_LISTENERS} listeners left, {new} needed, {} hostname(s) get none (http01); use certMode dns01",
+            new - left
+        )
+    };
+    out.push(RouteWarning {
+        reason: Reason::ListenerBudget,
+        text,
+    });
+}
+
+fn tls_route(
+    route: &RouteFacts,
+    on: &Gateway<'_>,
+    published: &[&RouteFacts],
+    out: &mut Vec<RouteWarning>,
+) {
+    for h in valid_hostnames(route) {
+        let others: BTreeSet<&str> = published
+            .iter()
+            .filter(|r| r.kind == RouteKind::TlsRoute && r.namespace != route.namespace)
+            .filter(|r| r.hostnames.iter().any(|x| x == h))
+            .map(|r| r.namespace.as_str())
+            .collect();
+        if others.is_empty() {
+            continue;
+        }
+        out.push(RouteWarning {
+            reason: Reason::PassthroughShared,
+            text: format!(
+                "{h} also passes through {on} from {}; the data plane picks one",
+                some_of(&others)
+            ),
+        });
+    }
+}
+
+/// The edge: the admitted object's projection (metadata, `spec.hostnames`,
+/// `spec.parentRefs`) read the way the index reads a watched route, judged against the
+/// index, counted per reason.
+impl super::Admission {
+    pub(super) fn index_warnings(
+        &self,
+        resource: super::WebhookResource,
+        review: &crate::policy::Review<'_>,
+        ns: &crate::policy::NamespaceContext,
+    ) -> Vec<String> {
+        let kind = match resource {
+            super::WebhookResource::HttpRoutes => RouteKind::HttpRoute,
+            super::WebhookResource::TlsRoutes => RouteKind::TlsRoute,
+            _ => return Vec::new(),
+        };
+        // Nothing indexed (a snapshot without routes, no reconciler, `--namespaces` mode):
+        // no work on the hot path.
+        if self.routes.is_empty() {
+            return Vec::new();
+        }
+        let facts = admitted(kind, review);
+        let publishes_through = match ns {
+            crate::policy::NamespaceContext::Found { labels } => Some(
+                labels
+                    .get(crate::platform::GATEWAY_LABEL)
+                    .map_or("", String::as_str),
+            ),
+            crate::policy::NamespaceContext::NotFound => None,
+        };
+        let found = warnings(
+            &facts,
+            |ns, name| self.routes.for_gateway(ns, name),
+            &self.cfg.system_prefix,
+            publishes_through,
+        );
+        found
+            .into_iter()
+            .map(|w| {
+                self.metrics
+                    .admission_warnings
+                    .with_label_values(&[resource.resource(), w.reason.as_str()])
+                    .inc();
+                w.text
+            })
+            .collect()
+    }
+}
+
+/// The route being admitted as route facts, through the index's own projection.
+fn admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
+    let spec = review
+        .object
+        .get("spec")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
+    let object = kube::api::DynamicObject {
+        types: None,
+        metadata: kube::api::ObjectMeta {
+            name: Some(review.name.to_string()),
+            namespace: Some(review.namespace.to_string()),
+            ..Default::default()
+        },
+        data: serde_json::json!({ "spec": spec }),
+    };
+    crate::cluster::routes::project(kind, &object)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::cluster::routes::{RouteIndex, project};
+    use crate::platform::CONTROLLER_NAME;
+    use kube::api::DynamicObject;
+    use serde_json::{Value, json};
+
+    const GW: (&str, &str) = ("tenant-root", "tenant-root");
+
+    /// A route as the API server holds it. `section`: the parentRef's sectionName;
+    /// `published`: carries our status entry for the Gateway.
+    fn obj(
+        kind: &str,
+        ns: &str,
+        name: &str,
+        section: Option<&str>,
+        hosts: &[&str],
+        published: bool,
+    ) -> RouteFacts {
+        let mut parent = json!({"name": GW.1, "namespace": GW.0});
+        if let Some(s) = section {
+            parent["sectionName"] = json!(s);
+        }
+        let status = if published {
+            json!({"parents": [{"controllerName": CONTROLLER_NAME, "parentRef": parent,
+                "conditions": []}]})
+        } else {
+            Value::Null
+        };
+        let api = if kind == "TLSRoute" {
+            "gateway.networking.k8s.io/v1alpha2"
+        } else {
+            "gateway.networking.k8s.io/v1"
+        };
+        let o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": api, "kind": kind,
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"parentRefs": [parent], "hostnames": hosts},
+            "status": status,
+        }))
+        .expect("dynamic object");
+        let k = if kind == "TLSRoute" {
+            RouteKind::TlsRoute
+        } else {
+            RouteKind::HttpRoute
+        };
+        project(k, &o)
+    }
+
+    fn http(ns: &str, name: &str, hosts: &[&str]) -> RouteFacts {
+        obj("HTTPRoute", ns, name, None, hosts, true)
+    }
+
+    fn run(index: &[RouteFacts], route: &RouteFacts) -> Vec<RouteWarning> {
+        let idx = RouteIndex::default();
+        for r in index {
+            idx.apply(r.clone());
+        }
+        warnings(route, |ns, n| idx.for_gateway(ns, n), "cozy-", None)
+    }
+
+    #[test]
+    fn hostname_conflicts_say_who_wins() {
+        let h = "dashboard.alice.example.org";
+        // (index, admitted route, expected (reason, substrings) per warning)
+        type Case = (
+            &'static str,
+            Vec<RouteFacts>,
+            RouteFacts,
+            Vec<(Reason, Vec<&'static str>)>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "a cozy-* route already publishes it: cozy wins",
+                vec![http("cozy-dashboard", "dashboard", &[h])],
+                http("tenant-alice", "web", &[h]),
+                vec![(
+                    Reason::HostnameConflict,
+                    vec![
+                        "HostnameConflict: dashboard.alice.example.org is already on tenant-root/tenant-root from cozy-dashboard, which wins",
+                    ],
+                )],
+            ),
+            (
+                "the admitted cozy route wins over a published tenant route",
+                vec![http("tenant-alice", "web", &[h])],
+                http("cozy-dashboard", "dashboard", &[h]),
+                vec![(
+                    Reason::HostnameConflict,
+                    vec![
+                        "HostnameConflict for tenant-alice: dashboard.alice.example.org is also on tenant-root/tenant-root; this route wins",
+                    ],
+                )],
+            ),
+            (
+                "tenants: the smaller namespace wins, whatever came first",
+                vec![http("tenant-bob", "a", &[h])],
+                http("tenant-alice", "z", &[h]),
+                vec![(
+                    Reason::HostnameConflict,
+                    vec!["HostnameConflict for tenant-bob:", "this route wins"],
+                )],
+            ),
+            (
+                "tenants: a larger namespace loses",
+                vec![http("tenant-alice", "z", &[h])],
+                http("tenant-bob", "a", &[h]),
+                vec![(
+                    Reason::HostnameConflict,
+                    vec!["from tenant-alice, which wins"],
+                )],
+            ),
+            (
+                "several losers are named by count",
+                vec![
+                    http("tenant-bob", "a", &[h]),
+                    http("tenant-carol", "a", &[h]),
+                    http("tenant-dave", "a", &[h]),
+                ],
+                http("cozy-x", "a", &[h]),
+                vec![(
+                    Reason::HostnameConflict,
+                    vec!["HostnameConflict for tenant-bob and 2 more:"],
+                )],
+            ),
+            (
+                "the winner is decided among all claimants, not against the first",
+                vec![http("tenant-bob", "a", &[h]), http("cozy-x", "a", &[h])],
+                http("tenant-alice", "a", &[h]),
+                vec![(Reason::HostnameConflict, vec!["from cozy-x, which wins"])],
+            ),
+            (
+                "one namespace shares a hostname among its routes",
+                vec![http("tenant-alice", "other", &[h])],
+                http("tenant-alice", "web", &[h]),
+                vec![],
+            ),
+            (
+                "an UPDATE of the publishing route itself is no conflict",
+                vec![http("tenant-alice", "web", &[h])],
+                http("tenant-alice", "web", &[h]),
+                vec![],
+            ),
+            (
+                "a route without our status entry does not publish (not attached, or new)",
+                vec![obj("HTTPRoute", "cozy-dashboard", "d", None, &[h], false)],
+                http("tenant-alice", "web", &[h]),
+                vec![],
+            ),
+            (
+                "a route on sectionName http claims nothing",
+                vec![obj(
+                    "HTTPRoute",
+                    "cozy-dashboard",
+                    "d",
+                    Some("http"),
+                    &[h],
+                    true,
+                )],
+                http("tenant-alice", "web", &[h]),
+                vec![],
+            ),
+            (
+                "the admitted route on a tls- section claims nothing",
+                vec![http("cozy-dashboard", "d", &[h])],
+                obj(
+                    "HTTPRoute",
+                    "tenant-alice",
+                    "web",
+                    Some("tls-api"),
+                    &[h],
+                    false,
+                ),
+                vec![],
+            ),
+            (
+                "a named https section claims",
+                vec![obj(
+                    "HTTPRoute",
+                    "cozy-dashboard",
+                    "d",
+                    Some("https-dash"),
+                    &[h],
+                    true,
+                )],
+                http("tenant-alice", "web", &[h]),
+                vec![(
+                    Reason::HostnameConflict,
+                    vec!["from cozy-dashboard, which wins"],
+                )],
+            ),
+            (
+                "a TLSRoute with the hostname is no HTTPS claimant",
+                vec![obj(
+                    "TLSRoute",
+                    "cozy-dashboard",
+                    "d",
+                    Some("tls-api"),
+                    &[h],
+                    true,
+                )],
+                http("tenant-alice", "web", &[h]),
+                vec![],
+            ),
+            (
+                "another Gateway's routes do not matter",
+                vec![{
+                    let mut r = http("cozy-dashboard", "d", &[h]);
+                    r.parent_refs[0].name = "other".into();
+                    r.our_status[0].parent_ref.name = "other".into();
+                    r
+                }],
+                http("tenant-alice", "web", &[h]),
+                vec![],
+            ),
+            (
+                "each conflicting hostname is one warning; invalid ones are not judged",
+                vec![http(
+                    "cozy-a",
+                    "a",
+                    &["a.alice.example.org", "b.alice.example.org", "Bad_"],
+                )],
+                http(
+                    "tenant-alice",
+                    "web",
+                    &[
+                        "b.alice.example.org",
+                        "a.alice.example.org",
+                        "a.alice.example.org",
+                        "Bad_",
+                    ],
+                ),
+                vec![
+                    (Reason::HostnameConflict, vec![": a.alice.example.org is"]),
+                    (Reason::HostnameConflict, vec![": b.alice.example.org is"]),
+                ],
+            ),
+            (
+                "TLSRoutes: another namespace's passthrough of the hostname",
+                vec![obj(
+                    "TLSRoute",
+                    "cozy-kubevirt",
+                    "vm",
+                    Some("tls-vm"),
+                    &[h],
+                    true,
+                )],
+                obj(
+                    "TLSRoute",
+                    "tenant-alice",
+                    "vm",
+                    Some("tls-vm"),
+                    &[h],
+                    false,
+                ),
+                vec![(
+                    Reason::PassthroughShared,
+                    vec![
+                        "dashboard.alice.example.org also passes through tenant-root/tenant-root from cozy-kubevirt; the data plane picks one",
+                    ],
+                )],
+            ),
+            (
+                "TLSRoutes: the same namespace, or an HTTPRoute, is no passthrough conflict",
+                vec![
+                    obj(
+                        "TLSRoute",
+                        "tenant-alice",
+                        "vm2",
+                        Some("tls-vm"),
+                        &[h],
+                        true,
+                    ),
+                    http("cozy-dashboard", "d", &[h]),
+                ],
+                obj(
+                    "TLSRoute",
+                    "tenant-alice",
+                    "vm",
+                    Some("tls-vm"),
+                    &[h],
+                    false,
+                ),
+                vec![],
+            ),
+        ];
+        for (what, index, route, want) in cases {
+            let got = run(&index, &route);
+            assert_eq!(got.len(), want.len(), "{what}: {got:?}");
+            for (g, (reason, parts)) in got.iter().zip(&want) {
+                assert_eq!(g.reason, *reason, "{what}: {g:?}");
+                for p in parts {
+                    assert!(g.text.contains(p), "{what}: {:?} lacks {p:?}", g.text);
+                }
+                assert!(
+                    g.text.chars().count() <= crate::admission::MAX_WARNING_LEN,
+                    "{what}: {:?}",
+                    g.text
+                );
+            }
+        }
+    }
+
+    /// `n` published routes in `tenant-root` with one distinct hostname each.
+    fn filled(n: usize) -> Vec<RouteFacts> {
+        (0..n)
+            .map(|i| {
+                let h = format!("h{i:02}.example.org");
+                http("tenant-root", &format!("r{i:02}"), &[h.as_str()])
+            })
+            .collect()
+    }
+
+    #[test]
+    fn listener_budget_counts_what_is_left() {
+        // (what, routes in the index, admitted hostnames, expected substrings; none = no warning)
+        type Case = (
+            &'static str,
+            Vec<RouteFacts>,
+            Vec<&'static str>,
+            Option<Vec<&'static str>>,
+        );
+        let cases: Vec<Case> = vec![
+            ("plenty left", filled(10), vec!["new.example.org"], None),
+            (
+                "63 listeners in use (http + 62): the next hostname takes the last one",
+                filled(62),
+                vec!["new.example.org"],
+                Some(vec![
+                    "Gateway tenant-root/tenant-root: this route takes the last 1 of 64 listeners (http01); more need certMode dns01",
+                ]),
+            ),
+            (
+                "63 in use, two new hostnames: one gets none",
+                filled(62),
+                vec!["new.example.org", "new2.example.org"],
+                Some(vec![
+                    "Gateway tenant-root/tenant-root: 1 of 64 listeners left, 2 needed, 1 hostname(s) get none (http01); use certMode dns01",
+                ]),
+            ),
+            (
+                "full: nothing left",
+                filled(63),
+                vec!["new.example.org"],
+                Some(vec![
+                    "0 of 64 listeners left, 1 needed, 1 hostname(s) get none",
+                ]),
+            ),
+            (
+                "over the cap already (70 published): still 0 left",
+                filled(70),
+                vec!["new.example.org"],
+                Some(vec!["0 of 64 listeners left"]),
+            ),
+            (
+                "a hostname already published needs no listener",
+                filled(63),
+                vec!["h05.example.org"],
+                None,
+            ),
+            (
+                "a wildcard needs no per-host listener",
+                filled(63),
+                vec!["*.example.org"],
+                None,
+            ),
+            (
+                "62 in use: http, 60 hosts, one passthrough listener named by two TLSRoutes",
+                {
+                    let mut v = filled(60);
+                    v.push(obj(
+                        "TLSRoute",
+                        "cozy-k",
+                        "api",
+                        Some("tls-api"),
+                        &["api.example.org"],
+                        true,
+                    ));
+                    v.push(obj(
+                        "TLSRoute",
+                        "cozy-k",
+                        "api2",
+                        Some("tls-api"),
+                        &["api.example.org"],
+                        true,
+                    ));
+                    v
+                },
+                vec!["a.example.org", "b.example.org"],
+                Some(vec!["takes the last 2 of 64"]),
+            ),
+            (
+                "routes that are not published do not use listeners",
+                (0..70)
+                    .map(|i| {
+                        let h = format!("h{i:02}.example.org");
+                        obj(
+                            "HTTPRoute",
+                            "tenant-root",
+                            &format!("r{i:02}"),
+                            None,
+                            &[h.as_str()],
+                            false,
+                        )
+                    })
+                    .collect(),
+                vec!["new.example.org"],
+                None,
+            ),
+        ];
+        for (what, index, hosts, want) in cases {
+            let route = obj("HTTPRoute", "tenant-root", "new", None, &hosts, false);
+            let got: Vec<RouteWarning> = run(&index, &route)
+                .into_iter()
+                .filter(|w| w.reason == Reason::ListenerBudget)
+                .collect();
+            match want {
+                None => assert!(got.is_empty(), "{what}: {got:?}"),
+                Some(parts) => {
+                    assert_eq!(got.len(), 1, "{what}: {got:?}");
+                    for p in parts {
+                        assert!(
+                            got[0].text.contains(p),
+                            "{what}: {:?} lacks {p:?}",
+                            got[0].text
+                        );
+                    }
+                    assert!(got[0].text.chars().count() <= crate::admission::MAX_WARNING_LEN);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn long_names_are_cut_to_120_characters() {
+        let h = format!("{}.{}.example.org", "a".repeat(63), "b".repeat(63));
+        let index = vec![http("cozy-dashboard", "d", &[h.as_str()])];
+        let got = run(&index, &http("tenant-alice", "web", &[h.as_str()]));
+        assert_eq!(got.len(), 1);
+        assert_eq!(
+            got[0].text.chars().count(),
+            crate::admission::MAX_WARNING_LEN
+        );
+        assert!(got[0].text.ends_with('…'));
+    }
+
+    #[test]
+    fn a_route_on_two_gateways_is_judged_on_each() {
+        let h = "x.example.org";
+        let mut other = http("cozy-a", "a", &[h]);
+        other.parent_refs[0].name = "gw2".into();
+        other.our_status[0].parent_ref.name = "gw2".into();
+        let index = vec![http("cozy-b", "b", &[h]), other];
+        let mut route = http("tenant-alice", "web", &[h]);
+        let mut second = route.parent_refs[0].clone();
+        second.name = "gw2".into();
+        route.parent_refs.push(second);
+        let got = run(&index, &route);
+        let texts: Vec<&str> = got.iter().map(|w| w.text.as_str()).collect();
+        assert_eq!(got.len(), 2, "{texts:?}");
+        // Gateways in (namespace, name) order.
+        assert!(
+            texts[0].contains("tenant-root/gw2 from cozy-a"),
+            "{texts:?}"
+        );
+        assert!(
+            texts[1].contains("tenant-root/tenant-root from cozy-b"),
+            "{texts:?}"
+        );
+    }
+
+    fn review(ns: &str, hosts: &[&str], parent: Value) -> Vec<u8> {
+        serde_json::to_vec(&json!({
+            "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
+            "request": {
+                "uid": "u1",
+                "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"},
+                "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"},
+                "name": "web", "namespace": ns, "operation": "CREATE",
+                "userInfo": {"username": "alice", "groups": ["g"]},
+                "object": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                    "metadata": {"name": "web", "namespace": ns},
+                    "spec": {"parentRefs": [parent], "hostnames": hosts,
+                             "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}
+            }
+        }))
+        .expect("json")
+    }
+
+    /// Through `Admission::handle`, as the server and `review` call it: the warning is in the
+    /// response, the route is still admitted, the counter has a bounded label set; a denial
+    /// carries no index warning; an empty index costs nothing and says nothing.
+    #[tokio::test]
+    async fn the_decision_path_adds_index_warnings_and_counts_them() {
+        use crate::admission::{Admission, WebhookResource};
+        use crate::cluster::{NamespaceSource, StaticNamespaces};
+        use crate::metrics::Metrics;
+        use crate::platform::GATEWAY_LABEL;
+        use crate::policy::{HOST_LABEL, PolicyConfig};
+        use std::collections::BTreeMap;
+
+        let h = "dash.alice.example.org";
+        let mut ns = StaticNamespaces::default();
+        ns.insert(
+            "tenant-alice",
+            BTreeMap::from([
+                (HOST_LABEL.to_string(), "alice.example.org".to_string()),
+                (GATEWAY_LABEL.to_string(), "tenant-root".to_string()),
+            ]),
+        );
+        let ns = NamespaceSource::Static(Arc::new(ns));
+        let idx = Arc::new(RouteIndex::default());
+        idx.apply(http("cozy-dashboard", "dashboard", &[h]));
+        let metrics = Metrics::new();
+        let a = Admission::new(
+            Arc::new(PolicyConfig::default()),
+            ns.clone(),
+            metrics.clone(),
+        )
+        .with_routes(idx);
+        let parent = json!({"name": GW.1, "namespace": GW.0});
+        async fn post(a: &Admission, body: Vec<u8>) -> Value {
+            let r = a.handle(Some(WebhookResource::HttpRoutes), &body).await;
+            serde_json::from_slice::<Value>(&r.body).expect("json")
+        }
+        let v = post(&a, review("tenant-alice", &[h], parent.clone())).await;
+        assert_eq!(v["response"]["allowed"], json!(true), "{v}");
+        let w = v["response"]["warnings"].as_array().expect("warnings");
+        assert_eq!(w.len(), 1, "{v}");
+        assert!(
+            w[0].as_str()
+                .unwrap_or_default()
+                .contains("from cozy-dashboard, which wins")
+        );
+        let text = metrics.render();
+        assert!(
+            text.contains(
+                "tenant_gateway_admission_warnings_total{reason=\"hostname_conflict\",resource=\"httproutes\"} 1"
+            ),
+            "{text}"
+        );
+
+        // Denied by layer 7 (outside the apex): no index warning with the denial.
+        let v = post(
+            &a,
+            review("tenant-alice", &["dash.bob.example.org"], parent.clone()),
+        )
+        .await;
+        assert_eq!(v["response"]["allowed"], json!(false));
+        assert!(v["response"].get("warnings").is_none(), "{v}");
+
+        // Another Gateway: nothing to say.
+        let v = post(&a, review("tenant-alice", &[h], json!({"name": "gw2"}))).await;
+        assert!(v["response"].get("warnings").is_none(), "{v}");
+
+        // No index given: nothing to say.
+        let plain = Admission::new(Arc::new(PolicyConfig::default()), ns, Metrics::new());
+        let v = post(&plain, review("tenant-alice", &[h], parent)).await;
+        assert_eq!(v["response"]["allowed"], json!(true));
+        assert!(v["response"].get("warnings").is_none(), "{v}");
+    }
+
+    #[test]
+    fn a_tenant_route_is_judged_only_on_gateways_it_may_attach_to() {
+        let h = "dashboard.alice.example.org";
+        let idx = RouteIndex::default();
+        idx.apply(http("cozy-dashboard", "dashboard", &[h]));
+        let route = http("tenant-alice", "web", &[h]);
+        let run = |through: Option<&str>| {
+            warnings(&route, |ns, n| idx.for_gateway(ns, n), "cozy-", through).len()
+        };
+        // (gateway label of tenant-alice, warnings)
+        for (through, want) in [
+            (Some("tenant-root"), 1),
+            (None, 1),
+            (Some("tenant-bob"), 0),
+            (Some(""), 0),
+        ] {
+            assert_eq!(run(through), want, "{through:?}");
+        }
+        // Its own namespace's Gateway needs no label.
+        let idx = RouteIndex::default();
+        let mut other = http("tenant-alice", "x", &[h]);
+        other.namespace = "tenant-alice-2".into();
+        let mut own = http("tenant-alice", "web", &[h]);
+        for r in [&mut other, &mut own] {
+            r.parent_refs[0].namespace = Some("tenant-alice".into());
+            if let Some(e) = r.our_status.first_mut() {
+                e.parent_ref.namespace = Some("tenant-alice".into());
+            }
+        }
+        idx.apply(other);
+        let got = warnings(&own, |ns, n| idx.for_gateway(ns, n), "cozy-", Some(""));
+        assert_eq!(got.len(), 1, "{got:?}");
+    }
+}

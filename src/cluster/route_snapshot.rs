@@ -1,0 +1,286 @@
+//! A route index without a reconciler, for `review`/`check` (SPEC §3.4): from a file of
+//! HTTPRoute/TLSRoute objects (`--routes FILE`, as `kubectl get httproutes,tlsroutes -A -o
+//! yaml` prints them: a List, multi-document YAML, or JSON), or listed once from a cluster
+//! (`check --kubeconfig`). Both go through the index's own projection
+//! (`routes::project`), so a snapshot warns exactly as the live index of `serve` does.
+
+use std::path::Path;
+
+use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject, ListParams};
+use serde_json::Value;
+
+use super::namespaces::flatten_list;
+use super::routes::{RouteIndex, project};
+use super::watch;
+use crate::platform::GATEWAY_API_GROUP;
+use crate::reconcile::inputs::RouteKind;
+
+#[derive(Debug, thiserror::Error)]
+pub enum RouteSnapshotError {
+    #[error("cannot read route snapshot {path}: {reason}")]
+    Read { path: String, reason: String },
+    #[error("route snapshot {path}: document {index} is not valid YAML/JSON: {reason}")]
+    Parse {
+        path: String,
+        index: usize,
+        reason: String,
+    },
+    #[error(
+        "route snapshot {path}: object {index} is a {kind:?} of {api_version:?}, expected HTTPRoute or TLSRoute objects of {GATEWAY_API_GROUP} (as printed by `kubectl get httproutes,tlsroutes -A -o yaml`)"
+    )]
+    NotRoute {
+        path: String,
+        index: usize,
+        kind: String,
+        api_version: String,
+    },
+    #[error(
+        "route snapshot {path}: object {index} ({kind}) has no metadata.name or metadata.namespace"
+    )]
+    Unnamed {
+        path: String,
+        index: usize,
+        kind: String,
+    },
+    #[error("route snapshot {path}: object {index} ({kind}) is not a Kubernetes object: {reason}")]
+    Shape {
+        path: String,
+        index: usize,
+        kind: String,
+        reason: String,
+    },
+    #[error("cannot list {what} from the cluster: {source}")]
+    List {
+        what: &'static str,
+        source: Box<kube::Error>,
+    },
+}
+
+/// Read `--routes FILE` (a byte-order mark is handled as kubectl handles it).
+pub fn from_file(path: &Path) -> Result<RouteIndex, RouteSnapshotError> {
+    let p = path.display().to_string();
+    let read_err = |reason: String| RouteSnapshotError::Read {
+        path: p.clone(),
+        reason,
+    };
+    let bytes = std::fs::read(path).map_err(|e| read_err(e.to_string()))?;
+    let text = crate::yaml::decode(bytes).map_err(|e| read_err(e.to_string()))?;
+    from_text(&text, &p)
+}
+
+/// Read a snapshot's text; `origin` names it in errors. Every object must be a route: a
+/// wrong file (namespaces given as routes) is an error, not an empty index.
+pub fn from_text(text: &str, origin: &str) -> Result<RouteIndex, RouteSnapshotError> {
+    let index = RouteIndex::default();
+    let mut n = 0usize;
+    for doc in crate::yaml::read_documents(text) {
+        let value = doc.value.map_err(|e| RouteSnapshotError::Parse {
+            path: origin.to_string(),
+            index: doc.index,
+            reason: e.to_string(),
+        })?;
+        for item in flatten_list(value) {
+            n += 1;
+            index.apply(route_of(item, origin, n)?);
+        }
+    }
+    Ok(index)
+}
+
+fn route_of(
+    item: Value,
+    origin: &str,
+    index: usize,
+) -> Result<crate::reconcile::inputs::RouteFacts, RouteSnapshotError> {
+    let s = |k: &str| {
+        item.get(k)
+            .and_then(Value::as_str)
+            .unwrap_or("")
+            .to_string()
+    };
+    let (kind_s, api_version) = (s("kind"), s("apiVersion"));
+    let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+    let kind = match kind_s.as_str() {
+        "HTTPRoute" if group == GATEWAY_API_GROUP => RouteKind::HttpRoute,
+        "TLSRoute" if group == GATEWAY_API_GROUP => RouteKind::TlsRoute,
+        _ => {
+            return Err(RouteSnapshotError::NotRoute {
+                path: origin.to_string(),
+                index,
+                kind: kind_s,
+                api_version,
+            });
+        }
+    };
+    let object: DynamicObject =
+        serde_json::from_value(item).map_err(|e| RouteSnapshotError::Shape {
+            path: origin.to_string(),
+            index,
+            kind: kind_s.clone(),
+            reason: e.to_string(),
+        })?;
+    let named = |v: &Option<String>| v.as_deref().is_some_and(|s| !s.is_empty());
+    if !named(&object.metadata.name) || !named(&object.metadata.namespace) {
+        return Err(RouteSnapshotError::Unnamed {
+            path: origin.to_string(),
+            index,
+            kind: kind_s,
+        });
+    }
+    Ok(project(kind, &object))
+}
+
+/// What [`list`] read, with notes for stderr.
+#[derive(Default)]
+pub struct Listed {
+    pub index: RouteIndex,
+    /// Kinds the caller may not list: their warnings are not given (said, not hidden).
+    pub notes: Vec<String>,
+}
+
+/// List every HTTPRoute and TLSRoute of the cluster once (paged; read-only). A kind whose
+/// CRD is not served contributes nothing; one the caller may not list is a note (the
+/// warnings are advice, and the verdicts do not depend on them); any other error fails.
+pub async fn list(client: &Client) -> Result<Listed, RouteSnapshotError> {
+    let mut out = Listed::default();
+    for (kind, what, name) in [
+        (RouteKind::HttpRoute, "HTTPRoutes", "HTTPRoute"),
+        (RouteKind::TlsRoute, "TLSRoutes", "TLSRoute"),
+    ] {
+        let Some(ar) = watch::served(client, GATEWAY_API_GROUP, name).await else {
+            continue;
+        };
+        match list_kind(client, &ar, kind, &out.index).await {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 403 => out.notes.push(format!(
+                "note: cannot list {what} cluster-wide ({}); hostname-conflict and listener-budget warnings for them are not given",
+                e.message
+            )),
+            Err(e) => {
+                return Err(RouteSnapshotError::List {
+                    what,
+                    source: Box::new(e),
+                });
+            }
+        }
+    }
+    Ok(out)
+}
+
+async fn list_kind(
+    client: &Client,
+    ar: &ApiResource,
+    kind: RouteKind,
+    index: &RouteIndex,
+) -> Result<(), kube::Error> {
+    let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
+    let mut params = ListParams::default().limit(500);
+    loop {
+        let page = api.list(&params).await?;
+        for o in &page.items {
+            index.apply(project(kind, o));
+        }
+        match page.metadata.continue_.filter(|c| !c.is_empty()) {
+            Some(token) => params = params.continue_token(&token),
+            None => return Ok(()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const LIST: &str = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: gateway.networking.k8s.io/v1
+  kind: HTTPRoute
+  metadata: {name: dashboard, namespace: cozy-dashboard}
+  spec:
+    parentRefs: [{name: gw, namespace: tenant-root}]
+    hostnames: [dash.alice.example.org]
+  status:
+    parents:
+    - controllerName: gateway.cozystack.io/tenantgateway-controller
+      parentRef: {name: gw, namespace: tenant-root}
+      conditions: []
+- apiVersion: gateway.networking.k8s.io/v1alpha2
+  kind: TLSRoute
+  metadata: {name: api, namespace: cozy-k}
+  spec:
+    parentRefs: [{name: gw, namespace: tenant-root, sectionName: tls-api}]
+    hostnames: [api.example.org]
+"#;
+
+    #[test]
+    fn reads_a_list_and_multi_document_yaml_and_json() {
+        let idx = from_text(LIST, "routes.yaml").expect("valid");
+        assert_eq!(idx.len(), 2);
+        let gw = idx.for_gateway("tenant-root", "gw");
+        assert_eq!(gw.len(), 2);
+        let dash = gw
+            .values()
+            .find(|r| r.name == "dashboard")
+            .expect("dashboard");
+        assert_eq!(dash.hostnames, ["dash.alice.example.org"]);
+        assert_eq!(
+            dash.our_status.len(),
+            1,
+            "the status is read: it says published"
+        );
+
+        // (`n` alone would be YAML 1.1's false, as kubectl reads it.)
+        let multi = "---\napiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: a, namespace: ns1}\nspec: {parentRefs: [{name: gw}]}\n---\n# empty\n---\napiVersion: gateway.networking.k8s.io/v1beta1\nkind: HTTPRoute\nmetadata: {name: b, namespace: ns1}\n";
+        let idx = from_text(multi, "m.yaml").expect("valid");
+        assert_eq!(idx.len(), 2);
+        assert_eq!(idx.for_gateway("ns1", "gw").len(), 1);
+
+        let json = r#"{"apiVersion":"v1","kind":"List","items":[{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"a","namespace":"n"},"spec":{"parentRefs":[{"name":"gw"}]}}]}"#;
+        assert_eq!(from_text(json, "r.json").expect("valid").len(), 1);
+        assert!(
+            from_text("", "empty.yaml")
+                .expect("empty is fine")
+                .is_empty()
+        );
+    }
+
+    #[test]
+    fn anything_but_routes_is_an_error_naming_the_object() {
+        // (text, expected substrings of the error)
+        let cases: Vec<(&str, Vec<&str>)> = vec![
+            (
+                "apiVersion: v1\nkind: Namespace\nmetadata: {name: x}\n",
+                vec![
+                    "object 1",
+                    "\"Namespace\"",
+                    "expected HTTPRoute or TLSRoute",
+                ],
+            ),
+            (
+                "apiVersion: example.com/v1\nkind: HTTPRoute\nmetadata: {name: x, namespace: ns1}\n",
+                vec!["\"example.com/v1\""],
+            ),
+            (
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: x}\n",
+                vec!["object 1 (HTTPRoute) has no metadata.name or metadata.namespace"],
+            ),
+            (
+                "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: [x], namespace: ns1}\n",
+                vec!["not a Kubernetes object"],
+            ),
+            ("a: [unclosed\n", vec!["document 1 is not valid YAML/JSON"]),
+            ("- just\n- a list\n", vec!["expected HTTPRoute"]),
+        ];
+        for (text, want) in cases {
+            let e = from_text(text, "r.yaml").err().map(|e| e.to_string());
+            let e = e.unwrap_or_else(|| panic!("{text:?} was accepted"));
+            for w in want {
+                assert!(e.contains(w), "{text:?}: {e:?} lacks {w:?}");
+            }
+            assert!(e.contains("r.yaml"), "{e}");
+        }
+    }
+}
