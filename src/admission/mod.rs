@@ -32,9 +32,7 @@ pub use resource::WebhookResource;
 /// The only AdmissionReview version we speak (the API server sends what we register).
 pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
 
-/// Longest warning the API server shows comfortably (Kubernetes' guidance for admission
-/// warnings); longer ones are cut with an ellipsis.
-pub const MAX_WARNING_LEN: usize = 120;
+pub use crate::warning::MAX_WARNING_LEN;
 
 /// HTTP-level outcome of one review.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -791,14 +789,9 @@ pub fn combine(violations: &[String]) -> String {
     violations.join("; ")
 }
 
-/// Cut `w` to at most [`MAX_WARNING_LEN`] characters, on a character boundary.
+/// Cut `w` to at most [`MAX_WARNING_LEN`] characters (`crate::warning::clip`).
 pub fn truncate_warning(w: &str) -> String {
-    if w.chars().count() <= MAX_WARNING_LEN {
-        return w.to_string();
-    }
-    let mut out: String = w.chars().take(MAX_WARNING_LEN - 1).collect();
-    out.push('…');
-    out
+    crate::warning::clip(w, MAX_WARNING_LEN)
 }
 
 fn op_label(op: &str) -> &'static str {

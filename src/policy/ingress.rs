@@ -22,7 +22,7 @@ use super::{
 use crate::hostname;
 
 /// The API server relays admission warnings only up to this length (SPEC §2.5).
-const MAX_WARNING: usize = 120;
+const MAX_WARNING: usize = crate::warning::MAX_WARNING_LEN;
 /// Custom-domain warnings listed one by one before they are summarised.
 const MAX_CUSTOM_DOMAIN_WARNINGS: usize = 8;
 
@@ -507,7 +507,7 @@ mod tests {
             );
             for (w, host) in f.warnings.iter().zip(&warned) {
                 assert_mentions(w, &[host, "custom domain", "example.org"]);
-                assert!(w.len() <= MAX_WARNING);
+                assert!(w.chars().count() <= MAX_WARNING);
             }
         }
     }
@@ -854,7 +854,11 @@ mod tests {
         let obj = ingress(json!([long]), json!([]));
         let f = run(&alice(), &obj).expect("ok");
         assert_eq!(f.warnings.len(), 1);
-        assert!(f.warnings[0].len() <= MAX_WARNING, "{}", f.warnings[0]);
+        assert!(
+            f.warnings[0].chars().count() <= MAX_WARNING,
+            "{}",
+            f.warnings[0]
+        );
         assert!(f.warnings[0].contains("custom domain"));
         let c = PolicyConfig {
             root_host: Some(format!("{}.org", "r".repeat(150))),
@@ -862,7 +866,7 @@ mod tests {
         };
         let r = review("Ingress", "tenant-alice", &obj);
         let f = evaluate(&r, &alice(), &c).expect("ok");
-        assert!(f.warnings[0].len() <= MAX_WARNING);
+        assert!(f.warnings[0].chars().count() <= MAX_WARNING);
     }
 
     #[test]

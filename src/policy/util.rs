@@ -158,17 +158,9 @@ pub(super) fn quoted(s: &str) -> String {
     format!("{}\"... ({} bytes in all)", &escaped[..end], s.len())
 }
 
-/// Shortens `s` to at most `max` bytes, marking the cut with "...". Used for warnings, which
-/// the API server relays only up to a fixed length.
+/// Shortens `s` to at most `max` characters (the one warning clipper, `crate::warning`).
 pub(super) fn clip(s: &str, max: usize) -> String {
-    if s.len() <= max {
-        return s.to_string();
-    }
-    let mut end = max.saturating_sub(3);
-    while !s.is_char_boundary(end) {
-        end -= 1;
-    }
-    format!("{}...", &s[..end])
+    crate::warning::clip(s, max)
 }
 
 /// The fail-closed denial of layers 2, 7 and 8 when the namespace has no apex. `what` names
@@ -322,8 +314,8 @@ mod tests {
         assert!(q.len() < 400, "{q}");
         assert!(q.contains("2000 bytes"));
         assert_eq!(clip("short", 120), "short");
-        let c = clip(&"\u{430}".repeat(100), 120);
-        assert!(c.len() <= 120 && c.ends_with("..."));
+        let c = clip(&"\u{430}".repeat(200), 120);
+        assert!(c.chars().count() == 120 && c.ends_with('…'));
     }
 
     #[test]
