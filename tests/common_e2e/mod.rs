@@ -342,6 +342,13 @@ impl Webhook {
 
     /// `serve` with extra arguments, its files under `<control plane dir>/<name>`.
     pub fn start_with(cp: &ControlPlane, name: &str, extra: &[&str]) -> Webhook {
+        let hook = Webhook::spawn(cp, name, extra, &cp.kubeconfig());
+        hook.wait_ready();
+        hook
+    }
+
+    /// Start `serve` against `kubeconfig` without waiting for it to be ready.
+    pub fn spawn(cp: &ControlPlane, name: &str, extra: &[&str], kubeconfig: &Path) -> Webhook {
         let dir = cp.dir.path().join(name);
         std::fs::create_dir_all(&dir).expect("webhook dir");
         let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
@@ -362,28 +369,72 @@ impl Webhook {
             .arg("--tls-key-file")
             .arg(dir.join("tls.key"))
             .arg("--kubeconfig")
-            .arg(cp.kubeconfig())
+            .arg(kubeconfig)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("tenant-gateway serve starts");
-        let mut hook = Webhook {
+        Webhook {
             port,
             metrics_port,
             ca_pem: std::fs::read_to_string(dir.join("ca.crt")).expect("ca.crt"),
             child,
             dir,
-        };
-        let addr = format!("127.0.0.1:{metrics_port}");
+        }
+    }
+
+    /// Wait for `/readyz` (the process dying meanwhile fails the test with its log).
+    pub fn wait_ready(&self) {
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
         let deadline = Instant::now() + Duration::from_secs(30);
         while http_status(&addr, "/readyz") != Some(200) {
-            if let Ok(Some(st)) = hook.child.try_wait() {
-                panic!("serve exited with {st}: {}", hook.log());
-            }
-            assert!(Instant::now() < deadline, "serve not ready: {}", hook.log());
+            assert!(self.running(), "serve exited: {}", self.log());
+            assert!(Instant::now() < deadline, "serve not ready: {}", self.log());
             std::thread::sleep(Duration::from_millis(100));
         }
-        hook
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// True while the process has not exited.
+    pub fn running(&self) -> bool {
+        // `try_wait` needs `&mut`; /proc tells the same without reaping (a zombie counts as
+        // exited).
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    }
+
+    /// Send `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let st = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(st.success(), "kill -{signal} failed");
+    }
+
+    /// The Prometheus text of its metrics port, `None` when it does not answer in 2 s.
+    pub fn metrics_text(&self) -> Option<String> {
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
+        let mut s = TcpStream::connect(&addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        buf.starts_with("HTTP/1.1 200").then_some(buf)
     }
 
     pub fn log(&self) -> String {
