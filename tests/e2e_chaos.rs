@@ -392,41 +392,51 @@ fn check_state(cp: &ControlPlane, w: &World, foreign_rv: &str) -> Result<(), Str
     Ok(())
 }
 
-fn wait_converged(cp: &ControlPlane, w: &World, foreign_rv: &str, what: &str) {
+/// Wait until the cluster matches the world; on timeout say what differs and show the end of
+/// `by`'s log.
+fn wait_converged(cp: &ControlPlane, w: &World, foreign_rv: &str, what: &str, by: &Webhook) {
     let deadline = Instant::now() + WAIT;
     loop {
         match check_state(cp, w, foreign_rv) {
             Ok(()) => return,
-            Err(e) => assert!(Instant::now() < deadline, "{what}: not converged: {e}"),
+            Err(e) => {
+                if Instant::now() >= deadline {
+                    let log = by.log();
+                    let tail: Vec<&str> = log.lines().rev().take(40).collect();
+                    let tail: Vec<&str> = tail.into_iter().rev().collect();
+                    panic!("{what}: not converged: {e}\nserve log:\n{}", tail.join("\n"));
+                }
+            }
         }
         std::thread::sleep(Duration::from_millis(500));
     }
 }
 
-/// One round's change: a route added to one TenantGateway, one removed from another.
+/// One round's change, so every round has a reconcile to interrupt: a route added to every
+/// TenantGateway, one route removed from two of them.
 fn mutate(cp: &ControlPlane, w: &mut World, round: usize) {
-    let add_to = tgw_ns(round % w.tgws);
-    let name = format!("c{round}");
-    let host = format!("c{round}.{}", apex(round % w.tgws));
-    apply_list(
-        cp,
-        vec![route(&add_to, &name, &add_to, std::slice::from_ref(&host))],
-    );
-    w.routes
-        .get_mut(&add_to)
-        .expect("known tgw")
-        .insert((add_to.clone(), name), vec![host]);
-    let from = tgw_ns((round + 1) % w.tgws);
-    let victim = w.routes[&from]
-        .keys()
-        .find(|(ns, n)| *ns == from && n.starts_with('r') && n != "r0")
-        .cloned();
-    if let Some((ns, n)) = victim {
-        cp.kubectl_ok(
-            &["delete", "httproute", "-n", &ns, &n, "--wait=false"],
-            None,
-        );
-        w.routes.get_mut(&from).expect("known tgw").remove(&(ns, n));
+    let mut objects = Vec::new();
+    for i in 0..w.tgws {
+        let ns = tgw_ns(i);
+        let name = format!("c{round}");
+        let host = format!("c{round}.{}", apex(i));
+        objects.push(route(&ns, &name, &ns, std::slice::from_ref(&host)));
+        w.routes
+            .get_mut(&ns)
+            .expect("known tgw")
+            .insert((ns.clone(), name), vec![host]);
+    }
+    apply_list(cp, objects);
+    for from in [tgw_ns(round % w.tgws), tgw_ns((round + 3) % w.tgws)] {
+        // Oldest first, never r0 (the foreign Certificate's hostname).
+        let victim = w.routes[&from]
+            .keys()
+            .find(|(ns, n)| *ns == from && n != "r0" && n != "deep")
+            .cloned();
+        if let Some((ns, n)) = victim {
+            cp.kubectl_ok(&["delete", "httproute", "-n", &ns, &n, "--wait=false"], None);
+            w.routes.get_mut(&from).expect("known tgw").remove(&(ns, n));
+        }
     }
 }
 
@@ -474,19 +484,28 @@ fn kill_rounds(cp: &ControlPlane, w: &mut World, rng: &mut Rng, rounds: usize) {
         let lease = format!("chaos-kill-{round}");
         let started = Instant::now();
         let h = spawn(cp, &format!("kill-{round}"), &lease, &kubeconfig);
-        // The point to kill at: a delay after exec, or a number of writes issued.
+        // The point to kill at: a delay after exec, or a number of writes issued (a round
+        // has about five writes per TenantGateway to do). A process that has stopped writing
+        // for two seconds has converged: killed all the same.
         let by_delay = rng.below(3) == 0;
         let delay = Duration::from_millis(rng.below(1500) as u64);
-        let writes = (1 + rng.below(40)) as f64;
+        let writes = (1 + rng.below(4 * w.tgws)) as f64;
         let deadline = started + Duration::from_secs(20);
         let mut seen = 0.0;
+        let mut last_change = Instant::now();
         loop {
             if by_delay && started.elapsed() >= delay {
                 break;
             }
             if let Some(p) = probe(&h) {
+                if p.writes != seen {
+                    last_change = Instant::now();
+                }
                 seen = p.writes;
                 if !by_delay && p.writes >= writes {
+                    break;
+                }
+                if seen > 0.0 && last_change.elapsed() > Duration::from_secs(2) {
                     break;
                 }
             }
@@ -499,7 +518,7 @@ fn kill_rounds(cp: &ControlPlane, w: &mut World, rng: &mut Rng, rounds: usize) {
         summary.push(format!(
             "{round}:{}ms/{}w",
             started.elapsed().as_millis(),
-            seen
+            seen as u64
         ));
     }
     eprintln!(
@@ -636,7 +655,7 @@ fn apiserver_restart_during_a_reconcile(
     });
     assert!(h.running(), "serve died in the outage: {}", h.log());
     proxy.set_up(true);
-    wait_converged(cp, w, foreign_rv, "after the API server came back");
+    wait_converged(cp, w, foreign_rv, "after the API server came back", &h);
     // Watches are back: a later change is followed too.
     let ns = tgw_ns(1);
     let host = format!("after.{}", apex(1));
@@ -648,7 +667,7 @@ fn apiserver_restart_during_a_reconcile(
         .get_mut(&ns)
         .expect("known")
         .insert((ns.clone(), "after".into()), vec![host]);
-    wait_converged(cp, w, foreign_rv, "a change after the outage");
+    wait_converged(cp, w, foreign_rv, "a change after the outage", &h);
     let p = probe(&h).expect("metrics");
     eprintln!(
         "chaos apiserver outage: 4 s cut mid-reconcile, converged; {} writes, {} reconciles",
@@ -685,9 +704,9 @@ fn leader_handover_without_double_writes(cp: &ControlPlane, w: &mut World, forei
             .then_some((pa, pb))
     });
     let (leader, follower) = if both.0.leader == 1.0 { (a, b) } else { (b, a) };
-    wait_converged(cp, w, foreign_rv, "the first leader's resync");
+    wait_converged(cp, w, foreign_rv, "the first leader's resync", &leader);
     add_route(cp, w, 0, "ha1");
-    wait_converged(cp, w, foreign_rv, "a change under the first leader");
+    wait_converged(cp, w, foreign_rv, "a change under the first leader", &leader);
     let lw = probe(&leader).expect("leader metrics").writes;
     let fp = probe(&follower).expect("follower metrics");
     assert_eq!(fp.writes, 0.0, "the follower wrote");
@@ -705,7 +724,7 @@ fn leader_handover_without_double_writes(cp: &ControlPlane, w: &mut World, forei
     );
     let takeover = took.elapsed();
     add_route(cp, w, 1, "ha2");
-    wait_converged(cp, w, foreign_rv, "a change under the new leader");
+    wait_converged(cp, w, foreign_rv, "a change under the new leader", &follower);
     let fw = probe(&follower).expect("metrics").writes;
     assert!(fw > 0.0, "the new leader did not write");
     // Resumed, the old leader sees the change events and must not write any more.
@@ -737,7 +756,7 @@ fn leader_handover_without_double_writes(cp: &ControlPlane, w: &mut World, forei
         "the takeover resync of a converged world wrote"
     );
     add_route(cp, w, 2, "ha3");
-    wait_converged(cp, w, foreign_rv, "a change after the second takeover");
+    wait_converged(cp, w, foreign_rv, "a change after the second takeover", &leader);
     let last = probe(&leader).expect("metrics").writes;
     assert!(last > lw);
     eprintln!(
@@ -808,11 +827,16 @@ fn reconciler_chaos_on_a_real_api_server() {
         started.elapsed()
     );
 
-    kill_rounds(&cp, &mut w, &mut rng, 20 * k);
+    // At least 20 rounds; TG_CHAOS_KILLS only to debug a failure faster.
+    let rounds = std::env::var("TG_CHAOS_KILLS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20 * k);
+    kill_rounds(&cp, &mut w, &mut rng, rounds);
 
     // A last process converges the world; then a fresh one finds nothing to write.
     let last = spawn(&cp, "converge", "chaos-converge", &cp.kubeconfig());
-    wait_converged(&cp, &w, &foreign_rv, "after the kill rounds");
+    wait_converged(&cp, &w, &foreign_rv, "after the kill rounds", &last);
     let p = probe(&last).expect("metrics");
     eprintln!(
         "chaos: converged after the kill rounds ({} writes by the last process)",

@@ -591,6 +591,44 @@ fn summary_tells_admission_what_is_left() {
     );
 }
 
+/// Regression (issue 11 chaos test): a same-named Certificate someone else wrote, as the API
+/// server serves it (no `issuerRef.group`, no managed-by label, no ownerReference), is refused
+/// and reported; everything else of the TenantGateway is still written.
+#[test]
+fn foreign_certificate_as_served_is_refused_not_recreated() {
+    let mut w = world();
+    w.routes.push(route("tenant-alice", "r0", &["r0.alice.example.org"]));
+    w.routes.push(route("tenant-alice", "r1", &["r1.alice.example.org"]));
+    let foreign: certmanager::Certificate = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+        "metadata": {"name": "gw-r0-tls", "namespace": "tenant-alice", "uid": "uid-foreign",
+                     "labels": {"team": "y"}},
+        "spec": {"secretName": "someone-elses", "dnsNames": ["r0.alice.example.org"],
+                 "issuerRef": {"name": "other", "kind": "Issuer"}}
+    }))
+    .expect("decodes");
+    w.observed.certificates.push(foreign);
+    let p = plan(&w, &cfg());
+    let applied: Vec<String> = p
+        .writes
+        .iter()
+        .filter_map(|x| match x {
+            Write::Apply(o) => Some(format!("{} {}", o.kind().as_str(), o.name())),
+            _ => None,
+        })
+        .collect();
+    assert!(!applied.contains(&"Certificate gw-r0-tls".to_string()), "{applied:?}");
+    assert!(applied.contains(&"Certificate gw-r1-tls".to_string()), "{applied:?}");
+    assert!(applied.contains(&"Gateway gw".to_string()), "{applied:?}");
+    assert_eq!(
+        p.refused,
+        vec![diff::Refused {
+            kind: ObjectKind::Certificate,
+            name: "gw-r0-tls".into()
+        }]
+    );
+}
+
 // ---- properties -------------------------------------------------------------------------
 
 /// A random world: mode, TenantGateway name, namespaces, 0..80 routes.
