@@ -27,15 +27,15 @@
 
 use std::collections::BTreeSet;
 
-use arbitrary::{Arbitrary, Result, Unstructured};
+use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
 use tenant_gateway::hostname;
 use tenant_gateway::platform::{
     ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, MANAGED_BY_LABEL, Scope,
 };
 use tenant_gateway::reconcile::api::{
-    CertMode, Cloudflare, DigitalOcean, Dns01, Dns01Provider, IssuerName, LocalSecretRef,
-    Rfc2136, Route53, SecretKeyRef, TenantGatewaySpec,
+    CertMode, Cloudflare, DigitalOcean, Dns01, Dns01Provider, IssuerName, LocalSecretRef, Rfc2136,
+    Route53, SecretKeyRef, TenantGatewaySpec,
 };
 use tenant_gateway::reconcile::diff::{Object, Write};
 use tenant_gateway::reconcile::inputs::{
@@ -69,8 +69,18 @@ fn namespace(u: &mut Unstructured<'_>) -> Result<String> {
 /// A label of a hostname: reserved stems, lookalikes of generated names, anything.
 fn host_label(u: &mut Unstructured<'_>) -> Result<String> {
     const POOL: [&str; 12] = [
-        "www", "apex", "gateway", "child-x", "https", "a", "api", "tls-api", "web-1", "xn--80ak6aa92e",
-        "-bad", "UPPER",
+        "www",
+        "apex",
+        "gateway",
+        "child-x",
+        "https",
+        "a",
+        "api",
+        "tls-api",
+        "web-1",
+        "xn--80ak6aa92e",
+        "-bad",
+        "UPPER",
     ];
     Ok(match u.choose_index(4)? {
         0 => "l".repeat(u.int_in_range(1..=70)?),
@@ -235,7 +245,14 @@ fn spec(u: &mut Unstructured<'_>) -> Result<TenantGatewaySpec> {
         tls_passthrough_services: list(u, 70, |u| {
             pick_or_any(
                 u,
-                &["api", "vm-exportproxy", "cdi-uploadproxy", "Bad_Svc", "", "apex"],
+                &[
+                    "api",
+                    "vm-exportproxy",
+                    "cdi-uploadproxy",
+                    "Bad_Svc",
+                    "",
+                    "apex",
+                ],
             )
         })?,
         gateway_class_name: pick_or_any(u, &["cilium", ""])?,
@@ -360,9 +377,9 @@ fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Config) -> Result<Ob
     let Some(d) = reconcile::plan(&seed, cfg).desired else {
         return Ok(obs);
     };
-    let foreign = |m: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
-                   how: u8| {
-        match how % 3 {
+    let foreign =
+        |m: &mut k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, how: u8| match how % 3
+        {
             0 => m.owner_references = None,
             1 => {
                 if let Some(l) = m.labels.as_mut() {
@@ -370,8 +387,7 @@ fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Config) -> Result<Ob
                 }
             }
             _ => {}
-        }
-    };
+        };
     if u.arbitrary()? {
         let mut g = d.gateway.clone();
         foreign(&mut g.metadata, u.arbitrary()?);
@@ -466,7 +482,17 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
     for i in 0..n_routes {
         route_list.push(route(u, i, &tgw.name)?);
     }
-    let observed = observed(u, &tgw, &cfg)?;
+    let mut observed = observed(u, &tgw, &cfg)?;
+    // The edge reads each kind from a cache keyed by name: one namespace per name, one route
+    // per (kind, namespace, name), one object per name and kind. Keep the first of each.
+    let mut seen = BTreeSet::new();
+    namespaces.retain(|n| seen.insert(n.name.clone()));
+    let mut seen = BTreeSet::new();
+    route_list.retain(|r| seen.insert((r.kind, r.namespace.clone(), r.name.clone())));
+    let mut seen = BTreeSet::new();
+    observed
+        .certificates
+        .retain(|c| seen.insert(c.metadata.name.clone()));
     Ok((
         Inputs {
             tgw,
@@ -501,7 +527,11 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             listeners.len()
         );
         let unique: BTreeSet<&str> = listeners.iter().copied().collect();
-        assert_eq!(unique.len(), listeners.len(), "duplicate listener: {listeners:?}");
+        assert_eq!(
+            unique.len(),
+            listeners.len(),
+            "duplicate listener: {listeners:?}"
+        );
         for n in &listeners {
             assert!(names::is_dns_label(n), "listener name {n:?}");
         }
@@ -512,7 +542,11 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             .collect();
         assert_eq!(certs.len(), d.certificates.len(), "unnamed certificate");
         let unique_certs: BTreeSet<&str> = certs.iter().copied().collect();
-        assert_eq!(unique_certs.len(), certs.len(), "duplicate certificate: {certs:?}");
+        assert_eq!(
+            unique_certs.len(),
+            certs.len(),
+            "duplicate certificate: {certs:?}"
+        );
         let mut names_all: Vec<&str> = certs.clone();
         names_all.extend(d.issuer.iter().filter_map(|i| i.metadata.name.as_deref()));
         names_all.push(d.redirect.metadata.name.as_deref().unwrap_or_default());
@@ -545,7 +579,11 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                 .iter()
                 .filter(|l| l.protocol == "HTTPS")
                 .count();
-            assert_eq!(https, d.certificates.len(), "http01: one Certificate per listener");
+            assert_eq!(
+                https,
+                d.certificates.len(),
+                "http01: one Certificate per listener"
+            );
         }
     }
     for write in &p.writes {
@@ -557,7 +595,11 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                     Object::Certificate(c) => &c.metadata,
                     Object::HttpRoute(r) => &r.metadata,
                 };
-                assert!(is_ours(m, &w.tgw), "apply without our ownership: {:?}", o.name());
+                assert!(
+                    is_ours(m, &w.tgw),
+                    "apply without our ownership: {:?}",
+                    o.name()
+                );
                 let observed_foreign = match o {
                     Object::Gateway(_) => w
                         .observed
@@ -590,12 +632,18 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                     reconcile::diff::ObjectKind::Issuer => {
                         w.observed.issuers.iter().map(|o| &o.metadata).collect()
                     }
-                    reconcile::diff::ObjectKind::Certificate => {
-                        w.observed.certificates.iter().map(|o| &o.metadata).collect()
-                    }
-                    reconcile::diff::ObjectKind::HttpRoute => {
-                        w.observed.http_routes.iter().map(|o| &o.metadata).collect::<Vec<_>>()
-                    }
+                    reconcile::diff::ObjectKind::Certificate => w
+                        .observed
+                        .certificates
+                        .iter()
+                        .map(|o| &o.metadata)
+                        .collect(),
+                    reconcile::diff::ObjectKind::HttpRoute => w
+                        .observed
+                        .http_routes
+                        .iter()
+                        .map(|o| &o.metadata)
+                        .collect::<Vec<_>>(),
                 };
                 assert!(
                     metas
@@ -622,13 +670,16 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                         );
                         // Never another TenantGateway's marked label while it lists it.
                         // (The own namespace is always labelled: no rival check there.)
-                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name != own)
-                        {
+                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name != own) {
                             let rival_lists = w.other_claims.iter().any(|c| {
                                 c.namespace == by
                                     && c.attached_namespaces.iter().any(|a| *a == ns.name)
                             });
-                            let apex = w.tgw.settings(&cfg.scope).map(|s| s.apex).unwrap_or_default();
+                            let apex = w
+                                .tgw
+                                .settings(&cfg.scope)
+                                .map(|s| s.apex)
+                                .unwrap_or_default();
                             let closer = w.other_claims.iter().any(|c| {
                                 c.namespace == by
                                     && c.attached_namespaces.iter().any(|a| *a == ns.name)
@@ -639,15 +690,19 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                     }
                     NamespaceWrite::Detach { gateway, .. } => {
                         assert_eq!(gateway, own);
-                        assert_eq!(ns.attached_by(), Some(own), "detaches a label it did not write");
+                        assert_eq!(
+                            ns.attached_by(),
+                            Some(own),
+                            "detaches a label it did not write"
+                        );
                     }
                 }
             }
             Write::RouteStatus(rs) => {
                 assert!(
-                    w.routes
-                        .iter()
-                        .any(|r| r.kind == rs.kind && r.namespace == rs.namespace && r.name == rs.name),
+                    w.routes.iter().any(|r| r.kind == rs.kind
+                        && r.namespace == rs.namespace
+                        && r.name == rs.name),
                     "status write to an unknown route"
                 );
                 assert_eq!(
@@ -731,5 +786,8 @@ fuzz_target!(|data: &[u8]| {
             r.name
         );
     }
-    assert!(reconcile::cleanup(&done).is_empty(), "second cleanup writes");
+    assert!(
+        reconcile::cleanup(&done).is_empty(),
+        "second cleanup writes"
+    );
 });
