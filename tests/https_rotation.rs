@@ -4,7 +4,6 @@
 
 mod common;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
@@ -14,59 +13,9 @@ use serde_json::json;
 use tenant_gateway::certs::DevCerts;
 use tokio::sync::Mutex;
 
-/// A Secret volume as the kubelet lays it out.
-struct SecretVolume {
-    dir: PathBuf,
-    generation: usize,
-}
-
-impl SecretVolume {
-    fn new(dir: &Path, cert_pem: &str, key_pem: &str) -> SecretVolume {
-        let mut v = SecretVolume {
-            dir: dir.to_path_buf(),
-            generation: 0,
-        };
-        let data = v.write_generation(cert_pem, key_pem);
-        std::os::unix::fs::symlink(&data, dir.join("..data")).expect("..data");
-        std::os::unix::fs::symlink("..data/tls.crt", dir.join("tls.crt")).expect("tls.crt");
-        std::os::unix::fs::symlink("..data/tls.key", dir.join("tls.key")).expect("tls.key");
-        v
-    }
-
-    fn cert(&self) -> PathBuf {
-        self.dir.join("tls.crt")
-    }
-
-    fn key(&self) -> PathBuf {
-        self.dir.join("tls.key")
-    }
-
-    /// Write a timestamped directory and return its name (relative, as the kubelet does).
-    fn write_generation(&mut self, cert_pem: &str, key_pem: &str) -> String {
-        self.generation += 1;
-        let name = format!(
-            "..2026_11_29_10_00_0{}.12345678{}",
-            self.generation, self.generation
-        );
-        let path = self.dir.join(&name);
-        std::fs::create_dir(&path).expect("generation dir");
-        std::fs::write(path.join("tls.crt"), cert_pem).expect("cert");
-        std::fs::write(path.join("tls.key"), key_pem).expect("key");
-        name
-    }
-
-    /// The kubelet's atomic update: new directory, temporary symlink, rename over `..data`.
-    fn swap(&mut self, cert_pem: &str, key_pem: &str) {
-        let name = self.write_generation(cert_pem, key_pem);
-        let tmp = self.dir.join("..data_tmp");
-        std::os::unix::fs::symlink(&name, &tmp).expect("..data_tmp");
-        std::fs::rename(&tmp, self.dir.join("..data")).expect("atomic swap");
-    }
-}
-
 /// DER of the certificate a brand-new connection is served, using a client that trusts
 /// every CA in `trusted`.
-async fn served_cert(s: &TestServer, trusted: &[&DevCerts]) -> Option<Vec<u8>> {
+async fn served_cert(url: &str, trusted: &[&DevCerts]) -> Option<Vec<u8>> {
     let mut b = reqwest::Client::builder()
         .use_rustls_tls()
         .tls_built_in_root_certs(false)
@@ -81,7 +30,7 @@ async fn served_cert(s: &TestServer, trusted: &[&DevCerts]) -> Option<Vec<u8>> {
     let resp = b
         .build()
         .expect("client")
-        .post(s.url("/validate/namespaces"))
+        .post(url)
         .json(&namespace_create(
             "uid-probe",
             "tenant-x",
@@ -109,7 +58,7 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
     let mut vol = SecretVolume::new(dir.path(), &a.tls_cert_pem, &a.tls_key_pem);
     let s = Arc::new(TestServer::admission(options(vol.cert(), vol.key())).await);
     assert_eq!(
-        served_cert(&s, &[&a]).await,
+        served_cert(&s.url("/validate/namespaces"), &[&a]).await,
         Some(leaf_der(&a.tls_cert_pem))
     );
 
@@ -164,7 +113,13 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
     eventually(
         "a new connection to be served certificate B",
         DEADLINE,
-        || async { (served_cert(&s, &[&b]).await.as_ref() == Some(&b_der)).then_some(()) },
+        || async {
+            (served_cert(&s.url("/validate/namespaces"), &[&b])
+                .await
+                .as_ref()
+                == Some(&b_der))
+            .then_some(())
+        },
     )
     .await;
     // Requests kept flowing on the old connection across the reload.
@@ -206,7 +161,10 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
             .then_some(())
     })
     .await;
-    assert_eq!(served_cert(&s, &[&b, &c]).await, Some(b_der.clone()));
+    assert_eq!(
+        served_cert(&s.url("/validate/namespaces"), &[&b, &c]).await,
+        Some(b_der.clone())
+    );
     let resp = plain_client()
         .get(s.metrics_url("/readyz"))
         .send()
@@ -225,7 +183,11 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
     vol.swap(&c.tls_cert_pem, &c.tls_key_pem);
     let c_der = leaf_der(&c.tls_cert_pem);
     eventually("certificate C to be served", DEADLINE, || async {
-        (served_cert(&s, &[&c]).await.as_ref() == Some(&c_der)).then_some(())
+        (served_cert(&s.url("/validate/namespaces"), &[&c])
+            .await
+            .as_ref()
+            == Some(&c_der))
+        .then_some(())
     })
     .await;
     assert_eq!(s.readiness.tls_error(), None);
@@ -257,14 +219,21 @@ async fn half_updated_plain_files_keep_the_old_certificate() {
             .then_some(())
     })
     .await;
-    assert_eq!(served_cert(&s, &[&a, &b]).await, Some(a_der));
+    assert_eq!(
+        served_cert(&s.url("/validate/namespaces"), &[&a, &b]).await,
+        Some(a_der)
+    );
     assert!(s.readiness.tls_error().is_some());
 
     // Then the key: the pair matches and is picked up.
     std::fs::write(&key, &b.tls_key_pem).expect("write key");
     let b_der = leaf_der(&b.tls_cert_pem);
     eventually("certificate B to be served", DEADLINE, || async {
-        (served_cert(&s, &[&a, &b]).await.as_ref() == Some(&b_der)).then_some(())
+        (served_cert(&s.url("/validate/namespaces"), &[&a, &b])
+            .await
+            .as_ref()
+            == Some(&b_der))
+        .then_some(())
     })
     .await;
     assert_eq!(s.readiness.tls_error(), None);
@@ -276,7 +245,10 @@ async fn half_updated_plain_files_keep_the_old_certificate() {
             .then_some(())
     })
     .await;
-    assert_eq!(served_cert(&s, &[&b]).await, Some(b_der));
+    assert_eq!(
+        served_cert(&s.url("/validate/namespaces"), &[&b]).await,
+        Some(b_der)
+    );
     s.stop().await;
 }
 
@@ -320,4 +292,134 @@ async fn startup_fails_clearly_on_a_bad_pair() {
     .err()
     .expect("a missing file must not start");
     assert!(err.to_string().contains("absent.crt"), "{err}");
+}
+
+/// The real `serve` binary under load (issue 11): three Secret-volume swaps while HTTP/2,
+/// HTTP/1.1 keep-alive and new-connection clients post reviews cost no request; each new
+/// certificate reaches new connections. Then a corrupt certificate and a mismatched pair are
+/// pushed the same way: the last good certificate keeps serving, no request fails, and the
+/// problem is in `/readyz`'s detail, the reload metric and the log. A good pair clears it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serve_binary_rotates_under_load_and_survives_a_corrupt_push() {
+    use common::load::Load;
+    use common::process::{Tls, http_get, start_with_tls};
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pairs: Vec<DevCerts> = (0..4).map(|_| pki()).collect();
+    let cas: Vec<&str> = pairs.iter().map(|p| p.ca_cert_pem.as_str()).collect();
+    let trusted: Vec<&DevCerts> = pairs.iter().collect();
+    let mut vol = SecretVolume::new(dir.path(), &pairs[0].tls_cert_pem, &pairs[0].tls_key_pem);
+    let (cert, key) = (vol.cert(), vol.key());
+    let s = start_with_tls(
+        &["--root-host", "example.org", "--tls-reload-interval", "0.2"],
+        Tls {
+            cert: &cert,
+            key: &key,
+            ca_pem: &pairs[0].ca_cert_pem,
+        },
+    );
+    let url = s.url("/validate/httproutes");
+    let metric = |series: &str| -> Option<f64> {
+        let (_, text) = http_get(&s.metrics, "/metrics")?;
+        metric_in(&text, series)
+    };
+    let load = Load::start(url.clone(), &cas, 3, true);
+    eventually("the load to run", DEADLINE, || async {
+        (load.ok() >= 50).then_some(())
+    })
+    .await;
+
+    let mut swaps = 0;
+    for p in &pairs[1..] {
+        vol.swap(&p.tls_cert_pem, &p.tls_key_pem);
+        swaps += 1;
+        let der = leaf_der(&p.tls_cert_pem);
+        eventually(
+            "a new connection to get the new certificate",
+            DEADLINE,
+            || async { (served_cert(&url, &trusted).await.as_ref() == Some(&der)).then_some(()) },
+        )
+        .await;
+        let before = load.ok();
+        eventually(
+            "requests to keep flowing after the swap",
+            DEADLINE,
+            || async { (load.ok() >= before + 30).then_some(()) },
+        )
+        .await;
+        assert!(load.failures().is_empty(), "{:?}", load.failures());
+    }
+    assert_eq!(
+        metric(r#"tenant_gateway_tls_reloads_total{result="success"}"#),
+        Some(swaps as f64)
+    );
+
+    // Corrupt pushes: the last good pair (pairs[3]) keeps serving.
+    let good = leaf_der(&pairs[3].tls_cert_pem);
+    let corrupt = [
+        (
+            "-----BEGIN CERTIFICATE-----\nMIIBzzCCAXWgAwIBAgIU\n-----END CERTIFICATE-----\n"
+                .to_string(),
+            pairs[3].tls_key_pem.clone(),
+        ),
+        (pairs[1].tls_cert_pem.clone(), pairs[2].tls_key_pem.clone()),
+    ];
+    for (n, (c, k)) in corrupt.iter().enumerate() {
+        vol.swap(c, k);
+        let want = (n + 1) as f64;
+        eventually("the failed reload to be counted", DEADLINE, || async {
+            (metric(r#"tenant_gateway_tls_reloads_total{result="error"}"#) == Some(want))
+                .then_some(())
+        })
+        .await;
+        assert_eq!(served_cert(&url, &trusted).await, Some(good.clone()));
+        let (code, body) = http_get(&s.metrics, "/readyz").expect("readyz");
+        // Still ready (the old pair serves; failing every replica's probe on one bad
+        // Secret would take the webhook down), with the failure named.
+        assert_eq!(code, 200, "{body}");
+        assert!(
+            body.contains("tls reload failed, old certificate still serving"),
+            "{body}"
+        );
+        let before = load.ok();
+        eventually(
+            "requests to keep flowing after the bad push",
+            DEADLINE,
+            || async { (load.ok() >= before + 30).then_some(()) },
+        )
+        .await;
+    }
+    let log = s.stderr_text();
+    assert!(
+        log.matches("serving certificate reload failed").count() >= 2,
+        "{log}"
+    );
+    assert_eq!(
+        metric(r#"tenant_gateway_tls_reloads_total{result="success"}"#),
+        Some(swaps as f64),
+        "a bad push is not a successful reload"
+    );
+
+    // A good pair again: served, and the detail clears.
+    vol.swap(&pairs[0].tls_cert_pem, &pairs[0].tls_key_pem);
+    let first = leaf_der(&pairs[0].tls_cert_pem);
+    eventually("the fixed pair to be served", DEADLINE, || async {
+        (served_cert(&url, &trusted).await.as_ref() == Some(&first)).then_some(())
+    })
+    .await;
+    let (code, body) = http_get(&s.metrics, "/readyz").expect("readyz");
+    assert_eq!(
+        (code, body.contains("tls reload failed")),
+        (200, false),
+        "{body}"
+    );
+
+    let (ok, failures) = load.stop().await;
+    eprintln!(
+        "rotation under load: {ok} requests, {} swaps, 2 bad pushes",
+        swaps + 1
+    );
+    assert!(
+        failures.is_empty(),
+        "failed requests during rotation: {failures:?}"
+    );
 }

@@ -3,6 +3,13 @@
 //!
 //! Fields the CRD defaults are written out (`group`/`kind` of the solver's parentRefs) so a
 //! desired object compares equal to what the API server stores.
+//!
+//! Reading is lenient (`#[serde(default)]` on the specs): any Issuer or Certificate the API
+//! server serves decodes, whatever optional fields it leaves out (`issuerRef.group`,
+//! `dnsNames`, an Issuer that is not ACME). An object that failed to decode would be missing
+//! from the cache, so a same-named one we do not own would look absent: the plan would create
+//! it, the apply fail on the other field manager's fields, and the whole TenantGateway stay
+//! unreconciled instead of reporting that one name.
 
 use kube::CustomResource;
 use serde::{Deserialize, Serialize};
@@ -19,12 +26,13 @@ use serde::{Deserialize, Serialize};
     derive = "PartialEq",
     derive = "Default"
 )]
+#[serde(default)]
 pub struct IssuerSpec {
     pub acme: Acme,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Default)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct Acme {
     pub server: String,
     pub private_key_secret_ref: SecretName,
@@ -32,6 +40,7 @@ pub struct Acme {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
 pub struct SecretName {
     pub name: String,
 }
@@ -140,7 +149,7 @@ pub struct IssuerStatus {
     derive = "PartialEq",
     derive = "Default"
 )]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", default)]
 pub struct CertificateSpec {
     pub secret_name: String,
     pub dns_names: Vec<String>,
@@ -148,6 +157,7 @@ pub struct CertificateSpec {
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default)]
+#[serde(default)]
 pub struct IssuerRef {
     pub group: String,
     pub kind: String,
@@ -243,5 +253,28 @@ mod tests {
         let v = serde_json::to_value(&r53).expect("serializes");
         assert_eq!(v["accessKeyID"], "AKIA");
         assert!(v.get("secretAccessKeySecretRef").is_none());
+    }
+
+    /// Regression (issue 11 chaos test): a same-named Certificate someone else wrote without
+    /// `issuerRef.group` (optional in cert-manager) did not decode, so it was invisible and
+    /// wedged its TenantGateway. Foreign Issuers of another type must decode too.
+    #[test]
+    fn foreign_objects_with_optional_fields_left_out_decode() {
+        let cert: Certificate = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": {"name": "gw-r0-tls", "namespace": "n"},
+            "spec": {"secretName": "someone-elses", "issuerRef": {"name": "other"},
+                     "commonName": "r0.example.org"}
+        }))
+        .expect("a Certificate without issuerRef.group or dnsNames decodes");
+        assert_eq!(cert.spec.issuer_ref.name, "other");
+        assert!(cert.spec.dns_names.is_empty());
+        let issuer: Issuer = serde_json::from_value(serde_json::json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+            "metadata": {"name": "gw-gateway", "namespace": "n"},
+            "spec": {"selfSigned": {}}
+        }))
+        .expect("a self-signed Issuer decodes");
+        assert_eq!(issuer.spec, IssuerSpec::default());
     }
 }

@@ -129,10 +129,27 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
 
     let label_plan = labels::plan(inputs, &settings);
     let own = tgw.namespace.as_str();
+    // Inheriting as the label writes of this plan leave them: a namespace this plan detaches
+    // stops publishing here, one it attaches starts. Reading the labels as they are now would
+    // render a Gateway that the next reconcile changes again (and keep admitting a detached
+    // namespace's routes for a round).
+    let relabelled: BTreeMap<&str, bool> = label_plan
+        .writes
+        .iter()
+        .map(|w| match w {
+            labels::NamespaceWrite::Attach { namespace, .. } => (namespace.as_str(), true),
+            labels::NamespaceWrite::Detach { namespace, .. } => (namespace.as_str(), false),
+        })
+        .collect();
     let inheriting: Vec<&inputs::NamespaceFacts> = inputs
         .namespaces
         .iter()
-        .filter(|n| n.gateway() == Some(own))
+        .filter(|n| {
+            relabelled
+                .get(n.name.as_str())
+                .copied()
+                .unwrap_or(n.gateway() == Some(own))
+        })
         .collect();
     let mut allowed: BTreeSet<String> = BTreeSet::from([own.to_string()]);
     allowed.extend(label_plan.held.iter().cloned());

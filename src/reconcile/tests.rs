@@ -591,6 +591,101 @@ fn summary_tells_admission_what_is_left() {
     );
 }
 
+/// Regression (issue 11 chaos test): a same-named Certificate someone else wrote, as the API
+/// server serves it (no `issuerRef.group`, no managed-by label, no ownerReference), is refused
+/// and reported; everything else of the TenantGateway is still written.
+#[test]
+fn foreign_certificate_as_served_is_refused_not_recreated() {
+    let mut w = world();
+    w.routes
+        .push(route("tenant-alice", "r0", &["r0.alice.example.org"]));
+    w.routes
+        .push(route("tenant-alice", "r1", &["r1.alice.example.org"]));
+    let foreign: certmanager::Certificate = serde_json::from_value(serde_json::json!({
+        "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+        "metadata": {"name": "gw-r0-tls", "namespace": "tenant-alice", "uid": "uid-foreign",
+                     "labels": {"team": "y"}},
+        "spec": {"secretName": "someone-elses", "dnsNames": ["r0.alice.example.org"],
+                 "issuerRef": {"name": "other", "kind": "Issuer"}}
+    }))
+    .expect("decodes");
+    w.observed.certificates.push(foreign);
+    let p = plan(&w, &cfg());
+    let applied: Vec<String> = p
+        .writes
+        .iter()
+        .filter_map(|x| match x {
+            Write::Apply(o) => Some(format!("{} {}", o.kind().as_str(), o.name())),
+            _ => None,
+        })
+        .collect();
+    assert!(
+        !applied.contains(&"Certificate gw-r0-tls".to_string()),
+        "{applied:?}"
+    );
+    assert!(
+        applied.contains(&"Certificate gw-r1-tls".to_string()),
+        "{applied:?}"
+    );
+    assert!(applied.contains(&"Gateway gw".to_string()), "{applied:?}");
+    assert_eq!(
+        p.refused,
+        vec![diff::Refused {
+            kind: ObjectKind::Certificate,
+            name: "gw-r0-tls".into()
+        }]
+    );
+}
+
+/// Regression (fuzz target reconcile_plan): a namespace this plan detaches (it left
+/// attachedNamespaces) no longer counts as inheriting in the same plan, and one it attaches
+/// already does: the Gateway is rendered once, as the labels will be, so the next reconcile
+/// writes nothing (it used to apply the Gateway twice, admitting the detached namespace's
+/// routes and its child apex for one more round).
+#[test]
+fn label_writes_of_the_plan_decide_inheritance_at_once() {
+    let mut w = world();
+    w.tgw.spec = dns01_spec();
+    w.tgw.spec.attached_namespaces = vec!["cozy-new".into()];
+    w.namespaces.push(testing::namespace(
+        "cozy-old",
+        &[
+            (crate::platform::HOST_LABEL, "old.alice.example.org"),
+            (GATEWAY_LABEL, "tenant-alice"),
+        ],
+        &[(ATTACHED_BY_ANNOTATION, "tenant-alice")],
+    ));
+    w.namespaces.push(testing::namespace(
+        "cozy-new",
+        &[(crate::platform::HOST_LABEL, "new.alice.example.org")],
+        &[],
+    ));
+    let p = plan(&w, &cfg());
+    let d = p.desired.clone().expect("rendered");
+    let hosts: Vec<String> = d
+        .gateway
+        .spec
+        .listeners
+        .iter()
+        .filter_map(|l| l.hostname.clone())
+        .collect();
+    assert!(
+        hosts.contains(&"*.new.alice.example.org".to_string()),
+        "{hosts:?}"
+    );
+    assert!(!hosts.iter().any(|h| h.contains("old.")), "{hosts:?}");
+    let selector =
+        serde_json::to_string(&d.gateway.spec.listeners[1].allowed_routes).expect("json");
+    assert!(
+        selector.contains("cozy-new") && !selector.contains("cozy-old"),
+        "{selector}"
+    );
+    let mut next = converge(&w, &p);
+    next.now = at(next.now.0.as_second() + 60);
+    let again = plan(&next, &cfg());
+    assert!(again.writes.is_empty(), "{:#?}", again.writes);
+}
+
 // ---- properties -------------------------------------------------------------------------
 
 /// A random world: mode, TenantGateway name, namespaces, 0..80 routes.

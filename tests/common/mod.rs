@@ -21,6 +21,7 @@ use tenant_gateway::server::{self, Limits, ReviewHandler, ServeOptions, ServerEr
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
+pub mod load;
 pub mod process;
 
 /// Generous upper bound for anything that should happen "soon"; tests poll and finish as
@@ -381,4 +382,54 @@ pub async fn tls_connect(
     tokio_rustls::TlsConnector::from(cfg)
         .connect(name, tcp)
         .await
+}
+
+/// A Secret volume as the kubelet lays it out.
+pub struct SecretVolume {
+    dir: PathBuf,
+    generation: usize,
+}
+
+impl SecretVolume {
+    pub fn new(dir: &Path, cert_pem: &str, key_pem: &str) -> SecretVolume {
+        let mut v = SecretVolume {
+            dir: dir.to_path_buf(),
+            generation: 0,
+        };
+        let data = v.write_generation(cert_pem, key_pem);
+        std::os::unix::fs::symlink(&data, dir.join("..data")).expect("..data");
+        std::os::unix::fs::symlink("..data/tls.crt", dir.join("tls.crt")).expect("tls.crt");
+        std::os::unix::fs::symlink("..data/tls.key", dir.join("tls.key")).expect("tls.key");
+        v
+    }
+
+    pub fn cert(&self) -> PathBuf {
+        self.dir.join("tls.crt")
+    }
+
+    pub fn key(&self) -> PathBuf {
+        self.dir.join("tls.key")
+    }
+
+    /// Write a timestamped directory and return its name (relative, as the kubelet does).
+    pub fn write_generation(&mut self, cert_pem: &str, key_pem: &str) -> String {
+        self.generation += 1;
+        let name = format!(
+            "..2026_11_29_10_00_0{}.12345678{}",
+            self.generation, self.generation
+        );
+        let path = self.dir.join(&name);
+        std::fs::create_dir(&path).expect("generation dir");
+        std::fs::write(path.join("tls.crt"), cert_pem).expect("cert");
+        std::fs::write(path.join("tls.key"), key_pem).expect("key");
+        name
+    }
+
+    /// The kubelet's atomic update: new directory, temporary symlink, rename over `..data`.
+    pub fn swap(&mut self, cert_pem: &str, key_pem: &str) {
+        let name = self.write_generation(cert_pem, key_pem);
+        let tmp = self.dir.join("..data_tmp");
+        std::os::unix::fs::symlink(&name, &tmp).expect("..data_tmp");
+        std::fs::rename(&tmp, self.dir.join("..data")).expect("atomic swap");
+    }
 }

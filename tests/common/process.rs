@@ -134,7 +134,20 @@ pub struct Serve {
     /// `127.0.0.1:PORT` of the metrics/health port.
     pub metrics: String,
     pub ca: Vec<u8>,
+    /// What the process wrote to stderr so far (the first [`STDERR_KEEP`] bytes).
+    stderr: std::sync::Arc<std::sync::Mutex<Vec<u8>>>,
     _dir: tempfile::TempDir,
+}
+
+/// Bytes of stderr kept for [`Serve::stderr_text`]; the rest is read and dropped.
+pub const STDERR_KEEP: usize = 4 << 20;
+
+/// The serving pair `serve` is started with.
+pub struct Tls<'a> {
+    pub cert: &'a std::path::Path,
+    pub key: &'a std::path::Path,
+    /// The CA clients trust ([`Serve::ca`]).
+    pub ca_pem: &'a str,
 }
 
 impl Drop for Serve {
@@ -159,9 +172,24 @@ pub struct ServeCommand {
 }
 
 pub fn serve_command(dir: &std::path::Path) -> ServeCommand {
-    let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
-    let certs = tenant_gateway::certs::generate(&hosts).expect("certs");
-    tenant_gateway::certs::write(dir, &certs).expect("write certs");
+    serve_command_with(dir, None)
+}
+
+/// [`serve_command`] with the given certificate files instead of a fresh pair in `dir`.
+pub fn serve_command_with(dir: &std::path::Path, tls: Option<Tls<'_>>) -> ServeCommand {
+    let (cert, key, ca_pem) = match tls {
+        Some(t) => (
+            t.cert.to_path_buf(),
+            t.key.to_path_buf(),
+            t.ca_pem.to_string(),
+        ),
+        None => {
+            let hosts = vec!["127.0.0.1".to_string(), "localhost".to_string()];
+            let certs = tenant_gateway::certs::generate(&hosts).expect("certs");
+            tenant_gateway::certs::write(dir, &certs).expect("write certs");
+            (dir.join("tls.crt"), dir.join("tls.key"), certs.ca_cert_pem)
+        }
+    };
     let port = free_port();
     let metrics_port = free_port();
     // `TG_SERVE_BIN` runs the tests against another build (e.g. an older commit).
@@ -173,14 +201,14 @@ pub fn serve_command(dir: &std::path::Path) -> ServeCommand {
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .args(["--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .arg("--tls-cert-file")
-        .arg(dir.join("tls.crt"))
+        .arg(cert)
         .arg("--tls-key-file")
-        .arg(dir.join("tls.key"));
+        .arg(key);
     ServeCommand {
         cmd,
         port,
         metrics_port,
-        ca_pem: certs.ca_cert_pem,
+        ca_pem,
     }
 }
 
@@ -199,13 +227,22 @@ pub fn wait_ready(child: &mut Child, metrics: &str, within: Duration, log: impl 
 }
 
 pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
+    start_full(extra, env, None)
+}
+
+/// Start `serve` with the given certificate files instead of a fresh pair in its own folder.
+pub fn start_with_tls(extra: &[&str], tls: Tls<'_>) -> Serve {
+    start_full(extra, &[], Some(tls))
+}
+
+fn start_full(extra: &[&str], env: &[(&str, &str)], tls: Option<Tls<'_>>) -> Serve {
     let dir = tempfile::tempdir().expect("tmp");
     let ServeCommand {
         mut cmd,
         port,
         metrics_port: mport,
         ca_pem,
-    } = serve_command(dir.path());
+    } = serve_command_with(dir.path(), tls);
     let child = cmd
         .args([
             "--namespaces",
@@ -224,6 +261,7 @@ pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
         port,
         metrics,
         ca,
+        stderr: Default::default(),
         _dir: dir,
     };
     let stderr = std::cell::RefCell::new(s.child.stderr.take());
@@ -237,11 +275,21 @@ pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
     };
     wait_ready(&mut s.child, &s.metrics.clone(), DEADLINE, log);
     s.child.stderr = stderr.into_inner();
-    // Nobody reads stderr from here on: drain it so the server never blocks on a full pipe.
+    // Drain stderr so the server never blocks on a full pipe; keep the start for the tests
+    // that look at the log.
     if let Some(mut e) = s.child.stderr.take() {
+        let keep = s.stderr.clone();
         std::thread::spawn(move || {
-            let mut sink = [0u8; 8192];
-            while matches!(e.read(&mut sink), Ok(n) if n > 0) {}
+            let mut buf = [0u8; 8192];
+            while let Ok(n) = e.read(&mut buf) {
+                if n == 0 {
+                    break;
+                }
+                if let Ok(mut k) = keep.lock() {
+                    let room = STDERR_KEEP.saturating_sub(k.len());
+                    k.extend_from_slice(&buf[..n.min(room)]);
+                }
+            }
         });
     }
     s
@@ -262,6 +310,14 @@ impl Serve {
 
     pub fn ca_pem(&self) -> &str {
         std::str::from_utf8(&self.ca).expect("pem is ASCII")
+    }
+
+    /// The log so far (stderr after readiness, at most [`STDERR_KEEP`] bytes).
+    pub fn stderr_text(&self) -> String {
+        self.stderr
+            .lock()
+            .map(|k| String::from_utf8_lossy(&k).into_owned())
+            .unwrap_or_default()
     }
 
     pub fn sigterm(&self) {

@@ -4,7 +4,8 @@
 
 #![allow(dead_code)]
 
-use std::io::Write;
+use std::io::{Read, Write};
+use std::net::TcpStream;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -279,6 +280,13 @@ impl Webhook {
 
     /// `serve` with extra arguments, its files under `<control plane dir>/<name>`.
     pub fn start_with(cp: &ControlPlane, name: &str, extra: &[&str]) -> Webhook {
+        let hook = Webhook::spawn(cp, name, extra, &cp.kubeconfig());
+        hook.wait_ready();
+        hook
+    }
+
+    /// Start `serve` against `kubeconfig` without waiting for it to be ready.
+    pub fn spawn(cp: &ControlPlane, name: &str, extra: &[&str], kubeconfig: &Path) -> Webhook {
         let dir = cp.dir.path().join(name);
         std::fs::create_dir_all(&dir).expect("webhook dir");
         let process::ServeCommand {
@@ -292,24 +300,72 @@ impl Webhook {
             .args(["--root-host", "example.org"])
             .args(extra)
             .arg("--kubeconfig")
-            .arg(cp.kubeconfig())
+            .arg(kubeconfig)
             .stdout(Stdio::null())
             .stderr(log)
             .spawn()
             .expect("tenant-gateway serve starts");
-        let mut hook = Webhook {
+        Webhook {
             port,
             metrics_port,
             ca_pem,
             child,
             dir,
-        };
-        let addr = hook.metrics_addr();
-        let log_path = hook.dir.join("serve.log");
-        process::wait_ready(&mut hook.child, &addr, Duration::from_secs(30), || {
-            std::fs::read_to_string(&log_path).unwrap_or_default()
-        });
-        hook
+        }
+    }
+
+    /// Wait for `/readyz` (the process dying meanwhile fails the test with its log).
+    pub fn wait_ready(&self) {
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while process::http_status(&addr, "/readyz") != Some(200) {
+            assert!(self.running(), "serve exited: {}", self.log());
+            assert!(Instant::now() < deadline, "serve not ready: {}", self.log());
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// True while the process has not exited.
+    pub fn running(&self) -> bool {
+        // `try_wait` needs `&mut`; /proc tells the same without reaping (a zombie counts as
+        // exited).
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    }
+
+    /// Send `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let st = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(st.success(), "kill -{signal} failed");
+    }
+
+    /// The Prometheus text of its metrics port, `None` when it does not answer in 2 s.
+    pub fn metrics_text(&self) -> Option<String> {
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
+        let mut s = TcpStream::connect(&addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        buf.starts_with("HTTP/1.1 200").then_some(buf)
     }
 
     pub fn log(&self) -> String {
