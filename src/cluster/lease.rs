@@ -8,6 +8,7 @@
 //! "lose it at once" signal as a watch channel.
 
 use std::path::Path;
+use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
@@ -67,16 +68,59 @@ impl LeaseConfig {
 }
 
 /// Whether this replica may write now.
+///
+/// Besides the claim the election publishes, a write checks the deadline its last renewal
+/// gave: a process that was frozen (SIGSTOP, a paused VM) resumes with the claim still set
+/// until the election's next tick, and by then the Lease may belong to another replica.
 #[derive(Debug, Clone)]
 pub struct Leader {
     rx: watch::Receiver<bool>,
+    /// Writes are safe until then; `None` with `expires` set: not renewed.
+    until: Arc<RwLock<Option<Instant>>>,
+    expires: bool,
+}
+
+/// The election's side of a [`Leader`]: the claim and the deadline of the last renewal.
+#[derive(Debug)]
+pub struct LeaderSender {
+    tx: watch::Sender<bool>,
+    until: Arc<RwLock<Option<Instant>>>,
+}
+
+impl LeaderSender {
+    /// Publish the claim; `until` is when writing stops being safe without a renewal.
+    fn set(&self, held: bool, until: Option<Instant>) -> bool {
+        if let Ok(mut u) = self.until.write() {
+            *u = until.filter(|_| held);
+        }
+        self.tx.send_if_modified(|v| {
+            let changed = *v != held;
+            *v = held;
+            changed
+        })
+    }
+
+    fn is_closed(&self) -> bool {
+        self.tx.is_closed()
+    }
 }
 
 impl Leader {
     /// A leader handle fed by `tx` (see [`run`]).
-    pub fn channel() -> (watch::Sender<bool>, Leader) {
+    pub fn channel() -> (LeaderSender, Leader) {
         let (tx, rx) = watch::channel(false);
-        (tx, Leader { rx })
+        let until = Arc::new(RwLock::new(None));
+        (
+            LeaderSender {
+                tx,
+                until: until.clone(),
+            },
+            Leader {
+                rx,
+                until,
+                expires: true,
+            },
+        )
     }
 
     /// Always the leader (a single replica without election, and tests).
@@ -84,11 +128,24 @@ impl Leader {
         let (tx, rx) = watch::channel(true);
         // The receiver keeps the value after the sender is gone.
         drop(tx);
-        Leader { rx }
+        Leader {
+            rx,
+            until: Arc::new(RwLock::new(None)),
+            expires: false,
+        }
     }
 
     pub fn is_leader(&self) -> bool {
-        *self.rx.borrow()
+        if !*self.rx.borrow() {
+            return false;
+        }
+        !self.expires
+            || self
+                .until
+                .read()
+                .ok()
+                .and_then(|u| *u)
+                .is_some_and(|u| Instant::now() < u)
     }
 
     /// Changes of the claim.
@@ -169,7 +226,7 @@ async fn step(api: &Api<Lease>, cfg: &LeaseConfig) -> Result<bool, kube::Error> 
 
 /// Run the election until the process ends, publishing the claim on `tx` and the
 /// `tenant_gateway_leader` gauge.
-pub async fn run(client: Client, cfg: LeaseConfig, tx: watch::Sender<bool>, metrics: Metrics) {
+pub async fn run(client: Client, cfg: LeaseConfig, tx: LeaderSender, metrics: Metrics) {
     let api: Api<Lease> = Api::namespaced(client, &cfg.namespace);
     tracing::info!(namespace = %cfg.namespace, name = %cfg.name, identity = %cfg.identity,
         "leader election started");
@@ -194,11 +251,7 @@ pub async fn run(client: Client, cfg: LeaseConfig, tx: watch::Sender<bool>, metr
                 last_renew.is_some_and(|t| t.elapsed() < safe)
             }
         };
-        let changed = tx.send_if_modified(|v| {
-            let changed = *v != held;
-            *v = held;
-            changed
-        });
+        let changed = tx.set(held, last_renew.map(|t| t + safe));
         if changed {
             metrics.leader.set(i64::from(held));
             if held {
@@ -250,7 +303,31 @@ mod tests {
         assert!(Leader::always().is_leader());
         let (tx, l) = Leader::channel();
         assert!(!l.is_leader());
-        tx.send_replace(true);
+        assert!(tx.set(true, Some(Instant::now() + Duration::from_secs(60))));
         assert!(l.is_leader());
+        assert!(l.clone().is_leader(), "clones share the deadline");
+    }
+
+    /// A frozen process resumes with the claim still set: the deadline of its last renewal
+    /// stops its writes anyway, before the next election tick runs.
+    #[test]
+    fn a_claim_past_its_renewal_deadline_does_not_write() {
+        let (tx, l) = Leader::channel();
+        let renewed = Instant::now();
+        assert!(tx.set(true, Some(renewed + Duration::from_millis(30))));
+        assert!(l.is_leader());
+        // Waiting for the deadline to pass is what is under test.
+        std::thread::sleep(Duration::from_millis(40));
+        assert!(!l.is_leader(), "past the deadline");
+        assert!(
+            *l.watch().borrow(),
+            "the published claim itself did not change"
+        );
+        // A claim without a deadline (never renewed) never writes.
+        tx.set(true, None);
+        assert!(!l.is_leader());
+        // Losing the claim clears the deadline.
+        tx.set(false, Some(Instant::now() + Duration::from_secs(60)));
+        assert!(!l.is_leader());
     }
 }
