@@ -393,56 +393,85 @@ impl Admission {
         (decision, target_label)
     }
 
+    /// The steps of a decision, in order; each step either hands the next what it needs or
+    /// ends the decision (an early allow or a fail-closed error).
     async fn decide_inner(
         &self,
         target: Option<WebhookResource>,
         requested: Option<WebhookResource>,
         request: &AdmissionRequest<'_>,
     ) -> Decision {
-        let resource = match (target, requested) {
-            (Some(t), Some(r)) if t == r => t,
-            (None, Some(r)) => r,
-            (Some(t), _) => {
-                return Decision::error(
-                    None,
-                    format!(
-                        "webhook misconfiguration: {} only validates {}.{}, but received a request for resource \"{}\" in group \"{}\"; fix the rules of the ValidatingWebhookConfiguration entry that points at this path",
-                        t.path(),
-                        t.resource(),
-                        if t.group().is_empty() {
-                            "core"
-                        } else {
-                            t.group()
-                        },
-                        request.resource.resource,
-                        request.resource.group,
-                    ),
-                );
-            }
-            (None, None) => {
-                return Decision::error(
-                    None,
-                    format!(
-                        "tenant-gateway does not validate resource \"{}\" in group \"{}\"",
-                        request.resource.resource, request.resource.group
-                    ),
-                );
-            }
+        let resource = match route(target, requested, request) {
+            Ok(r) => r,
+            Err(d) => return d,
         };
-        let layer = resource.layer();
+        let gate = match self.gate(resource, request) {
+            Ok(g) => g,
+            Err(d) => return d,
+        };
+        let layer = gate.layer;
+        let (object, old_projected) = match project_objects(&gate, request) {
+            Ok(o) => o,
+            Err(d) => return d,
+        };
+        let object: &Value = &object;
+        let old_object: Option<&Value> = old_projected.as_deref();
+        // A subresource write that leaves every field the layer reads as it was cannot
+        // publish anything new (the main resource's writes are judged on their own): an
+        // ingress controller updating the status of an Ingress admitted before the webhook
+        // existed is not blocked by it.
+        if gate.subresource && old_object == Some(object) {
+            return Decision::allow(Some(layer));
+        }
+        let (namespace, name) = identify(resource, request, object);
+        let empty_groups = Vec::new();
+        let review = Review {
+            operation: gate.operation,
+            kind: gate.kind,
+            namespace,
+            name,
+            object,
+            old_object,
+            username: request.user_info.username.as_deref().unwrap_or(""),
+            groups: request.user_info.groups.as_ref().unwrap_or(&empty_groups),
+        };
+        let ns_ctx = match self.namespace_context(layer, &review).await {
+            Ok(c) => c,
+            Err(d) => return d,
+        };
+        let findings = match self.evaluate(layer, &review, &ns_ctx) {
+            Ok(f) => f,
+            Err(d) => return d,
+        };
+        let mut decision = apply_mode_for(layer, gate.mode, findings, ns_ctx.apex());
+        if decision.allowed {
+            decision
+                .warnings
+                .extend(self.index_warnings(resource, &review, &ns_ctx));
+        }
+        decision
+    }
 
+    /// Whether this request is judged at all: its operation, subresource, version and the
+    /// layer's enforcement mode.
+    fn gate<'r>(
+        &self,
+        resource: WebhookResource,
+        request: &'r AdmissionRequest<'_>,
+    ) -> Result<Gate<'r>, Decision> {
+        let layer = resource.layer();
         let Some(operation) = Operation::parse(&request.operation) else {
-            return Decision::error(
+            return Err(Decision::error(
                 Some(layer),
                 format!(
                     "unknown operation {:?}: expected CREATE, UPDATE, DELETE or CONNECT",
                     request.operation
                 ),
-            );
+            ));
         };
         // Deleting or connecting cannot publish a hostname.
         if matches!(operation, Operation::Delete | Operation::Connect) {
-            return Decision::allow(Some(layer));
+            return Err(Decision::allow(Some(layer)));
         }
         // A subresource write is admitted unchecked only where the API server resets every
         // field the layer reads (`WebhookResource::trusted_subresources` says why per kind);
@@ -452,14 +481,14 @@ impl Admission {
         if let Some(sub) = subresource
             && resource.trusted_subresources().contains(&sub)
         {
-            return Decision::allow(Some(layer));
+            return Err(Decision::allow(Some(layer)));
         }
         // The path's API resource the request is for (ListenerSet or XListenerSet).
         let api = resource
             .api_resource(&request.resource.group, &request.resource.resource)
             .unwrap_or(resource.primary());
         if !api.versions.contains(&request.resource.version.as_ref()) {
-            return Decision::error(
+            return Err(Decision::error(
                 Some(layer),
                 format!(
                     "{}/{} {} is not a version tenant-gateway knows the shape of (known: {}); register the webhook with matchPolicy: Equivalent so the API server converts",
@@ -468,139 +497,74 @@ impl Admission {
                     api.resource,
                     api.versions.join(", ")
                 ),
-            );
+            ));
         }
-
         let mode = self.cfg.enforcement.mode(layer);
         if mode == Mode::Off {
-            return Decision::allow(Some(layer));
+            return Err(Decision::allow(Some(layer)));
         }
-
         let kind = if request.kind.kind.is_empty() {
             api.kind
         } else {
             request.kind.kind.as_ref()
         };
-        let paths = project::layer_paths(layer);
-        let object = match request.object.as_ref().map(|o| o.projected(paths)) {
-            Some(Ok(o)) if o.is_object() => o,
-            Some(Err(e)) => {
-                return Decision::error(
-                    Some(layer),
-                    format!("{kind}: request.object is not valid JSON: {e}"),
-                );
-            }
-            _ => {
-                return Decision::error(
-                    Some(layer),
-                    format!(
-                        "{kind}: request.object must be a JSON object for {}",
-                        operation.as_str()
-                    ),
-                );
-            }
-        };
-        let object: &Value = &object;
-        let old_projected = match (operation, request.old_object.as_ref()) {
-            (Operation::Update, Some(old)) => match old.projected(paths) {
-                Ok(o) if o.is_object() => Some(o),
-                Ok(o) if o.is_null() => None,
-                _ => {
-                    return Decision::error(
-                        Some(layer),
-                        format!("{kind}: request.oldObject must be a JSON object"),
-                    );
-                }
-            },
-            _ => None,
-        };
-        let old_object: Option<&Value> = old_projected.as_deref();
-        // A subresource write that leaves every field the layer reads as it was cannot
-        // publish anything new (the main resource's writes are judged on their own): an
-        // ingress controller updating the status of an Ingress admitted before the webhook
-        // existed is not blocked by it.
-        if subresource.is_some() && old_object == Some(object) {
-            return Decision::allow(Some(layer));
-        }
-        // For cluster-scoped kinds the API server fills request.namespace with the object's
-        // own name (Namespaces); it is not a scope, so messages say `Namespace x`, not `x/x`.
-        let cluster_scoped = resource.cluster_scoped();
-        let namespace = request
-            .namespace
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .or_else(|| {
-                object
-                    .pointer("/metadata/namespace")
-                    .and_then(Value::as_str)
-            })
-            .filter(|_| !cluster_scoped)
-            .unwrap_or("");
-        let name = request
-            .name
-            .as_deref()
-            .filter(|s| !s.is_empty())
-            .or_else(|| object.pointer("/metadata/name").and_then(Value::as_str))
-            .or_else(|| {
-                object
-                    .pointer("/metadata/generateName")
-                    .and_then(Value::as_str)
-            })
-            .unwrap_or("<unnamed>");
-        let empty_groups = Vec::new();
-        let review = Review {
+        Ok(Gate {
+            layer,
             operation,
+            mode,
             kind,
-            namespace,
-            name,
-            object,
-            old_object,
-            username: request.user_info.username.as_deref().unwrap_or(""),
-            groups: request.user_info.groups.as_ref().unwrap_or(&empty_groups),
-        };
+            subresource: subresource.is_some(),
+        })
+    }
 
+    /// The namespace's labels, for the layers that read its apex in tenant scope.
+    async fn namespace_context(
+        &self,
+        layer: Layer,
+        review: &Review<'_>,
+    ) -> Result<NamespaceContext, Decision> {
+        let (kind, namespace, name) = (review.kind, review.namespace, review.name);
         let ns_ctx = if needs_namespace(layer) && self.cfg.in_tenant_scope(namespace) {
             match self.namespaces.lookup(namespace).await {
                 Ok(ctx) => ctx,
                 Err(e) => {
-                    return Decision::error(
+                    return Err(Decision::error(
                         Some(layer),
                         format!(
                             "{kind} {namespace}/{name}: cannot read namespace {namespace} to check hostnames ({e}); retry the request"
                         ),
-                    );
+                    ));
                 }
             }
         } else {
             NamespaceContext::NotFound
         };
-        let ns_ctx = lowercase_apex(ns_ctx);
+        Ok(lowercase_apex(ns_ctx))
+    }
 
-        // A bug in a layer must deny, not crash the server or admit.
+    /// The layer's findings. A bug in a layer must deny, not crash the server or admit.
+    fn evaluate(
+        &self,
+        layer: Layer,
+        review: &Review<'_>,
+        ns_ctx: &NamespaceContext,
+    ) -> Result<policy::Findings, Decision> {
         let cfg = &self.cfg;
         let result = catch_unwind(AssertUnwindSafe(|| {
-            policy::evaluate_with(layer, &review, &ns_ctx, self.namespaces.apex_owners(), cfg)
+            policy::evaluate_with(layer, review, ns_ctx, self.namespaces.apex_owners(), cfg)
         }));
-        let findings = match result {
-            Ok(Ok(f)) => f,
-            Ok(Err(shape)) => return Decision::error(Some(layer), shape.to_string()),
-            Err(_) => {
-                return Decision::error(
-                    Some(layer),
-                    format!(
-                        "{kind} {}: internal error while evaluating the {layer} policy; the request is denied to stay safe, please report this",
-                        policy::object_ref(&review)
-                    ),
-                );
-            }
-        };
-        let mut decision = apply_mode_for(layer, mode, findings, ns_ctx.apex());
-        if decision.allowed {
-            decision
-                .warnings
-                .extend(self.index_warnings(resource, &review, &ns_ctx));
+        match result {
+            Ok(Ok(f)) => Ok(f),
+            Ok(Err(shape)) => Err(Decision::error(Some(layer), shape.to_string())),
+            Err(_) => Err(Decision::error(
+                Some(layer),
+                format!(
+                    "{} {}: internal error while evaluating the {layer} policy; the request is denied to stay safe, please report this",
+                    review.kind,
+                    policy::object_ref(review)
+                ),
+            )),
         }
-        decision
     }
 
     fn count(&self, resource: &str, op: &str, layer: Option<Layer>, kind: DecisionKind) {
@@ -633,6 +597,127 @@ impl Admission {
             ),
         }
     }
+}
+
+/// What [`Admission::gate`] lets through to the layer.
+struct Gate<'r> {
+    layer: Layer,
+    operation: Operation,
+    mode: Mode,
+    /// The object's kind, for messages.
+    kind: &'r str,
+    /// A subresource write judged like an UPDATE of the main resource.
+    subresource: bool,
+}
+
+/// The resource this request is for: the path's, which must be the request's own.
+fn route(
+    target: Option<WebhookResource>,
+    requested: Option<WebhookResource>,
+    request: &AdmissionRequest<'_>,
+) -> Result<WebhookResource, Decision> {
+    match (target, requested) {
+        (Some(t), Some(r)) if t == r => Ok(t),
+        (None, Some(r)) => Ok(r),
+        (Some(t), _) => Err(Decision::error(
+            None,
+            format!(
+                "webhook misconfiguration: {} only validates {}.{}, but received a request for resource \"{}\" in group \"{}\"; fix the rules of the ValidatingWebhookConfiguration entry that points at this path",
+                t.path(),
+                t.resource(),
+                if t.group().is_empty() {
+                    "core"
+                } else {
+                    t.group()
+                },
+                request.resource.resource,
+                request.resource.group,
+            ),
+        )),
+        (None, None) => Err(Decision::error(
+            None,
+            format!(
+                "tenant-gateway does not validate resource \"{}\" in group \"{}\"",
+                request.resource.resource, request.resource.group
+            ),
+        )),
+    }
+}
+
+/// The object and, on UPDATE, the old object, projected to the fields the layer reads.
+type Projected<'r> = (Cow<'r, Value>, Option<Cow<'r, Value>>);
+
+fn project_objects<'r>(
+    gate: &Gate<'_>,
+    request: &'r AdmissionRequest<'_>,
+) -> Result<Projected<'r>, Decision> {
+    let (layer, kind) = (gate.layer, gate.kind);
+    let paths = project::layer_paths(layer);
+    let object = match request.object.as_ref().map(|o| o.projected(paths)) {
+        Some(Ok(o)) if o.is_object() => o,
+        Some(Err(e)) => {
+            return Err(Decision::error(
+                Some(layer),
+                format!("{kind}: request.object is not valid JSON: {e}"),
+            ));
+        }
+        _ => {
+            return Err(Decision::error(
+                Some(layer),
+                format!(
+                    "{kind}: request.object must be a JSON object for {}",
+                    gate.operation.as_str()
+                ),
+            ));
+        }
+    };
+    let old = match (gate.operation, request.old_object.as_ref()) {
+        (Operation::Update, Some(old)) => match old.projected(paths) {
+            Ok(o) if o.is_object() => Some(o),
+            Ok(o) if o.is_null() => None,
+            _ => {
+                return Err(Decision::error(
+                    Some(layer),
+                    format!("{kind}: request.oldObject must be a JSON object"),
+                ));
+            }
+        },
+        _ => None,
+    };
+    Ok((object, old))
+}
+
+/// The object's namespace and name for the layers and messages. For cluster-scoped kinds the
+/// API server fills request.namespace with the object's own name (Namespaces); it is not a
+/// scope, so messages say `Namespace x`, not `x/x`.
+fn identify<'r>(
+    resource: WebhookResource,
+    request: &'r AdmissionRequest<'_>,
+    object: &'r Value,
+) -> (&'r str, &'r str) {
+    let namespace = request
+        .namespace
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .or_else(|| {
+            object
+                .pointer("/metadata/namespace")
+                .and_then(Value::as_str)
+        })
+        .filter(|_| !resource.cluster_scoped())
+        .unwrap_or("");
+    let name = request
+        .name
+        .as_deref()
+        .filter(|s| !s.is_empty())
+        .or_else(|| object.pointer("/metadata/name").and_then(Value::as_str))
+        .or_else(|| {
+            object
+                .pointer("/metadata/generateName")
+                .and_then(Value::as_str)
+        })
+        .unwrap_or("<unnamed>");
+    (namespace, name)
 }
 
 /// Apexes appear lowercased in messages, whatever the label's spelling. Matching ignores
