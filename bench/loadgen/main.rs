@@ -9,6 +9,7 @@
 //! snapshot, measures startup-to-ready, drives load and reads VmRSS/VmHWM.
 
 mod client;
+mod drive;
 mod payload;
 mod prom;
 mod rss;
@@ -49,6 +50,8 @@ enum Cmd {
     Rss(RssArgs),
     /// CPU time per review of each handler alone (no TLS, no HTTP), single thread.
     Micro(MicroArgs),
+    /// Admission load against a running `serve`, sampling its VmRSS (bench/reconcile).
+    Drive(drive::DriveArgs),
 }
 
 #[derive(Debug, Args)]
@@ -127,7 +130,7 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-fn parse_proto(s: &str) -> Result<Proto, String> {
+pub fn parse_proto(s: &str) -> Result<Proto, String> {
     match s {
         "h2" => Ok(Proto::H2),
         "h1" => Ok(Proto::H1),
@@ -150,6 +153,7 @@ fn main() -> ExitCode {
         Cmd::Throughput(a) => throughput(a),
         Cmd::Rss(a) => rss::run(a),
         Cmd::Micro(a) => micro(a),
+        Cmd::Drive(a) => drive::run(a),
     }
 }
 

@@ -602,6 +602,27 @@ mod view {
     }
 }
 
+/// Keep of a namespace only what is read: its name and labels, plus one annotation for the
+/// reconciler (the mark on labels it wrote). The watcher has taken the resourceVersion
+/// already; uid, timestamps, finalizers, managedFields and the per-item apiVersion/kind are
+/// most of the bytes of 10,000 entries.
+pub fn strip(ns: &mut PartialObjectMeta<Namespace>) {
+    let meta = std::mem::take(&mut ns.metadata);
+    ns.types = None;
+    ns.metadata = kube::api::ObjectMeta {
+        name: meta.name,
+        labels: meta.labels,
+        annotations: meta.annotations.and_then(|mut a| {
+            let keep = a.remove(crate::platform::ATTACHED_BY_ANNOTATION)?;
+            Some(BTreeMap::from([(
+                crate::platform::ATTACHED_BY_ANNOTATION.to_string(),
+                keep,
+            )]))
+        }),
+        ..kube::api::ObjectMeta::default()
+    };
+}
+
 /// A metadata-only reflector of all Namespaces, plus a live GET for misses.
 pub struct LiveNamespaces {
     store: Store<PartialObjectMeta<Namespace>>,
@@ -636,20 +657,7 @@ impl LiveNamespaces {
         let (store, writer) = reflector::store();
         let stream = watcher::watcher(api.clone(), watcher::Config::default())
             .default_backoff()
-            // Only labels are read; dropping managedFields and annotations keeps the index
-            // small (10,000 namespaces within the memory target).
-            .modify(|ns: &mut PartialObjectMeta<Namespace>| {
-                ns.metadata.managed_fields = None;
-                // The reconciler reads one annotation (the mark on labels it wrote).
-                ns.metadata.annotations = ns.metadata.annotations.take().and_then(|mut a| {
-                    let keep = a.remove(crate::platform::ATTACHED_BY_ANNOTATION)?;
-                    Some(BTreeMap::from([(
-                        crate::platform::ATTACHED_BY_ANNOTATION.to_string(),
-                        keep,
-                    )]))
-                });
-                ns.metadata.owner_references = None;
-            });
+            .modify(strip);
         let ready = readiness.clone();
         let reader = store.clone();
         let apexes = Arc::new(LiveApexIndex::default());

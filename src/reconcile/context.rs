@@ -23,7 +23,7 @@ use super::{Config, Notice};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::lease::Leader;
 use crate::cluster::routes::RouteIndex;
-use crate::cluster::watch::ObjectCache;
+use crate::cluster::watch::{Kept, ObjectCache};
 use crate::metrics::Metrics;
 use crate::platform;
 
@@ -134,11 +134,11 @@ pub struct Caches {
     pub namespaces: Arc<LiveNamespaces>,
     pub links: RwLock<NamespaceLinks>,
     pub routes: Arc<RouteIndex>,
-    pub gateways: ObjectCache<Gateway>,
-    pub issuers: ObjectCache<Issuer>,
-    pub certificates: ObjectCache<Certificate>,
+    pub gateways: ObjectCache<Kept<Gateway>>,
+    pub issuers: ObjectCache<Kept<Issuer>>,
+    pub certificates: ObjectCache<Kept<Certificate>>,
     /// HTTPRoutes that may be our redirect route (ours, or named like one), typed.
-    pub redirects: ObjectCache<HttpRoute>,
+    pub redirects: ObjectCache<Kept<HttpRoute>>,
     pub tgws: Store<TenantGateway>,
     pub http_route: ApiResource,
     /// Set once the TLSRoute CRD is served.
@@ -309,26 +309,26 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, now: Time) -> Inputs {
         gateways: caches
             .gateways
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .map(|o| o.restore())
             .collect(),
         issuers: caches
             .issuers
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .map(|o| o.restore())
             .collect(),
         certificates: caches
             .certificates
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .map(|o| o.restore())
             .collect(),
         http_routes: caches
             .redirects
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .map(|o| o.restore())
             .collect(),
     };
     Inputs {
