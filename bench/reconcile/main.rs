@@ -203,9 +203,10 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
     let deadline = started + Duration::from_secs(a.timeout);
     // Watched, not listed in a loop: a list of 300 TenantGateways with full status every
     // half second would load the API server the bench measures.
-    let listeners = std::sync::Arc::new(std::sync::Mutex::new(
-        std::collections::HashMap::<(String, String), usize>::new(),
-    ));
+    let listeners = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+        (String, String),
+        usize,
+    >::new()));
     let watch = {
         let listeners = listeners.clone();
         tokio::spawn(async move {
@@ -218,9 +219,7 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
                             t.metadata.namespace.clone().unwrap_or_default(),
                             t.metadata.name.clone().unwrap_or_default(),
                         ),
-                        t.data["status"]["listeners"]
-                            .as_array()
-                            .map_or(0, Vec::len),
+                        t.data["status"]["listeners"].as_array().map_or(0, Vec::len),
                     )
                 };
                 let mut m = listeners.lock().unwrap_or_else(|p| p.into_inner());
@@ -347,7 +346,8 @@ async fn add_route(client: &Client, a: &Args) -> Result<(), String> {
 
 /// What the API server sustains on trivial writes (the ceiling for the reconciler's writes):
 /// merge patches of one annotation on 64 ConfigMaps, then server-side applies creating small
-/// Certificates (the reconciler's most frequent write), `concurrency` in flight each.
+/// Certificates (the reconciler's most frequent write), then plain creates of the same for
+/// comparison, `concurrency` in flight each.
 async fn writeloop(client: &Client, a: &Args) -> Result<(), String> {
     let ns = "bench-writeloop";
     let ns_ar = ar("", "v1", "Namespace");
@@ -355,17 +355,19 @@ async fn writeloop(client: &Client, a: &Args) -> Result<(), String> {
     let cert_ar = ar("cert-manager.io", "v1", "Certificate");
     create_all(
         client,
-        vec![(
-            ns_ar.clone(),
-            obj(&ns_ar, None, ns, serde_json::json!({})),
-        )],
+        vec![(ns_ar.clone(), obj(&ns_ar, None, ns, serde_json::json!({})))],
     )
     .await;
     let cms: Vec<_> = (0..64)
         .map(|i| {
             (
                 cm_ar.clone(),
-                obj(&cm_ar, Some(ns), &format!("cm{i:02}"), serde_json::json!({})),
+                obj(
+                    &cm_ar,
+                    Some(ns),
+                    &format!("cm{i:02}"),
+                    serde_json::json!({}),
+                ),
             )
         })
         .collect();
@@ -399,6 +401,14 @@ async fn writeloop(client: &Client, a: &Args) -> Result<(), String> {
                                 )
                                 .await
                                 .map(|_| ())
+                            } else if phase == "create Certificate (POST)" {
+                                let name = format!("wp-{n}");
+                                let c = obj(&cert_ar, Some(ns), &name, serde_json::json!({
+                                    "spec": {"secretName": name,
+                                        "dnsNames": [format!("p{n}.example.org")],
+                                        "issuerRef": {"group": "cert-manager.io",
+                                            "kind": "Issuer", "name": "i"}}}));
+                                certs.create(&PostParams::default(), &c).await.map(|_| ())
                             } else {
                                 let name = format!("wl-{n}");
                                 let c = serde_json::json!({
@@ -433,7 +443,11 @@ async fn writeloop(client: &Client, a: &Args) -> Result<(), String> {
         }
     };
     let mut out = Vec::new();
-    for phase in ["merge-patch ConfigMap", "server-side apply Certificate (create)"] {
+    for phase in [
+        "merge-patch ConfigMap",
+        "server-side apply Certificate (create)",
+        "create Certificate (POST)",
+    ] {
         let (phase, rps) = run(phase).await;
         out.push(format!("{{\"write\": \"{phase}\", \"per_s\": {rps:.0}}}"));
     }

@@ -19,7 +19,9 @@ use super::watch::{FromWatch, Key, Lenient};
 use crate::platform::{
     CONTROLLER_NAME, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND,
 };
-use crate::reconcile::inputs::{ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus};
+use crate::reconcile::inputs::{
+    ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus,
+};
 
 /// `(kind, namespace, name)` of a route.
 pub type RouteKey = (RouteKind, String, String);
@@ -172,7 +174,9 @@ impl RouteView {
     pub fn is_redirect_candidate(&self) -> bool {
         let m = &self.metadata;
         let managed = match &m.labels {
-            Lenient::Ok(l) => l.get(MANAGED_BY_LABEL).is_some_and(|v| v == MANAGED_BY_VALUE),
+            Lenient::Ok(l) => l
+                .get(MANAGED_BY_LABEL)
+                .is_some_and(|v| v == MANAGED_BY_VALUE),
             _ => false,
         };
         let owned = match &m.owner_references {
@@ -240,6 +244,20 @@ impl RouteView {
                 }
             },
         };
+        // serde grows a list to four entries at its first push; routes have one or two of
+        // each, and there are tens of thousands of routes.
+        let mut hostnames: Vec<String> = hostnames;
+        let mut parent_refs: Vec<ParentRef> = parent_refs;
+        hostnames.shrink_to_fit();
+        parent_refs.shrink_to_fit();
+        our_status.shrink_to_fit();
+        for e in &mut our_status {
+            e.conditions.shrink_to_fit();
+        }
+        let layout = layout.map(|mut l| {
+            l.ours_at.shrink_to_fit();
+            l
+        });
         RouteFacts {
             kind,
             namespace: m.namespace,
@@ -483,16 +501,20 @@ mod tests {
 
     #[test]
     fn status_layout_is_exact_or_absent() {
-        let ours = |name: &str| serde_json::json!({"controllerName": CONTROLLER_NAME,
-            "parentRef": {"name": name}, "conditions": []});
-        let other = serde_json::json!({"controllerName": "io.cilium/x", "parentRef": {"name": "gw"}});
+        let ours = |name: &str| {
+            serde_json::json!({"controllerName": CONTROLLER_NAME,
+            "parentRef": {"name": name}, "conditions": []})
+        };
+        let other =
+            serde_json::json!({"controllerName": "io.cilium/x", "parentRef": {"name": "gw"}});
         let facts = |status: Value| {
             project(
                 RouteKind::HttpRoute,
                 &route("n", "r", serde_json::json!({"name": "gw"}), status),
             )
         };
-        let f = facts(serde_json::json!({"parents": [other.clone(), ours("gw"), other, ours("gw2")]}));
+        let f =
+            facts(serde_json::json!({"parents": [other.clone(), ours("gw"), other, ours("gw2")]}));
         let layout = f.parents_layout.expect("exact");
         assert_eq!((layout.status, layout.parents), (true, Some(4)));
         assert_eq!(layout.ours_at, [1, 3]);

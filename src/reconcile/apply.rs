@@ -435,7 +435,10 @@ pub fn parents_patch(edit: &InPlaceEdit, entries: &[RouteParentStatus]) -> Resul
     let mut ops = vec![json!({
         "op": "test", "path": "/metadata/resourceVersion", "value": edit.resource_version,
     })];
-    let new = entries.iter().map(entry_json).collect::<Result<Vec<_>, _>>()?;
+    let new = entries
+        .iter()
+        .map(entry_json)
+        .collect::<Result<Vec<_>, _>>()?;
     match (edit.status, edit.parents) {
         (_, Some(_)) => {
             ops.extend(
@@ -628,7 +631,10 @@ mod tests {
                     serde_json::from_value(parents_patch(&edit, &entries).expect("encodes"))
                         .expect("a JSON patch");
                 json_patch::patch(&mut obj, &patch).expect("applies");
-                let got = obj["status"]["parents"].as_array().cloned().unwrap_or_default();
+                let got = obj["status"]["parents"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
                 assert_eq!(got, want.unwrap_or(current.clone()), "{doc} -> {entries:?}");
                 // A route changed since it was watched fails the test op.
                 let mut moved = doc.clone();

@@ -348,8 +348,7 @@ fn rebuild_links(caches: &Caches) {
     let mut links = caches.links.write().unwrap_or_else(|p| p.into_inner());
     links.clear();
     for ns in caches.namespaces.all() {
-        let name = ns.metadata.name.clone().unwrap_or_default();
-        links.update(&name, Some(links_of(&ns)));
+        links.update(ns.name(), Some(links_of(&ns)));
     }
 }
 
@@ -465,7 +464,11 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
                     continue;
                 };
                 if kind == RouteKind::HttpRoute {
-                    let redirect = route.redirect.map(|r| Kept::keep(r).without_status());
+                    // The redirect's status is read by nobody: not kept.
+                    let redirect = route.redirect.and_then(|mut r| {
+                        r.status = None;
+                        Kept::keep(r)
+                    });
                     caches.redirects.apply(key, redirect);
                 }
                 send(idx.apply(route.view.facts(kind)));
@@ -522,7 +525,7 @@ async fn watch_owned<T>(
                 let key = o.key();
                 let o = o.decoded(kind);
                 let t = target(&key, o.as_ref());
-                c.apply(key, o.map(Kept::keep));
+                c.apply(key, o.and_then(Kept::keep));
                 if let Some(t) = t {
                     let _ = trigger.unbounded_send(t);
                 }
