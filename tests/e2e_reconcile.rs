@@ -285,6 +285,7 @@ fn reconciler_on_a_real_api_server() {
     unchanged_world_issues_no_writes(&c, &one.metrics);
     unlistenable_hostnames_refuse_only_their_route(&c);
     hostname_change_swaps_listener_and_certificate(&c);
+    other_controllers_route_status_entries_are_kept(&c);
     layer1_allowed_routes_and_passthrough(&c);
     same_named_gateway_not_owned_is_left_alone(&c);
     conflict_cozy_wins_then_loser_accepted(&c);
@@ -564,6 +565,57 @@ fn unlistenable_hostnames_refuse_only_their_route(c: &Cluster) {
     );
     c.delete("httproute", "tenant-alice", "wild");
     c.delete("httproute", "tenant-alice", "outside");
+}
+
+/// Another controller's `status.parents` entry, written before ours, stays verbatim and in
+/// place when ours changes (the in-place status edit tested against the resourceVersion).
+fn other_controllers_route_status_entries_are_kept(c: &Cluster) {
+    let route = |host: &str| http_route("tenant-alice", "shop", ("tenant-alice", "gw"), &[host]);
+    c.apply(&route("shop.alice.example.org"));
+    let ours = c.wait("our entry on the shop route", || {
+        let r = c.get("httproute", "tenant-alice", "shop")?;
+        (route_condition(&r, "Accepted")?.0 == "True").then_some(())?;
+        r["status"]["parents"].as_array().cloned()
+    });
+    let cilium = json!({"controllerName": "io.cilium/gateway-controller",
+        "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                      "name": "gw", "namespace": "tenant-alice"},
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+            "message": "Accepted HTTPRoute", "observedGeneration": 1,
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}]});
+    let mut parents = vec![cilium.clone()];
+    parents.extend(ours);
+    c.patch_status(
+        "httproute",
+        "tenant-alice",
+        "shop",
+        &json!({"status": {"parents": parents}}),
+    );
+    c.apply(&route("shop2.alice.example.org"));
+    c.wait(
+        "our entry follows generation 2, Cilium's stays first",
+        || {
+            let r = c.get("httproute", "tenant-alice", "shop")?;
+            let parents = r["status"]["parents"].as_array()?;
+            let ours: Vec<&Value> = parents
+                .iter()
+                .filter(|p| p["controllerName"] == CONTROLLER_NAME)
+                .collect();
+            let fresh = ours.len() == 1
+                && ours[0]["conditions"]
+                    .as_array()?
+                    .iter()
+                    .all(|c| c["observedGeneration"] == r["metadata"]["generation"]);
+            (fresh && r["metadata"]["generation"] == 2).then_some(())?;
+            assert_eq!(parents.len(), 2, "{parents:?}");
+            assert_eq!(
+                parents[0], cilium,
+                "the other controller's entry is kept verbatim"
+            );
+            Some(())
+        },
+    );
+    c.delete("httproute", "tenant-alice", "shop");
 }
 
 /// Changing a route's hostname swaps its listener and Certificate.

@@ -9,6 +9,7 @@
 //! snapshot, measures startup-to-ready, drives load and reads VmRSS/VmHWM.
 
 mod client;
+mod drive;
 mod payload;
 mod prom;
 mod rss;
@@ -53,6 +54,8 @@ enum Cmd {
     /// Latency percentiles vs offered load for both handlers (open loop), as CSV for the
     /// plot (`bench/plot.py`).
     Sweep(SweepArgs),
+    /// Admission load against a running `serve`, sampling its VmRSS (bench/reconcile).
+    Drive(drive::DriveArgs),
 }
 
 #[derive(Debug, Args)]
@@ -162,7 +165,7 @@ fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
 }
 
-fn parse_proto(s: &str) -> Result<Proto, String> {
+pub fn parse_proto(s: &str) -> Result<Proto, String> {
     match s {
         "h2" => Ok(Proto::H2),
         "h1" => Ok(Proto::H1),
@@ -186,6 +189,7 @@ fn main() -> ExitCode {
         Cmd::Rss(a) => rss::run(a),
         Cmd::Micro(a) => micro(a),
         Cmd::Sweep(a) => sweep(a),
+        Cmd::Drive(a) => drive::run(a),
     }
 }
 

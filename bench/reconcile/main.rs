@@ -1,16 +1,19 @@
 //! Reconciler at scale through a real kube-apiserver (issue 7): populate a world of
 //! TenantGateways × routes plus filler namespaces, then wait until every TenantGateway's
 //! status lists one listener per route (its last write of a plan), reading `serve`'s
-//! /metrics for the writes it issued. Driven by `bench/reconcile`.
+//! /metrics for the writes it issued; add one route and time its listener and Certificate;
+//! measure what the API server sustains on a trivial write loop. Driven by `bench/reconcile`.
 //!
 //!   reconcile-load populate --kubeconfig F --tgws N --routes R --namespaces M
 //!   reconcile-load converge --kubeconfig F --tgws N --routes R --metrics HOST:PORT
+//!   reconcile-load add-route --kubeconfig F --routes R --metrics HOST:PORT
+//!   reconcile-load writeloop --kubeconfig F [--seconds S] [--concurrency C]
 
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, ListParams, PostParams};
+use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
 use kube::config::{KubeConfigOptions, Kubeconfig};
 
 struct Args {
@@ -21,6 +24,8 @@ struct Args {
     namespaces: usize,
     metrics: String,
     timeout: u64,
+    seconds: u64,
+    concurrency: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -34,6 +39,8 @@ fn parse_args() -> Result<Args, String> {
         namespaces: 10_000,
         metrics: String::new(),
         timeout: 600,
+        seconds: 15,
+        concurrency: 64,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -45,6 +52,8 @@ fn parse_args() -> Result<Args, String> {
             "--namespaces" => a.namespaces = num(value()?)?,
             "--metrics" => a.metrics = value()?,
             "--timeout" => a.timeout = num(value()?)? as u64,
+            "--seconds" => a.seconds = num(value()?)? as u64,
+            "--concurrency" => a.concurrency = num(value()?)?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -115,6 +124,23 @@ async fn populate(client: &Client, a: &Args) {
         o.metadata.labels = serde_json::from_value(labels).ok();
         namespaces.push((ns_ar.clone(), o));
     }
+    // The namespaces of bench/loadgen's review (an HTTPRoute in tenant-alice), so the
+    // admission load during the run finds them in the index.
+    for (name, labels) in [
+        (
+            "tenant-root",
+            serde_json::json!({"namespace.cozystack.io/host": "example.org"}),
+        ),
+        (
+            "tenant-alice",
+            serde_json::json!({"namespace.cozystack.io/host": "alice.example.org",
+                               "namespace.cozystack.io/gateway": "tenant-root"}),
+        ),
+    ] {
+        let mut o = obj(&ns_ar, None, name, serde_json::json!({}));
+        o.metadata.labels = serde_json::from_value(labels).ok();
+        namespaces.push((ns_ar.clone(), o));
+    }
     let made = create_all(client, namespaces).await;
     eprintln!("namespaces: {made} in {:.1}s", t0.elapsed().as_secs_f64());
     let t1 = Instant::now();
@@ -175,19 +201,48 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), &tgw_ar);
     let started = Instant::now();
     let deadline = started + Duration::from_secs(a.timeout);
+    // Watched, not listed in a loop: a list of 300 TenantGateways with full status every
+    // half second would load the API server the bench measures.
+    let listeners = std::sync::Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+        (String, String),
+        usize,
+    >::new()));
+    let watch = {
+        let listeners = listeners.clone();
+        tokio::spawn(async move {
+            use kube::runtime::watcher::{self, Event};
+            let mut stream = std::pin::pin!(watcher::watcher(api, watcher::Config::default()));
+            while let Some(ev) = stream.next().await {
+                let count = |t: &DynamicObject| {
+                    (
+                        (
+                            t.metadata.namespace.clone().unwrap_or_default(),
+                            t.metadata.name.clone().unwrap_or_default(),
+                        ),
+                        t.data["status"]["listeners"].as_array().map_or(0, Vec::len),
+                    )
+                };
+                let mut m = listeners.lock().unwrap_or_else(|p| p.into_inner());
+                match ev {
+                    Ok(Event::Apply(t) | Event::InitApply(t)) => {
+                        let (k, n) = count(&t);
+                        m.insert(k, n);
+                    }
+                    Ok(Event::Delete(t)) => {
+                        m.remove(&count(&t).0);
+                    }
+                    Ok(_) => {}
+                    Err(e) => eprintln!("TenantGateway watch: {e}"),
+                }
+            }
+        })
+    };
     loop {
-        let list = api
-            .list(&ListParams::default())
-            .await
-            .map_err(|e| e.to_string())?;
-        let done = list
-            .items
-            .iter()
-            .filter(|t| {
-                t.data["status"]["listeners"]
-                    .as_array()
-                    .is_some_and(|l| l.len() == a.routes + 1)
-            })
+        let done = listeners
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|n| **n == a.routes + 1)
             .count();
         // Every TenantGateway reconciled by this process at least once (a resync run starts
         // with a converged world).
@@ -198,26 +253,211 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
             break;
         }
         if Instant::now() > deadline {
+            watch.abort();
             return Err(format!("{done}/{} converged at the deadline", a.tgws));
         }
-        tokio::time::sleep(Duration::from_millis(500)).await;
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    watch.abort();
     let converged = started.elapsed().as_secs_f64();
     // Quiet: the writes counter stops moving.
-    let mut last = metric(&a.metrics, "tenant_gateway_reconcile_writes_total").await;
-    loop {
-        tokio::time::sleep(Duration::from_secs(3)).await;
-        let now = metric(&a.metrics, "tenant_gateway_reconcile_writes_total").await;
-        if now == last || Instant::now() > deadline {
-            break;
-        }
-        last = now;
-    }
+    let last = quiet_writes(&a.metrics, deadline).await;
     let reconciles = metric(&a.metrics, "tenant_gateway_reconcile_total").await;
     println!(
         "{{\"converged_s\": {converged:.1}, \"writes\": {}, \"reconciles\": {}}}",
         last.unwrap_or(-1.0),
         reconciles.unwrap_or(-1.0)
+    );
+    Ok(())
+}
+
+/// Wait until the writes counter of `serve` stops moving for 3 s; returns its value.
+async fn quiet_writes(addr: &str, deadline: Instant) -> Option<f64> {
+    let mut last = metric(addr, "tenant_gateway_reconcile_writes_total").await;
+    loop {
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        let now = metric(addr, "tenant_gateway_reconcile_writes_total").await;
+        if now == last || Instant::now() > deadline {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// One more route in the first tenant: time until the Gateway has its listener and its
+/// Certificate exists, and the writes that took.
+async fn add_route(client: &Client, a: &Args) -> Result<(), String> {
+    let ns = "tenant-b0000";
+    let apex = "b0000.example.org";
+    let label = format!("h{:02}", a.routes);
+    let route_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let gw_ar = ar("gateway.networking.k8s.io", "v1", "Gateway");
+    let cert_ar = ar("cert-manager.io", "v1", "Certificate");
+    let before = quiet_writes(&a.metrics, Instant::now() + Duration::from_secs(60))
+        .await
+        .ok_or("no /metrics")?;
+    let route = obj(
+        &route_ar,
+        Some(ns),
+        &format!("r{:02}", a.routes),
+        serde_json::json!({"spec": {
+            "parentRefs": [{"name": "gw"}],
+            "hostnames": [format!("{label}.{apex}")],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+    );
+    let routes: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &route_ar);
+    let gws: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &gw_ar);
+    let certs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &cert_ar);
+    let listener = format!("https-{label}");
+    let cert = format!("gw-{label}-tls");
+    let started = Instant::now();
+    routes
+        .create(&PostParams::default(), &route)
+        .await
+        .map_err(|e| format!("create route: {e}"))?;
+    let deadline = started + Duration::from_secs(a.timeout);
+    let (mut listener_at, mut cert_at) = (None, None);
+    while listener_at.is_none() || cert_at.is_none() {
+        if listener_at.is_none()
+            && let Ok(gw) = gws.get("gw").await
+            && gw.data["spec"]["listeners"]
+                .as_array()
+                .is_some_and(|l| l.iter().any(|x| x["name"] == listener.as_str()))
+        {
+            listener_at = Some(started.elapsed().as_secs_f64());
+        }
+        if cert_at.is_none() && matches!(certs.get_opt(&cert).await, Ok(Some(_))) {
+            cert_at = Some(started.elapsed().as_secs_f64());
+        }
+        if Instant::now() > deadline {
+            return Err(format!("no {listener} / {cert} at the deadline"));
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let after = quiet_writes(&a.metrics, deadline).await.unwrap_or(-1.0);
+    println!(
+        "{{\"listener_s\": {:.2}, \"certificate_s\": {:.2}, \"writes\": {}}}",
+        listener_at.unwrap_or(-1.0),
+        cert_at.unwrap_or(-1.0),
+        after - before
+    );
+    Ok(())
+}
+
+/// What the API server sustains on trivial writes (the ceiling for the reconciler's writes):
+/// merge patches of one annotation on 64 ConfigMaps, then server-side applies creating small
+/// Certificates (the reconciler's most frequent write), then plain creates of the same for
+/// comparison, `concurrency` in flight each.
+async fn writeloop(client: &Client, a: &Args) -> Result<(), String> {
+    let ns = "bench-writeloop";
+    let ns_ar = ar("", "v1", "Namespace");
+    let cm_ar = ar("", "v1", "ConfigMap");
+    let cert_ar = ar("cert-manager.io", "v1", "Certificate");
+    create_all(
+        client,
+        vec![(ns_ar.clone(), obj(&ns_ar, None, ns, serde_json::json!({})))],
+    )
+    .await;
+    let cms: Vec<_> = (0..64)
+        .map(|i| {
+            (
+                cm_ar.clone(),
+                obj(
+                    &cm_ar,
+                    Some(ns),
+                    &format!("cm{i:02}"),
+                    serde_json::json!({}),
+                ),
+            )
+        })
+        .collect();
+    create_all(client, cms).await;
+    let secs = Duration::from_secs(a.seconds);
+    let counter = std::sync::atomic::AtomicU64::new(0);
+    let run = |phase: &'static str| {
+        let counter = &counter;
+        let client = client.clone();
+        let (cm_ar, cert_ar) = (cm_ar.clone(), cert_ar.clone());
+        async move {
+            let started = Instant::now();
+            let ok = futures::stream::iter(0..a.concurrency)
+                .map(|w| {
+                    let client = client.clone();
+                    let (cm_ar, cert_ar) = (cm_ar.clone(), cert_ar.clone());
+                    async move {
+                        let cms: Api<DynamicObject> =
+                            Api::namespaced_with(client.clone(), ns, &cm_ar);
+                        let certs: Api<DynamicObject> =
+                            Api::namespaced_with(client, ns, &cert_ar);
+                        let mut ok = 0u64;
+                        while started.elapsed() < secs {
+                            let n = counter.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                            let r = if phase == "merge-patch ConfigMap" {
+                                let patch = serde_json::json!({"metadata": {"annotations": {"n": n.to_string()}}});
+                                cms.patch(
+                                    &format!("cm{:02}", w % 64),
+                                    &kube::api::PatchParams::default(),
+                                    &kube::api::Patch::Merge(&patch),
+                                )
+                                .await
+                                .map(|_| ())
+                            } else if phase == "create Certificate (POST)" {
+                                let name = format!("wp-{n}");
+                                let c = obj(&cert_ar, Some(ns), &name, serde_json::json!({
+                                    "spec": {"secretName": name,
+                                        "dnsNames": [format!("p{n}.example.org")],
+                                        "issuerRef": {"group": "cert-manager.io",
+                                            "kind": "Issuer", "name": "i"}}}));
+                                certs.create(&PostParams::default(), &c).await.map(|_| ())
+                            } else {
+                                let name = format!("wl-{n}");
+                                let c = serde_json::json!({
+                                    "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                                    "metadata": {"name": name, "namespace": ns,
+                                        "labels": {"app.kubernetes.io/managed-by": "bench"}},
+                                    "spec": {"secretName": name,
+                                        "dnsNames": [format!("h{n}.example.org")],
+                                        "issuerRef": {"group": "cert-manager.io",
+                                            "kind": "Issuer", "name": "i"}}});
+                                certs
+                                    .patch(
+                                        &name,
+                                        &kube::api::PatchParams::apply("bench"),
+                                        &kube::api::Patch::Apply(&c),
+                                    )
+                                    .await
+                                    .map(|_| ())
+                            };
+                            match r {
+                                Ok(()) => ok += 1,
+                                Err(e) => eprintln!("{phase}: {e}"),
+                            }
+                        }
+                        ok
+                    }
+                })
+                .buffer_unordered(a.concurrency)
+                .fold(0u64, |x, y| async move { x + y })
+                .await;
+            (phase, ok as f64 / started.elapsed().as_secs_f64())
+        }
+    };
+    let mut out = Vec::new();
+    for phase in [
+        "merge-patch ConfigMap",
+        "server-side apply Certificate (create)",
+        "create Certificate (POST)",
+    ] {
+        let (phase, rps) = run(phase).await;
+        out.push(format!("{{\"write\": \"{phase}\", \"per_s\": {rps:.0}}}"));
+    }
+    let nss: Api<DynamicObject> = Api::all_with(client.clone(), &ns_ar);
+    let _ = nss.delete(ns, &Default::default()).await;
+    println!(
+        "{{\"concurrency\": {}, \"seconds\": {}, \"writes\": [{}]}}",
+        a.concurrency,
+        a.seconds,
+        out.join(", ")
     );
     Ok(())
 }
@@ -232,6 +472,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     match a.cmd.as_str() {
         "populate" => populate(&client, &a).await,
         "converge" => converge(&client, &a).await?,
+        "add-route" => add_route(&client, &a).await?,
+        "writeloop" => writeloop(&client, &a).await?,
         other => return Err(format!("unknown command {other}").into()),
     }
     Ok(())

@@ -6,6 +6,7 @@ pub mod apex;
 pub mod lease;
 pub mod miss;
 pub mod namespaces;
+pub mod nsmeta;
 pub mod objects;
 pub mod route_snapshot;
 pub mod routes;

@@ -11,13 +11,13 @@ use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, PartialObjectMeta};
 use kube::runtime::WatchStreamExt;
-use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::watcher::{self, Event};
 use serde::Deserialize;
 use serde_json::Value;
 
 use super::apex::{ApexMap, LiveApexIndex};
 use super::miss::MissCache;
+use super::nsmeta::{NamespaceMeta, NamespaceStore};
 use crate::metrics::Metrics;
 use crate::platform::{ApexOwners, NamespaceContext};
 use crate::readiness::Readiness;
@@ -606,9 +606,9 @@ mod view {
     }
 }
 
-/// A metadata-only reflector of all Namespaces, plus a live GET for misses.
+/// A metadata-only watch of all Namespaces into a compact index, plus a live GET for misses.
 pub struct LiveNamespaces {
-    store: Store<PartialObjectMeta<Namespace>>,
+    store: Arc<NamespaceStore>,
     api: Api<PartialObjectMeta<Namespace>>,
     readiness: Arc<Readiness>,
     /// Fed by the same watch as `store`.
@@ -647,56 +647,52 @@ impl LiveNamespaces {
     ) -> (Arc<LiveNamespaces>, tokio::task::JoinHandle<()>) {
         // `Api<PartialObjectMeta<_>>` makes metadata-only list/watch/get requests.
         let api: Api<PartialObjectMeta<Namespace>> = Api::all(client);
-        let (store, writer) = reflector::store();
-        let stream = watcher::watcher(api.clone(), watcher::Config::default())
-            .default_backoff()
-            // Only labels are read; dropping managedFields and annotations keeps the index
-            // small (10,000 namespaces within the memory target).
-            .modify(|ns: &mut PartialObjectMeta<Namespace>| {
-                ns.metadata.managed_fields = None;
-                // The reconciler reads one annotation (the mark on labels it wrote).
-                ns.metadata.annotations = ns.metadata.annotations.take().and_then(|mut a| {
-                    let keep = a.remove(crate::platform::ATTACHED_BY_ANNOTATION)?;
-                    Some(BTreeMap::from([(
-                        crate::platform::ATTACHED_BY_ANNOTATION.to_string(),
-                        keep,
-                    )]))
-                });
-                ns.metadata.owner_references = None;
-            });
+        let store = Arc::new(NamespaceStore::default());
+        let stream = watcher::watcher(api.clone(), watcher::Config::default()).default_backoff();
         let ready = readiness.clone();
-        let reader = store.clone();
+        let writer = store.clone();
         let apexes = Arc::new(LiveApexIndex::default());
         let misses = Arc::new(MissCache::default());
         let (apex_writer, miss_writer) = (apexes.clone(), misses.clone());
         let (changes, _) = tokio::sync::broadcast::channel(4096);
         let notify = changes.clone();
         let task = tokio::spawn(async move {
-            let mut stream = reflector::reflector(writer, stream).boxed();
+            let mut stream = stream.boxed();
             while let Some(event) = stream.next().await {
                 if let Ok(event) = &event {
                     index_event(&apex_writer, &miss_writer, event);
                     let name = |ns: &PartialObjectMeta<Namespace>| {
                         ns.metadata.name.clone().unwrap_or_default()
                     };
-                    // No subscriber is fine (webhook only).
+                    // The index first, then the subscribers (no subscriber is fine: webhook
+                    // only).
                     let _ = match event {
                         Event::Apply(ns) | Event::InitApply(ns) => {
+                            writer.apply(NamespaceMeta::from_meta(&ns.metadata));
                             notify.send(NamespaceChange::Applied(name(ns)))
                         }
-                        Event::Delete(ns) => notify.send(NamespaceChange::Deleted(name(ns))),
-                        Event::InitDone => notify.send(NamespaceChange::Resynced),
-                        Event::Init => Ok(0),
+                        Event::Delete(ns) => {
+                            writer.delete(ns.metadata.name.as_deref().unwrap_or_default());
+                            notify.send(NamespaceChange::Deleted(name(ns)))
+                        }
+                        Event::InitDone => {
+                            writer.relist_done();
+                            notify.send(NamespaceChange::Resynced)
+                        }
+                        Event::Init => {
+                            writer.relist_started();
+                            Ok(0)
+                        }
                     };
                 }
                 match event {
                     Ok(Event::InitDone) => {
                         ready.set_index_synced(true);
-                        metrics.namespace_index_size.set(reader.len() as i64);
-                        tracing::info!(namespaces = reader.len(), "namespace index synced");
+                        metrics.namespace_index_size.set(writer.len() as i64);
+                        tracing::info!(namespaces = writer.len(), "namespace index synced");
                     }
                     Ok(Event::Apply(_)) | Ok(Event::Delete(_)) => {
-                        metrics.namespace_index_size.set(reader.len() as i64);
+                        metrics.namespace_index_size.set(writer.len() as i64);
                     }
                     Ok(_) => {}
                     Err(e) => {
@@ -723,13 +719,13 @@ impl LiveNamespaces {
     }
 
     /// One namespace from the index (no live GET).
-    pub fn cached(&self, name: &str) -> Option<Arc<PartialObjectMeta<Namespace>>> {
-        self.store.get(&ObjectRef::new(name))
+    pub fn cached(&self, name: &str) -> Option<Arc<NamespaceMeta>> {
+        self.store.get(name)
     }
 
     /// Every namespace in the index.
-    pub fn all(&self) -> Vec<Arc<PartialObjectMeta<Namespace>>> {
-        self.store.state()
+    pub fn all(&self) -> Vec<Arc<NamespaceMeta>> {
+        self.store.all()
     }
 
     /// True once the first list completed.
@@ -739,14 +735,15 @@ impl LiveNamespaces {
 
     pub async fn lookup(&self, name: &str) -> Result<NamespaceContext, LookupError> {
         if self.readiness.index_synced()
-            && let Some(ns) = self.store.get(&ObjectRef::new(name))
+            && let Some(ns) = self.store.get(name)
         {
-            return Ok(match &ns.metadata.labels {
-                Some(labels) => NamespaceContext::found(labels),
-                None => NamespaceContext::Found {
-                    labels: Default::default(),
-                },
-            });
+            // Only what the layers and the route-index warnings read
+            // (`NamespaceContext::found`), without building the whole label map.
+            let labels = [crate::platform::HOST_LABEL, crate::platform::GATEWAY_LABEL]
+                .into_iter()
+                .filter_map(|k| ns.label(k).map(|v| (k.to_string(), v.to_string())))
+                .collect();
+            return Ok(NamespaceContext::Found { labels });
         }
         // A miss may be cache lag for a namespace created a moment ago: ask the API server
         // once before concluding it does not exist (coalesced per name, "not found"

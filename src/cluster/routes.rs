@@ -10,13 +10,18 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use gateway_api::apis::experimental::httproutes::HttpRoute;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use kube::api::DynamicObject;
-use serde_json::Value;
+use serde::Deserialize;
 
-use super::watch::Key;
-use crate::platform::{CONTROLLER_NAME, GATEWAY_API_GROUP};
-use crate::reconcile::inputs::{ParentRef, RouteFacts, RouteKind, RouteParentStatus};
+use super::watch::{FromWatch, Key, Lenient};
+use crate::platform::{
+    CONTROLLER_NAME, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND,
+};
+use crate::reconcile::inputs::{
+    ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus,
+};
 
 /// `(kind, namespace, name)` of a route.
 pub type RouteKey = (RouteKind, String, String);
@@ -24,75 +29,258 @@ pub type RouteKey = (RouteKind, String, String);
 /// One Gateway's routes.
 pub type GatewayRoutes = BTreeMap<RouteKey, Arc<RouteFacts>>;
 
-/// Project a watched route into the facts the reconciler reads. Malformed parts are dropped
-/// (a parentRef without a name, a hostname that is not a string, an entry of ours whose
-/// conditions do not decode); the route itself is always kept so its status can be written.
-pub fn project(kind: RouteKind, o: &DynamicObject) -> RouteFacts {
-    let spec = o.data.get("spec");
-    let hostnames = spec
-        .and_then(|s| s.get("hostnames"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
+/// The parts of a route the projection reads, decoded straight from its JSON: everything
+/// else (rules, managedFields, annotations) is skipped without being built.
+#[derive(Debug, Clone, Default, Deserialize)]
+pub struct RouteView {
+    #[serde(default)]
+    metadata: MetaView,
+    #[serde(default)]
+    spec: Lenient<SpecView>,
+    #[serde(default)]
+    status: Lenient<StatusView>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct MetaView {
+    #[serde(default)]
+    name: String,
+    #[serde(default)]
+    namespace: String,
+    #[serde(default)]
+    creation_timestamp: Option<Time>,
+    #[serde(default)]
+    generation: Option<i64>,
+    #[serde(default)]
+    resource_version: Option<String>,
+    // Read to tell a redirect route of ours from a tenant's route, not kept.
+    #[serde(default)]
+    labels: Lenient<BTreeMap<String, String>>,
+    #[serde(default)]
+    owner_references: Lenient<Vec<OwnerReference>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct SpecView {
+    #[serde(default)]
+    hostnames: Lenient<Vec<Lenient<String>>>,
+    #[serde(default)]
+    parent_refs: Lenient<Vec<Lenient<ParentRefView>>>,
+}
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct ParentRefView {
+    group: Option<String>,
+    kind: Option<String>,
+    namespace: Option<String>,
+    #[serde(default)]
+    name: String,
+    section_name: Option<String>,
+    port: Option<i64>,
+}
+
+impl ParentRefView {
+    fn into_ref(self) -> Option<ParentRef> {
+        (!self.name.is_empty()).then(|| ParentRef {
+            group: self.group,
+            kind: self.kind,
+            namespace: self.namespace,
+            name: self.name,
+            section_name: self.section_name,
+            port: self.port.and_then(|p| i32::try_from(p).ok()),
         })
-        .unwrap_or_default();
-    let parent_refs = spec
-        .and_then(|s| s.get("parentRefs"))
-        .and_then(Value::as_array)
-        .map(|a| a.iter().filter_map(parent_ref).collect())
-        .unwrap_or_default();
-    let our_status = o
-        .data
-        .get("status")
-        .and_then(|s| s.get("parents"))
-        .and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter(|e| {
-                    e.get("controllerName").and_then(Value::as_str) == Some(CONTROLLER_NAME)
-                })
-                .filter_map(|e| {
-                    let parent_ref = parent_ref(e.get("parentRef")?)?;
-                    let conditions: Vec<Condition> =
-                        serde_json::from_value(e.get("conditions").cloned().unwrap_or(Value::Null))
-                            .unwrap_or_default();
-                    Some(RouteParentStatus {
-                        parent_ref,
-                        conditions,
-                    })
-                })
-                .collect()
-        })
-        .unwrap_or_default();
-    RouteFacts {
-        kind,
-        namespace: o.metadata.namespace.clone().unwrap_or_default(),
-        name: o.metadata.name.clone().unwrap_or_default(),
-        creation: o.metadata.creation_timestamp.clone(),
-        generation: o.metadata.generation,
-        resource_version: o.metadata.resource_version.clone(),
-        hostnames,
-        parent_refs,
-        our_status,
     }
 }
 
-fn parent_ref(v: &Value) -> Option<ParentRef> {
-    let s = |k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-    Some(ParentRef {
-        group: s("group"),
-        kind: s("kind"),
-        namespace: s("namespace"),
-        name: s("name").filter(|n| !n.is_empty())?,
-        section_name: s("sectionName"),
-        port: v
-            .get("port")
-            .and_then(Value::as_i64)
-            .and_then(|p| i32::try_from(p).ok()),
-    })
+#[derive(Debug, Clone, Default, Deserialize)]
+struct StatusView {
+    #[serde(default)]
+    parents: Lenient<Vec<EntryView>>,
+}
+
+/// One `status.parents` entry: only ours are decoded.
+#[derive(Debug, Clone)]
+enum EntryView {
+    Others,
+    /// Ours, with its parentRef when it has a name.
+    Ours(Option<RouteParentStatus>),
+}
+
+impl<'de> Deserialize<'de> for EntryView {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(rename_all = "camelCase")]
+        struct Entry {
+            #[serde(default)]
+            controller_name: Lenient<String>,
+            #[serde(default)]
+            parent_ref: Lenient<ParentRefView>,
+            #[serde(default)]
+            conditions: Lenient<Vec<Condition>>,
+        }
+        let e = match Lenient::<Entry>::deserialize(d)? {
+            Lenient::Ok(e) => e,
+            Lenient::Absent | Lenient::Bad => return Ok(EntryView::Others),
+        };
+        if e.controller_name.ok().as_deref() != Some(CONTROLLER_NAME) {
+            return Ok(EntryView::Others);
+        }
+        Ok(EntryView::Ours(
+            e.parent_ref
+                .ok()
+                .and_then(ParentRefView::into_ref)
+                .map(|parent_ref| RouteParentStatus {
+                    parent_ref,
+                    // Conditions that do not decode are rewritten by the next status write.
+                    conditions: e.conditions.ok().unwrap_or_default(),
+                }),
+        ))
+    }
+}
+
+/// A watched HTTPRoute or TLSRoute: its projection, and the typed object when it may be our
+/// redirect route (ours, or named like one, so a same-named route is seen and not taken over).
+#[derive(Debug, Clone, Default)]
+pub struct WatchedRoute {
+    pub view: RouteView,
+    pub redirect: Option<HttpRoute>,
+}
+
+impl FromWatch for WatchedRoute {
+    fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+        let view: RouteView = serde_json::from_str(raw)?;
+        let redirect = if view.is_redirect_candidate() {
+            match serde_json::from_str::<HttpRoute>(raw) {
+                Ok(r) => Some(r),
+                Err(e) => {
+                    tracing::warn!(namespace = %view.metadata.namespace,
+                        name = %view.metadata.name, error = %e,
+                        "HTTPRoute named like a redirect route does not decode; skipped");
+                    None
+                }
+            }
+        } else {
+            None
+        };
+        Ok(WatchedRoute { view, redirect })
+    }
+}
+
+impl RouteView {
+    /// Ours (managed-by label or our ownerReference) or named like our redirect route.
+    pub fn is_redirect_candidate(&self) -> bool {
+        let m = &self.metadata;
+        let managed = match &m.labels {
+            Lenient::Ok(l) => l
+                .get(MANAGED_BY_LABEL)
+                .is_some_and(|v| v == MANAGED_BY_VALUE),
+            _ => false,
+        };
+        let owned = match &m.owner_references {
+            Lenient::Ok(refs) => refs
+                .iter()
+                .any(|r| r.controller == Some(true) && r.kind == TGW_KIND),
+            _ => false,
+        };
+        managed || owned || m.name.ends_with("-http-redirect")
+    }
+
+    /// The facts the reconciler reads. Malformed parts are dropped (a parentRef without a
+    /// name, a hostname that is not a string, an entry of ours without a parentRef name);
+    /// the route itself is always kept so its status can be written.
+    pub fn facts(self, kind: RouteKind) -> RouteFacts {
+        let RouteView {
+            metadata: m,
+            spec,
+            status,
+        } = self;
+        let spec = spec.ok().unwrap_or_default();
+        let hostnames = spec
+            .hostnames
+            .ok()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(Lenient::ok)
+            .collect();
+        let parent_refs = spec
+            .parent_refs
+            .ok()
+            .unwrap_or_default()
+            .into_iter()
+            .filter_map(|p| p.ok()?.into_ref())
+            .collect();
+        let mut our_status = Vec::new();
+        let layout = match status {
+            Lenient::Absent => Some(ParentsLayout::default()),
+            Lenient::Bad => None,
+            Lenient::Ok(st) => match st.parents {
+                Lenient::Absent => Some(ParentsLayout {
+                    status: true,
+                    ..ParentsLayout::default()
+                }),
+                Lenient::Bad => None,
+                Lenient::Ok(entries) => {
+                    let mut exact = true;
+                    let mut ours_at = Vec::new();
+                    let len = entries.len();
+                    for (i, e) in entries.into_iter().enumerate() {
+                        match e {
+                            EntryView::Others => {}
+                            EntryView::Ours(Some(entry)) => {
+                                our_status.push(entry);
+                                ours_at.push(u32::try_from(i).unwrap_or(u32::MAX));
+                            }
+                            EntryView::Ours(None) => exact = false,
+                        }
+                    }
+                    (exact && u32::try_from(len).is_ok()).then(|| ParentsLayout {
+                        status: true,
+                        parents: u32::try_from(len).ok(),
+                        ours_at,
+                    })
+                }
+            },
+        };
+        // serde grows a list to four entries at its first push; routes have one or two of
+        // each, and there are tens of thousands of routes.
+        let mut hostnames: Vec<String> = hostnames;
+        let mut parent_refs: Vec<ParentRef> = parent_refs;
+        hostnames.shrink_to_fit();
+        parent_refs.shrink_to_fit();
+        our_status.shrink_to_fit();
+        for e in &mut our_status {
+            e.conditions.shrink_to_fit();
+        }
+        let layout = layout.map(|mut l| {
+            l.ours_at.shrink_to_fit();
+            l
+        });
+        RouteFacts {
+            kind,
+            namespace: m.namespace,
+            name: m.name,
+            creation: m.creation_timestamp,
+            generation: m.generation,
+            resource_version: m.resource_version,
+            hostnames,
+            parent_refs,
+            our_status,
+            parents_layout: layout,
+        }
+    }
+}
+
+/// Project an untyped route into the facts the reconciler reads (as the watch does from the
+/// route's JSON).
+pub fn project(kind: RouteKind, o: &DynamicObject) -> RouteFacts {
+    serde_json::to_string(o)
+        .ok()
+        .and_then(|text| serde_json::from_str::<RouteView>(&text).ok())
+        .unwrap_or_default()
+        .facts(kind)
 }
 
 /// The Gateways a route is indexed under: those its parentRefs name, and those our status
@@ -228,6 +416,8 @@ fn unindex(by_gateway: &mut HashMap<Key, Arc<GatewayRoutes>>, gw: &Key, key: &Ro
 mod tests {
     use super::*;
 
+    use serde_json::Value;
+
     fn obj(v: Value) -> DynamicObject {
         serde_json::from_value(v).expect("dynamic object")
     }
@@ -274,6 +464,78 @@ mod tests {
                 ("tenant-a".to_string(), "gw2".to_string()),
                 ("tenant-root".to_string(), "gw".to_string())
             ]
+        );
+    }
+
+    #[test]
+    fn redirect_candidates_include_same_named_foreign_routes() {
+        let watched = |meta: Value| {
+            WatchedRoute::from_watch(
+                &serde_json::json!({
+                    "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+                    "metadata": meta, "spec": {"parentRefs": [{"name": "gw"}]}
+                })
+                .to_string(),
+            )
+            .expect("decodes")
+        };
+        let named = watched(serde_json::json!({"name": "gw-http-redirect", "namespace": "a"}));
+        assert!(
+            named.redirect.is_some(),
+            "must be seen to refuse a takeover"
+        );
+        let labelled = watched(serde_json::json!({"name": "x", "namespace": "a",
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}));
+        assert!(labelled.redirect.is_some());
+        let owned = watched(serde_json::json!({"name": "y", "namespace": "a",
+            "ownerReferences": [{"apiVersion": "gateway.cozystack.io/v1alpha1",
+                "kind": TGW_KIND, "name": "gw", "uid": "1", "controller": true}]}));
+        assert!(owned.redirect.is_some());
+        let tenant = watched(serde_json::json!({"name": "harbor", "namespace": "a"}));
+        assert!(
+            tenant.redirect.is_none(),
+            "tenant routes are kept as facts only"
+        );
+        assert_eq!(tenant.view.facts(RouteKind::HttpRoute).parent_refs.len(), 1);
+    }
+
+    #[test]
+    fn status_layout_is_exact_or_absent() {
+        let ours = |name: &str| {
+            serde_json::json!({"controllerName": CONTROLLER_NAME,
+            "parentRef": {"name": name}, "conditions": []})
+        };
+        let other =
+            serde_json::json!({"controllerName": "io.cilium/x", "parentRef": {"name": "gw"}});
+        let facts = |status: Value| {
+            project(
+                RouteKind::HttpRoute,
+                &route("n", "r", serde_json::json!({"name": "gw"}), status),
+            )
+        };
+        let f =
+            facts(serde_json::json!({"parents": [other.clone(), ours("gw"), other, ours("gw2")]}));
+        let layout = f.parents_layout.expect("exact");
+        assert_eq!((layout.status, layout.parents), (true, Some(4)));
+        assert_eq!(layout.ours_at, [1, 3]);
+        assert_eq!(f.our_status.len(), 2);
+        assert_eq!(
+            facts(Value::Null).parents_layout,
+            Some(ParentsLayout::default())
+        );
+        let no_list = facts(serde_json::json!({})).parents_layout.expect("exact");
+        assert_eq!((no_list.status, no_list.parents), (true, None));
+        assert_eq!(
+            facts(serde_json::json!({"parents": "x"})).parents_layout,
+            None,
+            "not a list: read before writing"
+        );
+        assert_eq!(
+            facts(serde_json::json!({"parents": [
+                {"controllerName": CONTROLLER_NAME, "parentRef": {}}]}))
+            .parents_layout,
+            None,
+            "an entry of ours without a name: read before writing"
         );
     }
 

@@ -1,35 +1,184 @@
-//! Guarded watches: one per kind per process, on untyped objects, so that one object that does
-//! not decode into our types is logged and skipped instead of failing the list (a typed
-//! watcher fails the whole page and retries forever). "Is this kind served" for optional CRDs.
+//! Guarded watches: one per kind per process. Each object is decoded straight from its JSON
+//! into the small type its cache keeps (no `serde_json::Value` tree of the whole object,
+//! no managedFields), and one object that does not decode is logged and skipped instead of
+//! failing the list (a plain typed watcher fails the whole page and retries forever).
+//! "Is this kind served" for optional CRDs.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
-use kube::api::{Api, ApiResource, DynamicObject};
+use kube::api::{Api, ApiResource};
+use kube::core::DynamicResourceScope;
 use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
+use serde::de::{DeserializeOwned, Deserializer};
+use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
+
+use crate::platform::{MANAGED_BY_LABEL, TGW_KIND};
 
 /// `(namespace, name)`.
 pub type Key = (String, String);
 
-/// The watch events of one kind as untyped objects; errors are logged and the watcher backs
+/// A part of an object read on its own: absent (or `null`), decoded, or present but not of
+/// the expected shape. Lets a projection keep the rest of an object when one part is
+/// malformed.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub enum Lenient<T> {
+    #[default]
+    Absent,
+    Ok(T),
+    Bad,
+}
+
+impl<T> Lenient<T> {
+    pub fn ok(self) -> Option<T> {
+        match self {
+            Lenient::Ok(t) => Some(t),
+            Lenient::Absent | Lenient::Bad => None,
+        }
+    }
+}
+
+impl<'de, T: DeserializeOwned> Deserialize<'de> for Lenient<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        // The part's text is copied once (it is small next to the object) and decoded alone,
+        // so a failure stays inside it.
+        let raw = Box::<RawValue>::deserialize(d)?;
+        if raw.get() == "null" {
+            return Ok(Lenient::Absent);
+        }
+        Ok(serde_json::from_str(raw.get()).map_or(Lenient::Bad, Lenient::Ok))
+    }
+}
+
+/// The identity of a watched object: what the watcher needs (the resourceVersion to resume
+/// from) and what a log line names.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Ident {
+    #[serde(default)]
+    name: Option<String>,
+    #[serde(default)]
+    namespace: Option<String>,
+    #[serde(default)]
+    resource_version: Option<String>,
+}
+
+/// One watched object: its identity, and `T` decoded from the object's JSON or why not.
+#[derive(Debug, Clone)]
+pub struct Watched<T> {
+    meta: ObjectMeta,
+    pub body: Result<T, Arc<str>>,
+}
+
+impl<T> Watched<T> {
+    /// `(namespace, name)`.
+    pub fn key(&self) -> Key {
+        (
+            self.meta.namespace.clone().unwrap_or_default(),
+            self.meta.name.clone().unwrap_or_default(),
+        )
+    }
+
+    /// The decoded object; one that did not decode is logged (fix or delete it) and `None`.
+    pub fn decoded(self, what: &str) -> Option<T> {
+        match self.body {
+            Ok(t) => Some(t),
+            Err(e) => {
+                let (ns, name) = (
+                    self.meta.namespace.unwrap_or_default(),
+                    self.meta.name.unwrap_or_default(),
+                );
+                tracing::warn!(kind = what, namespace = %ns, name = %name, error = %e,
+                    "object does not decode; skipped (fix or delete it)");
+                None
+            }
+        }
+    }
+}
+
+/// How a watched object's JSON becomes what its cache keeps.
+pub trait FromWatch: Sized {
+    fn from_watch(raw: &str) -> Result<Self, serde_json::Error>;
+}
+
+impl<'de, T: FromWatch> Deserialize<'de> for Watched<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        struct Head {
+            #[serde(default)]
+            metadata: Lenient<Ident>,
+        }
+        let raw = Box::<RawValue>::deserialize(d)?;
+        let ident = serde_json::from_str::<Head>(raw.get())
+            .ok()
+            .and_then(|h| h.metadata.ok())
+            .unwrap_or_default();
+        let meta = ObjectMeta {
+            name: ident.name,
+            namespace: ident.namespace,
+            resource_version: ident.resource_version,
+            ..ObjectMeta::default()
+        };
+        let body = T::from_watch(raw.get()).map_err(|e| Arc::from(e.to_string()));
+        Ok(Watched { meta, body })
+    }
+}
+
+impl<T> kube::Resource for Watched<T> {
+    type DynamicType = ApiResource;
+    type Scope = DynamicResourceScope;
+
+    fn kind(dt: &ApiResource) -> Cow<'_, str> {
+        dt.kind.as_str().into()
+    }
+
+    fn group(dt: &ApiResource) -> Cow<'_, str> {
+        dt.group.as_str().into()
+    }
+
+    fn version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.version.as_str().into()
+    }
+
+    fn api_version(dt: &ApiResource) -> Cow<'_, str> {
+        dt.api_version.as_str().into()
+    }
+
+    fn plural(dt: &ApiResource) -> Cow<'_, str> {
+        dt.plural.as_str().into()
+    }
+
+    fn meta(&self) -> &ObjectMeta {
+        &self.meta
+    }
+
+    fn meta_mut(&mut self) -> &mut ObjectMeta {
+        &mut self.meta
+    }
+}
+
+/// The watch events of one kind, decoded into `T`; errors are logged and the watcher backs
 /// off and resumes (never ends on an error).
-pub fn guarded(
+pub fn guarded<T>(
     client: Client,
     resource: &ApiResource,
     what: &'static str,
-) -> impl Stream<Item = Event<DynamicObject>> + Send + 'static {
-    let api: Api<DynamicObject> = Api::all_with(client, resource);
-    watcher::watcher(api, watcher::Config::default())
+) -> impl Stream<Item = Event<Watched<T>>> + Send + 'static
+where
+    T: FromWatch + Clone + std::fmt::Debug + Send + 'static,
+{
+    let api: Api<Watched<T>> = Api::all_with(client, resource);
+    watcher::watcher(api, watcher::Config::default().page_size(PAGE_SIZE))
         .default_backoff()
         .filter_map(move |e| async move {
             match e {
-                Ok(mut ev) => {
-                    strip(&mut ev);
-                    Some(ev)
-                }
+                Ok(ev) => Some(ev),
                 Err(e) => {
                     tracing::warn!(kind = what, error = %e, "watch error; retrying with backoff");
                     None
@@ -38,41 +187,94 @@ pub fn guarded(
         })
 }
 
-/// Drop what no reader needs before anything is kept.
-fn strip(ev: &mut Event<DynamicObject>) {
-    if let Event::Apply(o) | Event::InitApply(o) | Event::Delete(o) = ev {
-        o.metadata.managed_fields = None;
-        if let Some(a) = o.metadata.annotations.as_mut() {
-            a.remove("kubectl.kubernetes.io/last-applied-configuration");
-        }
+/// Objects per page of the initial list: a page's text and its decoded objects are held at
+/// once, for every kind listing at the same time.
+pub const PAGE_SIZE: u32 = 250;
+
+/// An object as three parts, for the kinds generated with a spec and a status.
+pub trait Split: Sized {
+    type Spec: Serialize + DeserializeOwned;
+    type Status: Serialize + DeserializeOwned;
+    fn split(self) -> (ObjectMeta, Self::Spec, Option<Self::Status>);
+    fn join(meta: ObjectMeta, spec: Self::Spec, status: Option<Self::Status>) -> Self;
+}
+
+/// An object of an owned kind as its cache keeps it: of the metadata only what the
+/// reconciler reads (name, uid, generation, deletion, our managed-by label, TenantGateway
+/// ownerReferences), and spec and status (as decoded, so unknown fields are gone) as compact
+/// JSON text. Decoded structs cost several times their JSON: a Gateway's 41 listeners held
+/// 62 KB, mostly inline optional fields and the spare capacity of every small list that
+/// serde grows to four; the text is a few KB, and a reconcile decodes only the objects of its
+/// own namespace.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept<K: Split> {
+    name: Box<str>,
+    uid: Option<Box<str>>,
+    generation: Option<i64>,
+    deletion: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    /// The value of our managed-by label.
+    managed_by: Option<Box<str>>,
+    owners: Box<[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]>,
+    /// `[spec, status]`.
+    body: Box<str>,
+    kind: std::marker::PhantomData<fn() -> K>,
+}
+
+impl<K: Split> Kept<K> {
+    /// `None` when spec and status do not encode (cannot happen for decoded values; the
+    /// object is then treated as not seen, and logged).
+    pub fn keep(k: K) -> Option<Self> {
+        let (meta, spec, status) = k.split();
+        let name = meta.name.unwrap_or_default();
+        let body = match serde_json::to_string(&(spec, status)) {
+            Ok(b) => b.into_boxed_str(),
+            Err(e) => {
+                tracing::warn!(name = %name, error = %e, "cannot keep a watched object; skipped");
+                return None;
+            }
+        };
+        Some(Kept {
+            name: name.into_boxed_str(),
+            uid: meta.uid.map(String::into_boxed_str),
+            generation: meta.generation,
+            deletion: meta.deletion_timestamp,
+            managed_by: meta
+                .labels
+                .and_then(|mut l| l.remove(MANAGED_BY_LABEL))
+                .map(String::into_boxed_str),
+            owners: meta
+                .owner_references
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|r| r.kind == TGW_KIND)
+                .collect(),
+            body,
+            kind: std::marker::PhantomData,
+        })
     }
-}
 
-/// `(namespace, name)` of an untyped object.
-pub fn key(o: &DynamicObject) -> Key {
-    (
-        o.metadata.namespace.clone().unwrap_or_default(),
-        o.metadata.name.clone().unwrap_or_default(),
-    )
-}
-
-/// Decode an untyped object into `T`, logging and skipping one that does not fit.
-pub fn decode<T: serde::de::DeserializeOwned>(o: &DynamicObject, what: &str) -> Option<T> {
-    let v = match serde_json::to_value(o) {
-        Ok(v) => v,
-        Err(e) => {
-            tracing::warn!(kind = what, error = %e, "cannot re-encode a watched object; skipped");
-            return None;
-        }
-    };
-    match serde_json::from_value(v) {
-        Ok(t) => Some(t),
-        Err(e) => {
-            let (ns, name) = key(o);
-            tracing::warn!(kind = what, namespace = %ns, name = %name, error = %e,
-                "object does not decode; skipped (fix or delete it)");
-            None
-        }
+    /// The object with what was kept (`None`, logged, if the text does not decode back).
+    pub fn restore(&self) -> Option<K> {
+        let (spec, status) = match serde_json::from_str(&self.body) {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::warn!(name = %self.name, error = %e, "a kept object does not decode");
+                return None;
+            }
+        };
+        let meta = ObjectMeta {
+            name: Some(self.name.to_string()),
+            uid: self.uid.as_deref().map(str::to_string),
+            generation: self.generation,
+            deletion_timestamp: self.deletion.clone(),
+            labels: self
+                .managed_by
+                .as_deref()
+                .map(|v| BTreeMap::from([(MANAGED_BY_LABEL.to_string(), v.to_string())])),
+            owner_references: (!self.owners.is_empty()).then(|| self.owners.to_vec()),
+            ..ObjectMeta::default()
+        };
+        Some(K::join(meta, spec, status))
     }
 }
 
@@ -218,18 +420,144 @@ mod tests {
         assert!(c.is_empty());
     }
 
-    #[test]
-    fn decode_skips_a_bad_object() {
-        #[derive(serde::Deserialize)]
-        struct Needs {
-            #[allow(dead_code)]
-            spec: u32,
+    #[derive(Debug, Clone, Deserialize)]
+    struct Needs {
+        spec: u32,
+    }
+
+    impl FromWatch for Needs {
+        fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+            serde_json::from_str(raw)
         }
-        let o: DynamicObject = serde_json::from_value(serde_json::json!({
-            "apiVersion": "v1", "kind": "X", "metadata": {"name": "n", "namespace": "ns"},
-            "spec": "not a number"
-        }))
-        .expect("dynamic object");
-        assert!(decode::<Needs>(&o, "X").is_none());
+    }
+
+    #[test]
+    fn a_bad_object_in_a_list_is_skipped_not_the_page() {
+        let page = r#"{"metadata": {"resourceVersion": "9"}, "items": [
+            {"metadata": {"name": "a", "namespace": "n", "resourceVersion": "3"}, "spec": 1},
+            {"metadata": {"name": "b", "namespace": "n"}, "spec": "not a number"},
+            {"metadata": 7, "spec": 2}
+        ]}"#;
+        let list: kube::api::ObjectList<Watched<Needs>> =
+            serde_json::from_str(page).expect("the page decodes");
+        assert_eq!(list.items.len(), 3);
+        let [a, b, c] = <[_; 3]>::try_from(list.items).expect("three items");
+        assert_eq!(a.key(), k("n", "a"));
+        assert_eq!(a.meta.resource_version.as_deref(), Some("3"));
+        assert_eq!(a.decoded("X").map(|n| n.spec), Some(1));
+        assert_eq!(b.key(), k("n", "b"));
+        assert!(b.decoded("X").is_none());
+        assert_eq!(
+            c.decoded("X").map(|n| n.spec),
+            Some(2),
+            "odd metadata, body fine"
+        );
+    }
+
+    #[test]
+    fn a_watch_event_decodes_through_the_tagged_envelope() {
+        let line = r#"{"type": "MODIFIED", "object":
+            {"metadata": {"name": "a", "namespace": "n", "resourceVersion": "4"}, "spec": 5}}"#;
+        match serde_json::from_str::<kube::api::WatchEvent<Watched<Needs>>>(line) {
+            Ok(kube::api::WatchEvent::Modified(w)) => {
+                assert_eq!(w.meta.resource_version.as_deref(), Some("4"));
+                assert_eq!(w.decoded("X").map(|n| n.spec), Some(5));
+            }
+            other => panic!("unexpected {:?}", other.map(|_| ())),
+        }
+    }
+
+    #[test]
+    fn lenient_parts_keep_the_rest() {
+        #[derive(Deserialize)]
+        struct Two {
+            #[serde(default)]
+            a: Lenient<Vec<String>>,
+            #[serde(default)]
+            b: Lenient<u8>,
+        }
+        let t: Two = serde_json::from_str(r#"{"a": [1], "b": 3}"#).expect("decodes");
+        assert_eq!((t.a, t.b), (Lenient::Bad, Lenient::Ok(3)));
+        let t: Two = serde_json::from_str(r#"{"a": null}"#).expect("decodes");
+        assert_eq!((t.a, t.b), (Lenient::Absent, Lenient::Absent));
+    }
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Obj {
+        meta: ObjectMeta,
+        spec: u8,
+        status: Option<u8>,
+    }
+
+    impl Split for Obj {
+        type Spec = u8;
+        type Status = u8;
+        fn split(self) -> (ObjectMeta, u8, Option<u8>) {
+            (self.meta, self.spec, self.status)
+        }
+        fn join(meta: ObjectMeta, spec: u8, status: Option<u8>) -> Self {
+            Obj { meta, spec, status }
+        }
+    }
+
+    #[test]
+    fn kept_objects_restore_what_the_diff_reads() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owner = |kind: &str| OwnerReference {
+            api_version: "v".into(),
+            kind: kind.into(),
+            name: "gw".into(),
+            uid: "1".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let meta = ObjectMeta {
+            name: Some("c".into()),
+            uid: Some("u".into()),
+            generation: Some(3),
+            resource_version: Some("77".into()),
+            labels: Some(BTreeMap::from([
+                (MANAGED_BY_LABEL.to_string(), "yes".to_string()),
+                ("other".to_string(), "x".to_string()),
+            ])),
+            annotations: Some(BTreeMap::from([("a".to_string(), "b".to_string())])),
+            owner_references: Some(vec![owner("ConfigMap"), owner(TGW_KIND)]),
+            ..ObjectMeta::default()
+        };
+        let o = Kept::keep(Obj {
+            meta,
+            spec: 5,
+            status: Some(6),
+        })
+        .and_then(|k| k.restore())
+        .expect("kept and restored");
+        let m = &o.meta;
+        assert_eq!(m.name.as_deref(), Some("c"));
+        assert_eq!(m.uid.as_deref(), Some("u"));
+        assert_eq!(m.generation, Some(3));
+        assert_eq!(m.resource_version, None);
+        assert_eq!(m.annotations, None);
+        assert_eq!(
+            m.labels,
+            Some(BTreeMap::from([(
+                MANAGED_BY_LABEL.to_string(),
+                "yes".to_string()
+            )]))
+        );
+        assert_eq!(m.owner_references, Some(vec![owner(TGW_KIND)]));
+        assert_eq!((o.spec, o.status), (5, Some(6)));
+        let bare = Obj {
+            meta: ObjectMeta {
+                name: Some("b".into()),
+                ..ObjectMeta::default()
+            },
+            spec: 1,
+            status: None,
+        };
+        assert_eq!(
+            Kept::keep(bare.clone()).and_then(|k| k.restore()),
+            Some(bare),
+            "nothing added"
+        );
     }
 }

@@ -26,7 +26,7 @@ use super::api::{TenantGateway, TenantGatewayStatus};
 use super::context::Context;
 use super::diff::{Object, ObjectKind, RouteStatusWrite, Write};
 use super::error::Error;
-use super::inputs::{Inputs, ParentRef, RouteKind, RouteParentStatus};
+use super::inputs::{InPlaceEdit, Inputs, ParentRef, RouteKind, RouteParentStatus};
 use super::labels::NamespaceWrite;
 use crate::platform::{
     ATTACHED_BY_ANNOTATION, CONTROLLER_NAME, FIELD_MANAGER, GATEWAY_LABEL, TGW_API_VERSION,
@@ -358,6 +358,29 @@ async fn route_status(ctx: &Context, w: &RouteStatusWrite) -> Result<Option<&'st
     };
     let api: Api<DynamicObject> = Api::namespaced_with(ctx.client.clone(), &w.namespace, &ar);
     let what = format!("{} {}/{} status", w.kind.as_str(), w.namespace, w.name);
+    if let Some(edit) = &w.in_place {
+        // One request: the edit applies only to the route as watched (the resourceVersion
+        // test); a route changed since then is read and written below.
+        let patch = Patch::<()>::Json(
+            serde_json::from_value(parents_patch(edit, &w.entries)?).map_err(|source| {
+                Error::Encode {
+                    what: format!("{what} patch"),
+                    source,
+                }
+            })?,
+        );
+        match api
+            .patch_status(&w.name, &PatchParams::default(), &patch)
+            .await
+        {
+            Ok(_) => return Ok(Some("status")),
+            Err(kube::Error::Api(s)) if s.code == 404 => return Ok(None),
+            Err(e) if stale_view(&e) => {
+                tracing::debug!(route = %what, "route changed since it was watched; reading it");
+            }
+            Err(e) => return Err(Error::kube(format!("write {what}"), e)),
+        }
+    }
     for _ in 0..CONFLICT_TRIES {
         let Some(mut obj) = api
             .get_opt(&w.name)
@@ -405,6 +428,43 @@ async fn route_status(ctx: &Context, w: &RouteStatusWrite) -> Result<Option<&'st
     })
 }
 
+/// A JSON Patch that turns the watched `status.parents` into [`merged_parents`]'s result:
+/// test the resourceVersion, remove our entries for this Gateway (from the highest index
+/// down), append the new ones.
+pub fn parents_patch(edit: &InPlaceEdit, entries: &[RouteParentStatus]) -> Result<Value, Error> {
+    let mut ops = vec![json!({
+        "op": "test", "path": "/metadata/resourceVersion", "value": edit.resource_version,
+    })];
+    let new = entries
+        .iter()
+        .map(entry_json)
+        .collect::<Result<Vec<_>, _>>()?;
+    match (edit.status, edit.parents) {
+        (_, Some(_)) => {
+            ops.extend(
+                edit.remove_at
+                    .iter()
+                    .map(|i| json!({"op": "remove", "path": format!("/status/parents/{i}")})),
+            );
+            ops.extend(
+                new.into_iter()
+                    .map(|e| json!({"op": "add", "path": "/status/parents/-", "value": e})),
+            );
+        }
+        (true, None) => ops.push(json!({"op": "add", "path": "/status/parents", "value": new})),
+        (false, None) => {
+            ops.push(json!({"op": "add", "path": "/status", "value": {"parents": new}}))
+        }
+    }
+    Ok(Value::Array(ops))
+}
+
+/// The API server's answer when a patch's `test` failed or the object moved on: the view the
+/// edit was computed from is stale.
+fn stale_view(e: &kube::Error) -> bool {
+    Error::is_conflict(e) || matches!(e, kube::Error::Api(s) if s.code == 422 || s.code == 400)
+}
+
 /// Server-side apply of the whole status (we are its only writer).
 pub async fn status(
     ctx: &Context,
@@ -439,6 +499,7 @@ mod tests {
             gateway_namespace: "tenant-root".into(),
             gateway_name: "gw".into(),
             entries,
+            in_place: None,
         }
     }
 
@@ -508,6 +569,79 @@ mod tests {
         };
         let order = [&delete, &label, &route, &status];
         assert!(order.windows(2).all(|w| class(w[0]) < class(w[1])));
+    }
+
+    /// The in-place edit computed from the watched layout gives exactly the read-modify-write
+    /// result, whatever the mix and order of entries.
+    #[test]
+    fn in_place_edit_equals_read_modify_write() {
+        let cilium = json!({"controllerName": "io.cilium/gateway-controller",
+            "parentRef": {"name": "gw", "namespace": "tenant-root"}, "conditions": []});
+        let old_ours = entry_json(&ours()).expect("encodes");
+        let mut other_gw = ours();
+        other_gw.parent_ref.name = "gw2".into();
+        let ours_other_gw = entry_json(&other_gw).expect("encodes");
+        let mut changed = ours();
+        changed.conditions[0].reason = "HostnameConflict".into();
+        let layouts: Vec<(Value, Vec<RouteParentStatus>)> = vec![
+            (json!({}), vec![]),
+            (json!({"status": {}}), vec![]),
+            (json!({"status": {"parents": []}}), vec![]),
+            (json!({"status": {"parents": [cilium.clone()]}}), vec![]),
+            (
+                json!({"status": {"parents": [old_ours.clone(), cilium.clone()]}}),
+                vec![ours()],
+            ),
+            (
+                json!({"status": {"parents": [cilium.clone(), ours_other_gw.clone(),
+                    old_ours.clone(), cilium.clone()]}}),
+                vec![other_gw.clone(), ours()],
+            ),
+        ];
+        for (doc, our_status) in layouts {
+            for entries in [vec![], vec![changed.clone()], vec![ours(), changed.clone()]] {
+                let current: Vec<Value> = doc["status"]["parents"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                let ours_at: Vec<u32> = current
+                    .iter()
+                    .enumerate()
+                    .filter(|(_, e)| e["controllerName"] == CONTROLLER_NAME)
+                    .map(|(i, _)| i as u32)
+                    .collect();
+                let facts = crate::reconcile::inputs::RouteFacts {
+                    our_status: our_status.clone(),
+                    parents_layout: Some(crate::reconcile::inputs::ParentsLayout {
+                        status: doc.get("status").is_some(),
+                        parents: doc["status"]["parents"].as_array().map(|a| a.len() as u32),
+                        ours_at,
+                    }),
+                    namespace: "tenant-a".into(),
+                    resource_version: Some("5".into()),
+                    ..crate::reconcile::testing::route("tenant-a", "r", &[])
+                };
+                let edit = facts
+                    .in_place_edit(("tenant-root", "gw"))
+                    .expect("exact layout");
+                let want = merged_parents(&current, &write(entries.clone())).expect("encodes");
+                let mut obj = doc.clone();
+                obj["metadata"] = json!({"resourceVersion": "5"});
+                let patch: json_patch::Patch =
+                    serde_json::from_value(parents_patch(&edit, &entries).expect("encodes"))
+                        .expect("a JSON patch");
+                json_patch::patch(&mut obj, &patch).expect("applies");
+                let got = obj["status"]["parents"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default();
+                assert_eq!(got, want.unwrap_or(current.clone()), "{doc} -> {entries:?}");
+                // A route changed since it was watched fails the test op.
+                let mut moved = doc.clone();
+                moved["metadata"] = json!({"resourceVersion": "6"});
+                assert!(json_patch::patch(&mut moved, &patch).is_err());
+            }
+        }
     }
 
     #[test]

@@ -8,11 +8,10 @@ use std::sync::{Arc, Mutex, RwLock};
 
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
-use k8s_openapi::api::core::v1::Namespace;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
 use kube::Client;
-use kube::api::{ApiResource, PartialObjectMeta};
+use kube::api::ApiResource;
 use kube::runtime::events::Recorder;
 use kube::runtime::reflector::{ObjectRef, Store};
 
@@ -22,8 +21,9 @@ use super::inputs::{AttachClaim, Inputs, NamespaceFacts, Observed, Sibling, TgwF
 use super::{Config, Notice};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::lease::Leader;
+use crate::cluster::nsmeta::NamespaceMeta;
 use crate::cluster::routes::RouteIndex;
-use crate::cluster::watch::ObjectCache;
+use crate::cluster::watch::{Kept, ObjectCache};
 use crate::metrics::Metrics;
 use crate::platform;
 
@@ -113,20 +113,11 @@ fn unlink(m: &mut HashMap<String, BTreeSet<String>>, key: &str, name: &str) {
 }
 
 /// The links a namespace's metadata carries.
-pub fn links_of(ns: &PartialObjectMeta<Namespace>) -> (Option<String>, Option<String>) {
-    let g = ns
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(platform::GATEWAY_LABEL))
-        .cloned();
-    let a = ns
-        .metadata
-        .annotations
-        .as_ref()
-        .and_then(|l| l.get(platform::ATTACHED_BY_ANNOTATION))
-        .cloned();
-    (g, a)
+pub fn links_of(ns: &NamespaceMeta) -> (Option<String>, Option<String>) {
+    (
+        ns.label(platform::GATEWAY_LABEL).map(str::to_string),
+        ns.attached_by().map(str::to_string),
+    )
 }
 
 /// The caches the shared watches fill (one watch per kind per process).
@@ -134,11 +125,11 @@ pub struct Caches {
     pub namespaces: Arc<LiveNamespaces>,
     pub links: RwLock<NamespaceLinks>,
     pub routes: Arc<RouteIndex>,
-    pub gateways: ObjectCache<Gateway>,
-    pub issuers: ObjectCache<Issuer>,
-    pub certificates: ObjectCache<Certificate>,
+    pub gateways: ObjectCache<Kept<Gateway>>,
+    pub issuers: ObjectCache<Kept<Issuer>>,
+    pub certificates: ObjectCache<Kept<Certificate>>,
     /// HTTPRoutes that may be our redirect route (ours, or named like one), typed.
-    pub redirects: ObjectCache<HttpRoute>,
+    pub redirects: ObjectCache<Kept<HttpRoute>>,
     pub tgws: Store<TenantGateway>,
     pub http_route: ApiResource,
     /// Set once the TLSRoute CRD is served.
@@ -294,9 +285,14 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, now: Time) -> Inputs {
         .iter()
         .filter_map(|n| caches.namespaces.cached(n))
         .map(|m| NamespaceFacts {
-            name: m.metadata.name.clone().unwrap_or_default(),
-            labels: m.metadata.labels.clone().unwrap_or_default(),
-            annotations: m.metadata.annotations.clone().unwrap_or_default(),
+            name: m.name().to_string(),
+            labels: m.labels(),
+            annotations: m
+                .attached_by()
+                .map(|a| {
+                    BTreeMap::from([(platform::ATTACHED_BY_ANNOTATION.to_string(), a.to_string())])
+                })
+                .unwrap_or_default(),
         })
         .collect();
     let routes = caches
@@ -309,26 +305,26 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, now: Time) -> Inputs {
         gateways: caches
             .gateways
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .filter_map(|o| o.restore())
             .collect(),
         issuers: caches
             .issuers
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .filter_map(|o| o.restore())
             .collect(),
         certificates: caches
             .certificates
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .filter_map(|o| o.restore())
             .collect(),
         http_routes: caches
             .redirects
             .in_namespace(&ns)
-            .into_iter()
-            .map(|o| (*o).clone())
+            .iter()
+            .filter_map(|o| o.restore())
             .collect(),
     };
     Inputs {

@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
-use gateway_api::apis::experimental::gateways::Gateway;
-use gateway_api::apis::experimental::httproutes::HttpRoute;
-use kube::api::{Api, ApiResource, DynamicObject};
+use gateway_api::apis::experimental::gateways::{Gateway, GatewaySpec, GatewayStatus};
+use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec, HttpRouteStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ApiResource};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
@@ -31,17 +32,19 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::api::TenantGateway;
-use super::certmanager::{Certificate, Issuer};
+use super::certmanager::{
+    Certificate, CertificateSpec, CertificateStatus, Issuer, IssuerSpec, IssuerStatus,
+};
 use super::context::{Caches, Context, ControllerConfig, NamespaceLinks, gather, links_of, now};
 use super::error::Error;
 use super::inputs::{ModeSettings, RouteKind};
 use super::{apply, cleanup, plan, status};
 use crate::cluster::lease::Leader;
-use crate::cluster::routes::{RouteIndex, project};
-use crate::cluster::watch::{self as cw, Key, ObjectCache};
+use crate::cluster::routes::{RouteIndex, WatchedRoute};
+use crate::cluster::watch::{self as cw, FromWatch, Kept, Key, ObjectCache, Split};
 use crate::cluster::{LiveNamespaces, NamespaceChange};
 use crate::metrics::Metrics;
-use crate::platform::{FINALIZER, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND};
+use crate::platform::{FINALIZER, GATEWAY_API_GROUP, TGW_KIND};
 
 /// How often an optional CRD (TLSRoute, cert-manager) is looked for until it is served.
 const CRD_RECHECK: Duration = Duration::from_secs(20);
@@ -54,18 +57,58 @@ fn tgw_ref(namespace: &str, name: &str) -> ObjectRef<TenantGateway> {
     ObjectRef::new(name).within(namespace)
 }
 
-/// The TenantGateway controlling an object (our ownerReference), else the one whose Gateway
-/// shares its name.
-fn owner_of(o: &DynamicObject) -> Option<ObjectRef<TenantGateway>> {
-    let ns = o.metadata.namespace.as_deref()?;
-    o.metadata
-        .owner_references
+/// The TenantGateway controlling an object (our ownerReference).
+fn owner_of(namespace: &str, meta: &ObjectMeta) -> Option<ObjectRef<TenantGateway>> {
+    meta.owner_references
         .as_ref()
         .and_then(|refs| {
             refs.iter()
                 .find(|r| r.controller == Some(true) && r.kind == TGW_KIND)
         })
-        .map(|r| tgw_ref(ns, &r.name))
+        .map(|r| tgw_ref(namespace, &r.name))
+}
+
+macro_rules! owned_kinds {
+    ($($t:ty => $spec:ty, $status:ty);* $(;)?) => {$(
+        impl FromWatch for $t {
+            fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+                serde_json::from_str(raw)
+            }
+        }
+
+        impl Split for $t {
+            type Spec = $spec;
+            type Status = $status;
+            fn split(self) -> (ObjectMeta, $spec, Option<$status>) {
+                (self.metadata, self.spec, self.status)
+            }
+            fn join(metadata: ObjectMeta, spec: $spec, status: Option<$status>) -> Self {
+                Self { metadata, spec, status }
+            }
+        }
+    )*};
+}
+
+owned_kinds! {
+    Gateway => GatewaySpec, GatewayStatus;
+    Issuer => IssuerSpec, IssuerStatus;
+    Certificate => CertificateSpec, CertificateStatus;
+}
+
+// The redirect route arrives with the route watch (`WatchedRoute`); only kept like the others.
+impl Split for HttpRoute {
+    type Spec = HttpRouteSpec;
+    type Status = HttpRouteStatus;
+    fn split(self) -> (ObjectMeta, HttpRouteSpec, Option<HttpRouteStatus>) {
+        (self.metadata, self.spec, self.status)
+    }
+    fn join(metadata: ObjectMeta, spec: HttpRouteSpec, status: Option<HttpRouteStatus>) -> Self {
+        Self {
+            metadata,
+            spec,
+            status,
+        }
+    }
 }
 
 /// Everything `run` needs.
@@ -204,7 +247,15 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
     let fanout = trigger.clone();
     let tgw_stream = reflector::reflector(
         tgw_writer,
-        watcher::watcher(tgw_api, watcher::Config::default()).default_backoff(),
+        watcher::watcher(tgw_api, watcher::Config::default())
+            .default_backoff()
+            // managedFields of a status with one entry per listener is most of the object.
+            .modify(|t: &mut TenantGateway| {
+                t.metadata.managed_fields = None;
+                if let Some(a) = t.metadata.annotations.as_mut() {
+                    a.remove("kubectl.kubernetes.io/last-applied-configuration");
+                }
+            }),
     )
     .touched_objects()
     .inspect(move |r| {
@@ -297,8 +348,7 @@ fn rebuild_links(caches: &Caches) {
     let mut links = caches.links.write().unwrap_or_else(|p| p.into_inner());
     links.clear();
     for ns in caches.namespaces.all() {
-        let name = ns.metadata.name.clone().unwrap_or_default();
-        links.update(&name, Some(links_of(&ns)));
+        links.update(ns.name(), Some(links_of(&ns)));
     }
 }
 
@@ -379,21 +429,6 @@ async fn wait_served(
     }
 }
 
-fn is_redirect_candidate(o: &DynamicObject) -> bool {
-    let managed = o
-        .metadata
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .is_some_and(|v| v == MANAGED_BY_VALUE);
-    managed
-        || owner_of(o).is_some()
-        || o.metadata
-            .name
-            .as_deref()
-            .is_some_and(|n| n.ends_with("-http-redirect"))
-}
-
 async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kind: RouteKind) {
     let ar = match kind {
         RouteKind::HttpRoute => caches.http_route.clone(),
@@ -409,7 +444,7 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
             let _ = trigger.unbounded_send(tgw_ref(&ns, &name));
         }
     };
-    let mut stream = std::pin::pin!(cw::guarded(client, &ar, kind.as_str()));
+    let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(client, &ar, kind.as_str()));
     while let Some(ev) = stream.next().await {
         match ev {
             Event::Init => {
@@ -419,20 +454,27 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
                 }
             }
             Event::InitApply(o) | Event::Apply(o) => {
-                if kind == RouteKind::HttpRoute {
-                    let key = cw::key(&o);
-                    if is_redirect_candidate(&o) {
-                        caches
-                            .redirects
-                            .apply(key, cw::decode::<HttpRoute>(&o, "HTTPRoute"));
-                    } else {
-                        caches.redirects.apply(key, None);
+                let key = o.key();
+                let Some(route) = o.decoded(kind.as_str()) else {
+                    // Did not decode at all: forget any earlier version.
+                    if kind == RouteKind::HttpRoute {
+                        caches.redirects.apply(key.clone(), None);
                     }
+                    send(idx.delete(kind, &key.0, &key.1));
+                    continue;
+                };
+                if kind == RouteKind::HttpRoute {
+                    // The redirect's status is read by nobody: not kept.
+                    let redirect = route.redirect.and_then(|mut r| {
+                        r.status = None;
+                        Kept::keep(r)
+                    });
+                    caches.redirects.apply(key, redirect);
                 }
-                send(idx.apply(project(kind, &o)));
+                send(idx.apply(route.view.facts(kind)));
             }
             Event::Delete(o) => {
-                let (ns, name) = cw::key(&o);
+                let (ns, name) = o.key();
                 if kind == RouteKind::HttpRoute {
                     caches.redirects.delete(&(ns.clone(), name.clone()));
                 }
@@ -460,19 +502,19 @@ async fn watch_owned<T>(
     trigger: Trigger,
     kind: &'static str,
     group: &'static str,
-    cache: fn(&Caches) -> &ObjectCache<T>,
+    cache: fn(&Caches) -> &ObjectCache<Kept<T>>,
 ) where
-    T: serde::de::DeserializeOwned + Send + Sync + 'static,
+    T: FromWatch + Split + Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    Kept<T>: Send + Sync,
 {
     let ar = wait_served(&client, &caches, group, kind).await;
-    let mut stream = std::pin::pin!(cw::guarded(client, &ar, kind));
-    let target = |o: &DynamicObject| {
+    let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind));
+    let target = |key: &Key, o: Option<&T>| {
         // A Gateway is named like its TenantGateway; other kinds carry our ownerReference.
         if kind == "Gateway" {
-            let (ns, name) = cw::key(o);
-            Some(tgw_ref(&ns, &name))
+            Some(tgw_ref(&key.0, &key.1))
         } else {
-            owner_of(o)
+            o.and_then(|o| owner_of(&key.0, o.meta()))
         }
     };
     while let Some(ev) = stream.next().await {
@@ -480,14 +522,18 @@ async fn watch_owned<T>(
         match ev {
             Event::Init => c.relist_started(),
             Event::InitApply(o) | Event::Apply(o) => {
-                c.apply(cw::key(&o), cw::decode::<T>(&o, kind));
-                if let Some(t) = target(&o) {
+                let key = o.key();
+                let o = o.decoded(kind);
+                let t = target(&key, o.as_ref());
+                c.apply(key, o.and_then(Kept::keep));
+                if let Some(t) = t {
                     let _ = trigger.unbounded_send(t);
                 }
             }
             Event::Delete(o) => {
-                c.delete(&cw::key(&o));
-                if let Some(t) = target(&o) {
+                let key = o.key();
+                c.delete(&key);
+                if let Some(t) = target(&key, o.body.as_ref().ok()) {
                     let _ = trigger.unbounded_send(t);
                 }
             }
@@ -657,8 +703,8 @@ mod tests {
     use super::*;
     use crate::reconcile::testing;
 
-    fn dynamic(v: serde_json::Value) -> DynamicObject {
-        serde_json::from_value(v).expect("dynamic object")
+    fn meta(v: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(v).expect("object metadata")
     }
 
     fn tgw(ns: &str, name: &str, uid: &str, attached: &[&str]) -> Arc<TenantGateway> {
@@ -687,44 +733,25 @@ mod tests {
 
     #[test]
     fn owned_objects_map_to_their_tenantgateway() {
-        let cert = dynamic(serde_json::json!({
-            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-            "metadata": {"name": "gw-a-tls", "namespace": "tenant-a", "ownerReferences": [
-                {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "9"},
-                {"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
-                 "name": "gw", "uid": "1", "controller": true}]}
-        }));
-        assert_eq!(owner_of(&cert), Some(tgw_ref("tenant-a", "gw")));
-        let foreign = dynamic(serde_json::json!({
-            "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-            "metadata": {"name": "c", "namespace": "tenant-a"}
-        }));
-        assert_eq!(owner_of(&foreign), None);
-    }
-
-    #[test]
-    fn redirect_candidates_include_same_named_foreign_routes() {
-        let named = dynamic(serde_json::json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": "gw-http-redirect", "namespace": "tenant-a"}
-        }));
-        assert!(
-            is_redirect_candidate(&named),
-            "must be seen to refuse a takeover"
+        let cert = Certificate::from_watch(
+            &serde_json::json!({
+                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                "metadata": {"name": "gw-a-tls", "namespace": "tenant-a", "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "9"},
+                    {"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+                     "name": "gw", "uid": "1", "controller": true}]},
+                "spec": {"secretName": "s", "dnsNames": ["a.example.org"],
+                         "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": "i"}}
+            })
+            .to_string(),
+        )
+        .expect("decodes");
+        assert_eq!(
+            owner_of("tenant-a", &cert.metadata),
+            Some(tgw_ref("tenant-a", "gw")),
+            "our ownerReference"
         );
-        let labelled = dynamic(serde_json::json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": "x", "namespace": "tenant-a",
-                         "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE}}
-        }));
-        assert!(is_redirect_candidate(&labelled));
-        let tenant = dynamic(serde_json::json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": "harbor", "namespace": "tenant-a"}
-        }));
-        assert!(
-            !is_redirect_candidate(&tenant),
-            "tenant routes are kept as facts only"
-        );
+        let foreign = meta(serde_json::json!({"name": "c", "namespace": "tenant-a"}));
+        assert_eq!(owner_of("tenant-a", &foreign), None);
     }
 }

@@ -14,7 +14,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::api::TenantGatewayStatus;
 use super::certmanager::{Certificate, Issuer};
-use super::inputs::{Observed, RouteKind, RouteParentStatus, TgwFacts};
+use super::inputs::{InPlaceEdit, Observed, RouteKind, RouteParentStatus, TgwFacts};
 use super::labels::NamespaceWrite;
 use super::render::{Desired, owner_reference};
 use crate::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
@@ -85,6 +85,9 @@ pub struct RouteStatusWrite {
     pub gateway_name: String,
     /// The new entries; empty removes ours.
     pub entries: Vec<RouteParentStatus>,
+    /// The same change as an edit of the watched `status.parents` (one request instead of a
+    /// read and a write); `None`: read the route first.
+    pub in_place: Option<InPlaceEdit>,
 }
 
 /// One write the edge performs.

@@ -119,6 +119,59 @@ pub struct RouteFacts {
     pub parent_refs: Vec<ParentRef>,
     /// The route's `status.parents` entries whose controllerName is ours (any Gateway).
     pub our_status: Vec<RouteParentStatus>,
+    /// Where those entries sit in `status.parents`, so a status write can edit the list in
+    /// place, conditional on `resource_version`, without reading the route first. `None` when
+    /// the view is not exact (an entry under our controllerName that did not decode, a
+    /// `status.parents` that is not a list): the write then reads the route.
+    pub parents_layout: Option<ParentsLayout>,
+}
+
+/// The shape of a route's `status.parents` as watched.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ParentsLayout {
+    /// `status` is an object.
+    pub status: bool,
+    /// The length of `status.parents` when it is a list.
+    pub parents: Option<u32>,
+    /// The index in `status.parents` of each `our_status` entry, in the same order.
+    pub ours_at: Vec<u32>,
+}
+
+/// A status write that edits `status.parents` in place: remove the entries at `remove_at`,
+/// append the new ones; others' entries stay as they are, where they are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct InPlaceEdit {
+    /// The resourceVersion the layout was read at (the edit is tested against it).
+    pub resource_version: String,
+    pub status: bool,
+    pub parents: Option<u32>,
+    /// Descending, so earlier removals do not shift later ones.
+    pub remove_at: Vec<u32>,
+}
+
+impl RouteFacts {
+    /// The in-place edit that replaces our entries for Gateway `gateway` (`None`: read first).
+    pub fn in_place_edit(&self, gateway: (&str, &str)) -> Option<InPlaceEdit> {
+        let layout = self.parents_layout.as_ref()?;
+        let rv = self.resource_version.clone()?;
+        if layout.ours_at.len() != self.our_status.len() {
+            return None;
+        }
+        let mut remove_at: Vec<u32> = self
+            .our_status
+            .iter()
+            .zip(&layout.ours_at)
+            .filter(|(e, _)| e.parent_ref.targets(&self.namespace, gateway.0, gateway.1))
+            .map(|(_, i)| *i)
+            .collect();
+        remove_at.sort_unstable_by(|a, b| b.cmp(a));
+        Some(InPlaceEdit {
+            resource_version: rv,
+            status: layout.status,
+            parents: layout.parents,
+            remove_at,
+        })
+    }
 }
 
 /// A route's parentRef as written (defaults not applied).

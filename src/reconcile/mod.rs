@@ -425,6 +425,7 @@ fn route_writes(
                 gateway_namespace: gw.0.to_string(),
                 gateway_name: gw.1.to_string(),
                 entries: want,
+                in_place: r.in_place_edit(gw),
             }));
         }
     }
@@ -481,6 +482,7 @@ pub fn cleanup(inputs: &Inputs) -> Vec<Write> {
                 gateway_namespace: gw.0.to_string(),
                 gateway_name: gw.1.to_string(),
                 entries: Vec::new(),
+                in_place: r.in_place_edit(gw),
             }));
         }
     }

@@ -64,6 +64,7 @@ pub fn route(ns: &str, name: &str, hostnames: &[&str]) -> RouteFacts {
             ..ParentRef::default()
         }],
         our_status: Vec::new(),
+        parents_layout: Some(Default::default()),
     }
 }
 

@@ -354,13 +354,27 @@ impl State {
             return Outcome::NotReady;
         }
         let all = namespaces.all();
+        // Only the labels `plan::is_target` reads.
+        let target_labels: Vec<BTreeMap<String, String>> = all
+            .iter()
+            .map(|n| {
+                [
+                    crate::platform::INGRESS_LABEL,
+                    crate::platform::GATEWAY_LABEL,
+                ]
+                .into_iter()
+                .filter_map(|k| n.label(k).map(|v| (k.to_string(), v.to_string())))
+                .collect()
+            })
+            .collect();
         let plan = {
             let ns_views: Vec<NamespaceView> = all
                 .iter()
-                .map(|n| NamespaceView {
-                    name: n.metadata.name.as_deref().unwrap_or_default(),
-                    labels: n.metadata.labels.as_ref(),
-                    terminating: n.metadata.deletion_timestamp.is_some(),
+                .zip(&target_labels)
+                .map(|(n, labels)| NamespaceView {
+                    name: n.name(),
+                    labels: Some(labels),
+                    terminating: n.terminating(),
                 })
                 .collect();
             // While the values name no source, the named cache holds the previous name's
