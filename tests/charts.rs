@@ -798,7 +798,8 @@ fn expected_cluster_rules() -> Rules {
             &["list", "watch", "create", "patch", "delete"],
         ),
         // HTTPRoutes: watched for the route index, the redirect route applied/deleted,
-        // apply.rs route_status(): get_opt then replace_status.
+        // apply.rs route_status(): a tested JSON Patch (patch_status), on a moved-on route
+        // get_opt then replace_status.
         (
             "gateway.networking.k8s.io",
             "httproutes",
@@ -807,14 +808,18 @@ fn expected_cluster_rules() -> Rules {
         (
             "gateway.networking.k8s.io",
             "httproutes/status",
-            &["update"],
+            &["patch", "update"],
         ),
         (
             "gateway.networking.k8s.io",
             "tlsroutes",
             &["get", "list", "watch"],
         ),
-        ("gateway.networking.k8s.io", "tlsroutes/status", &["update"]),
+        (
+            "gateway.networking.k8s.io",
+            "tlsroutes/status",
+            &["patch", "update"],
+        ),
         // kube-runtime Recorder::publish: create, then patch to count a repeated event.
         ("events.k8s.io", "events", &["create", "patch"]),
         // replicate/run.rs: the values Secret and the source name watched by field selector,

@@ -30,23 +30,11 @@ struct Cluster<'a> {
 
 impl Cluster<'_> {
     fn apply(&self, manifest: &Value) {
-        self.cp
-            .kubectl_ok(&["apply", "-f", "-"], Some(&manifest.to_string()));
+        self.cp.apply_json(manifest);
     }
 
     fn get(&self, kind: &str, ns: &str, name: &str) -> Option<Value> {
-        let o = self
-            .cp
-            .kubectl(&["get", kind, "-n", ns, name, "-o", "json"], None);
-        if !o.allowed {
-            assert!(
-                o.stderr.contains("NotFound") || o.stderr.contains("not found"),
-                "kubectl get {kind} {ns}/{name}: {}",
-                o.stderr
-            );
-            return None;
-        }
-        Some(serde_json::from_str(&o.stdout).expect("kubectl prints JSON"))
+        self.cp.get_json(kind, ns, name)
     }
 
     fn get_cluster(&self, kind: &str, name: &str) -> Option<Value> {

@@ -120,6 +120,25 @@ impl ControlPlane {
         o
     }
 
+    /// `kubectl apply -f -` of one object as JSON, as the admin; fails the test if refused.
+    pub fn apply_json(&self, manifest: &serde_json::Value) {
+        self.kubectl_ok(&["apply", "-f", "-"], Some(&manifest.to_string()));
+    }
+
+    /// The object as JSON, `None` when it does not exist (any other error fails the test).
+    pub fn get_json(&self, kind: &str, ns: &str, name: &str) -> Option<serde_json::Value> {
+        let o = self.kubectl(&["get", kind, "-n", ns, name, "-o", "json"], None);
+        if !o.allowed {
+            assert!(
+                o.stderr.contains("NotFound") || o.stderr.contains("not found"),
+                "kubectl get {kind} {ns}/{name}: {}",
+                o.stderr
+            );
+            return None;
+        }
+        Some(serde_json::from_str(&o.stdout).expect("kubectl prints JSON"))
+    }
+
     /// `kubectl apply -f -` with extra args (impersonation).
     pub fn apply(&self, extra: &[&str], manifest: &str) -> Outcome {
         let mut args = vec!["apply", "-f", "-"];
