@@ -450,25 +450,55 @@ fn micro(a: MicroArgs) -> ExitCode {
     ExitCode::SUCCESS
 }
 
+/// Both handlers served in this process on one server runtime, and the client runtime.
+struct Pair {
+    /// Holds the development certificates the servers read.
+    _dir: tempfile::TempDir,
+    dev: certs::DevCerts,
+    server_rt: Runtime,
+    client_rt: Runtime,
+    real_srv: InProcess,
+    always_srv: InProcess,
+}
+
+impl Pair {
+    fn start(namespaces: usize, server_threads: usize, client_threads: usize) -> Pair {
+        let dir = tempfile::tempdir().expect("a temporary folder");
+        let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
+        certs::write(dir.path(), &dev).expect("certificates written");
+        let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
+        let real_metrics = Metrics::new();
+        let real = Arc::new(real_handler(namespaces, real_metrics.clone()));
+        let server_rt = runtime("server", server_threads);
+        let client_rt = runtime("client", client_threads);
+        let real_srv = start(&server_rt, real, real_metrics, &cert, &key);
+        let always_srv = start(
+            &server_rt,
+            Arc::new(AlwaysAllow),
+            Metrics::new(),
+            &cert,
+            &key,
+        );
+        Pair {
+            _dir: dir,
+            dev,
+            server_rt,
+            client_rt,
+            real_srv,
+            always_srv,
+        }
+    }
+}
+
 fn throughput(a: ThroughputArgs) -> ExitCode {
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
-    certs::write(dir.path(), &dev).expect("certificates written");
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-
-    let real_metrics = Metrics::new();
-    let real = Arc::new(real_handler(a.load.namespaces, real_metrics.clone()));
-
-    let server_rt = runtime("server", a.server_threads);
-    let client_rt = runtime("client", a.load.client_threads);
-    let real_srv = start(&server_rt, real, real_metrics, &cert, &key);
-    let always_srv = start(
-        &server_rt,
-        Arc::new(AlwaysAllow),
-        Metrics::new(),
-        &cert,
-        &key,
-    );
+    let Pair {
+        _dir,
+        dev,
+        server_rt,
+        client_rt,
+        real_srv,
+        always_srv,
+    } = Pair::start(a.load.namespaces, a.server_threads, a.load.client_threads);
     let target = |w: Which| Target {
         addr: match w {
             Which::Real => real_srv.webhook,
@@ -758,22 +788,14 @@ pub fn pass(ok: bool) -> &'static str {
 /// Open-loop latency at fractions of the real handler's peak, both handlers, one protocol.
 fn sweep(a: SweepArgs) -> ExitCode {
     let review = payload::review(a.payload);
-    let dir = tempfile::tempdir().expect("a temporary folder");
-    let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
-    certs::write(dir.path(), &dev).expect("certificates written");
-    let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
-    let real_metrics = Metrics::new();
-    let real = Arc::new(real_handler(a.load.namespaces, real_metrics.clone()));
-    let server_rt = runtime("server", a.server_threads);
-    let client_rt = runtime("client", a.load.client_threads);
-    let real_srv = start(&server_rt, real, real_metrics, &cert, &key);
-    let always_srv = start(
-        &server_rt,
-        Arc::new(AlwaysAllow),
-        Metrics::new(),
-        &cert,
-        &key,
-    );
+    let Pair {
+        _dir,
+        dev,
+        server_rt,
+        client_rt,
+        real_srv,
+        always_srv,
+    } = Pair::start(a.load.namespaces, a.server_threads, a.load.client_threads);
     let Some(&proto) = a.load.protocols.first() else {
         eprintln!("--protocols is empty");
         return ExitCode::from(2);
