@@ -139,6 +139,34 @@ fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
         .then(|| serde_json::from_str(&o.stdout).expect("kubectl prints JSON"))
 }
 
+/// `helm` of the harness against its cluster.
+fn helm(cp: &ControlPlane, args: &[&str]) -> std::process::Output {
+    Command::new(cp.bin("helm"))
+        .arg("--kubeconfig")
+        .arg(cp.kubeconfig())
+        .args(args)
+        .output()
+        .expect("helm runs")
+}
+
+/// The Deployment `helm template` renders for the release with `values` (the container
+/// arguments its pods would run with).
+fn rendered_deployment(cp: &ControlPlane, chart: &std::path::Path, values: &[String]) -> Value {
+    let mut tpl: Vec<&str> = vec!["template", "tg", path_str(chart), "-n", NS];
+    tpl.extend(values.iter().map(String::as_str));
+    let out = helm(cp, &tpl);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let rendered = String::from_utf8(out.stdout).expect("utf-8");
+    serde_yaml::Deserializer::from_str(&rendered)
+        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
+        .find(|v: &Value| v["kind"] == "Deployment")
+        .expect("a Deployment")
+}
+
 fn can_i(cp: &ControlPlane, verb: &str, resource: &str, ns: Option<&str>) -> bool {
     let user = format!("system:serviceaccount:{NS}:{SA}");
     // `resource/name`, or `resource#subresource`.
@@ -203,29 +231,10 @@ fn helm_install_then_run_with_the_charts_rbac() {
         "--set".to_string(),
         format!("certificates.manual.caBundle={ca_b64}"),
     ];
-    let helm = |args: &[&str]| -> std::process::Output {
-        Command::new(cp.bin("helm"))
-            .arg("--kubeconfig")
-            .arg(cp.kubeconfig())
-            .args(args)
-            .output()
-            .expect("helm runs")
-    };
+    let helm = |args: &[&str]| helm(&cp, args);
 
     // The container arguments the release's pods would run with.
-    let mut tpl: Vec<&str> = vec!["template", "tg", path_str(&chart), "-n", NS];
-    tpl.extend(values.iter().map(String::as_str));
-    let out = helm(&tpl);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rendered = String::from_utf8(out.stdout).expect("utf-8");
-    let deployment: Value = serde_yaml::Deserializer::from_str(&rendered)
-        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
-        .find(|v: &Value| v["kind"] == "Deployment")
-        .expect("a Deployment");
+    let deployment = rendered_deployment(&cp, &chart, &values);
     let container_args: Vec<String> =
         deployment["spec"]["template"]["spec"]["containers"][0]["args"]
             .as_array()
@@ -787,27 +796,8 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
         "--set".to_string(),
         "certificates.self.extraHosts={127.0.0.1}".to_string(),
     ];
-    let helm = |args: &[&str]| -> std::process::Output {
-        Command::new(cp.bin("helm"))
-            .arg("--kubeconfig")
-            .arg(cp.kubeconfig())
-            .args(args)
-            .output()
-            .expect("helm runs")
-    };
-    let mut tpl: Vec<&str> = vec!["template", "tg", path_str(&chart), "-n", NS];
-    tpl.extend(values.iter().map(String::as_str));
-    let out = helm(&tpl);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let rendered = String::from_utf8(out.stdout).expect("utf-8");
-    let deployment: Value = serde_yaml::Deserializer::from_str(&rendered)
-        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
-        .find(|v: &Value| v["kind"] == "Deployment")
-        .expect("a Deployment");
+    let helm = |args: &[&str]| helm(&cp, args);
+    let deployment = rendered_deployment(&cp, &chart, &values);
     let mut install: Vec<&str> = vec!["install", "tg", path_str(&chart), "-n", NS];
     install.extend(values.iter().map(String::as_str));
     let out = helm(&install);
