@@ -167,18 +167,9 @@ async fn memory_stays_bounded_under_big_bodies_on_http2_and_http1() {
         } else {
             valid.clone()
         };
-        let (c, url) = (h2.clone(), url.clone());
-        tasks.spawn(async move {
-            match c.post(&url).body(body).send().await {
-                Ok(r) => r.status().as_u16(),
-                Err(_) => 0,
-            }
-        });
+        tasks.spawn(post_status(h2.clone(), url.clone(), body));
     }
-    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
-    while let Some(r) = tasks.join_next().await {
-        *statuses.entry(r.expect("task")).or_default() += 1;
-    }
+    let statuses = status_counts(tasks).await;
     eprintln!(
         "h2: {streams} × 8 MiB in {:?}: {statuses:?}, RSS max {:.0} MiB",
         started.elapsed(),
@@ -201,18 +192,9 @@ async fn memory_stays_bounded_under_big_bodies_on_http2_and_http1() {
         } else {
             valid.clone()
         };
-        let url = url.clone();
-        tasks.spawn(async move {
-            match c.post(&url).body(body).send().await {
-                Ok(r) => r.status().as_u16(),
-                Err(_) => 0,
-            }
-        });
+        tasks.spawn(post_status(c, url.clone(), body));
     }
-    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
-    while let Some(r) = tasks.join_next().await {
-        *statuses.entry(r.expect("task")).or_default() += 1;
-    }
+    let statuses = status_counts(tasks).await;
     eprintln!(
         "h1: {burst} × 8 MiB done at {:?}: {statuses:?}, RSS max {:.0} MiB",
         started.elapsed(),
@@ -464,4 +446,23 @@ async fn exits_within_grace_plus_one_second_whatever_clients_do() {
     }
     writer.abort();
     drop((raw, tcp));
+}
+
+/// POST `body` to `url`: the HTTP status, 0 when no answer came.
+async fn post_status(c: reqwest::Client, url: String, body: bytes::Bytes) -> u16 {
+    match c.post(&url).body(body).send().await {
+        Ok(r) => r.status().as_u16(),
+        Err(_) => 0,
+    }
+}
+
+/// How many of `tasks` ended with each status.
+async fn status_counts(
+    mut tasks: tokio::task::JoinSet<u16>,
+) -> std::collections::BTreeMap<u16, usize> {
+    let mut statuses = std::collections::BTreeMap::new();
+    while let Some(r) = tasks.join_next().await {
+        *statuses.entry(r.expect("task")).or_default() += 1;
+    }
+    statuses
 }
