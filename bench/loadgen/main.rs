@@ -138,6 +138,9 @@ struct ThroughputArgs {
     /// Exit 3 when a target is missed (failures always exit 1).
     #[arg(long)]
     enforce_targets: bool,
+    /// Drive only this handler (for a profiler run of one side; no ratio is printed).
+    #[arg(long, value_parser = parse_which)]
+    only: Option<Which>,
     /// Review bodies to send, in order (SPEC §8's target is for `create-4k`).
     #[arg(long = "payload", value_delimiter = ',', default_value = "create-4k")]
     payloads: Vec<payload::Shape>,
@@ -161,8 +164,26 @@ pub struct RssArgs {
     pub enforce_targets: bool,
 }
 
+// The same global allocator as the `tenant-gateway` binary (src/main.rs), so the bench
+// measures the product's stack.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 fn default_threads() -> usize {
     std::thread::available_parallelism().map_or(2, |n| n.get())
+}
+
+fn parse_which(s: &str) -> Result<Which, String> {
+    match s {
+        "real" => Ok(Which::Real),
+        "always" => Ok(Which::Always),
+        _ => Err(format!("{s:?}: expected real or always")),
+    }
 }
 
 pub fn parse_proto(s: &str) -> Result<Proto, String> {
@@ -556,7 +577,7 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
             } else {
                 [Which::Always, Which::Real]
             };
-            for w in order {
+            for w in order.into_iter().filter(|w| a.only.is_none_or(|o| o == *w)) {
                 let m = client_rt.block_on(async {
                     let mut pool =
                         Pool::open(&target(w), proto, a.load.concurrency, a.load.h2_conns)

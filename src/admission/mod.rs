@@ -121,8 +121,9 @@ struct GroupVersionResource<'a> {
 struct UserInfo<'a> {
     #[serde(borrow, default)]
     username: Option<Cow<'a, str>>,
-    #[serde(default)]
-    groups: Option<Vec<String>>,
+    /// Borrowed: a review carries a handful of groups and most need no unescaping.
+    #[serde(borrow, default)]
+    groups: Option<Vec<Cow<'a, str>>>,
 }
 
 /// The fields of `request` we read; everything else is ignored.
@@ -192,7 +193,7 @@ impl<'a> AdmissionRequest<'a> {
             operation: "CREATE".into(),
             user_info: UserInfo {
                 username: Some(username.into()),
-                groups: Some(groups),
+                groups: Some(groups.into_iter().map(Cow::Owned).collect()),
             },
             object: Some(project::ObjectField::Raw(object)),
             old_object: None,
@@ -227,6 +228,8 @@ pub struct Admission {
     counters: counters::Counters,
     /// Routes per Gateway, for the warnings of SPEC §3.4 (empty: none are given).
     routes: Arc<RouteIndex>,
+    /// A route index is attached ([`Admission::with_routes`]): route warnings are looked for.
+    warns: bool,
 }
 
 impl Admission {
@@ -237,13 +240,21 @@ impl Admission {
             counters: counters::Counters::new(metrics.clone()),
             metrics,
             routes: Arc::default(),
+            warns: false,
         }
     }
 
     /// Warn from this route index (the reconciler's, or a `--routes` snapshot).
     pub fn with_routes(mut self, routes: Arc<RouteIndex>) -> Admission {
         self.routes = routes;
+        self.warns = true;
         self
+    }
+
+    /// The fields of an object `layer` decodes: parentRefs only when a route index can
+    /// use them.
+    fn paths(&self, layer: Layer) -> &'static [project::Path] {
+        project::layer_paths_for(layer, self.warns)
     }
 
     pub fn config(&self) -> &PolicyConfig {
@@ -294,7 +305,7 @@ impl Admission {
             }
         };
         // With the path known, the object is projected while the envelope is parsed.
-        let paths = target.map(|t| project::layer_paths(t.layer()));
+        let paths = target.map(|t| self.paths(t.layer()));
         let allowance = project::allowance(body.len());
         let envelope: Envelope =
             match project::decode_with(paths, allowance, || serde_json::from_str(body)) {
@@ -410,7 +421,7 @@ impl Admission {
             Err(d) => return d,
         };
         let layer = gate.layer;
-        let (object, old_projected) = match project_objects(&gate, request) {
+        let (object, old_projected) = match project_objects(&gate, self.paths(layer), request) {
             Ok(o) => o,
             Err(d) => return d,
         };
@@ -649,10 +660,10 @@ type Projected<'r> = (Cow<'r, Value>, Option<Cow<'r, Value>>);
 
 fn project_objects<'r>(
     gate: &Gate<'_>,
+    paths: &'static [project::Path],
     request: &'r AdmissionRequest<'_>,
 ) -> Result<Projected<'r>, Decision> {
     let (layer, kind) = (gate.layer, gate.kind);
-    let paths = project::layer_paths(layer);
     let object = match request.object.as_ref().map(|o| o.projected(paths)) {
         Some(Ok(o)) if o.is_object() => o,
         Some(Err(e)) => {

@@ -32,9 +32,17 @@ const METADATA: [Path; 3] = [
     &["metadata", "generateName"],
 ];
 
-/// The fields each layer reads (see `crate::policy`). A layer that starts reading another
-/// field must list it here; the `projection_keeps_what_layers_read` test guards the known ones.
+/// The fields each layer reads (see `crate::policy`) and the route-index warnings read
+/// (`route_warnings`: `spec.parentRefs`). A layer that starts reading another field must list
+/// it here; the `projection_keeps_what_layers_read` test guards the known ones.
 pub fn layer_paths(layer: Layer) -> &'static [Path] {
+    layer_paths_for(layer, true)
+}
+
+/// [`layer_paths`], without what only the route-index warnings read when `warnings` is
+/// false (no route index is attached: `--namespaces` mode without `--routes`). parentRefs are
+/// the largest kept part of a route, so a webhook that cannot warn does not build them.
+pub fn layer_paths_for(layer: Layer, warnings: bool) -> &'static [Path] {
     const GATEWAY: &[Path] = &[
         METADATA[0],
         METADATA[1],
@@ -50,6 +58,7 @@ pub fn layer_paths(layer: Layer) -> &'static [Path] {
         // Read only for the route-index warnings (`route_warnings`), never for a denial.
         &["spec", "parentRefs"],
     ];
+    const ROUTE_UNWARNED: &[Path] = ROUTE.split_at(ROUTE.len() - 1).0;
     const INGRESS: &[Path] = &[
         METADATA[0],
         METADATA[1],
@@ -88,7 +97,8 @@ pub fn layer_paths(layer: Layer) -> &'static [Path] {
     ];
     match layer {
         Layer::Gateway => GATEWAY,
-        Layer::Route => ROUTE,
+        Layer::Route if warnings => ROUTE,
+        Layer::Route => ROUTE_UNWARNED,
         Layer::Ingress => INGRESS,
         Layer::Namespace => NAMESPACE,
         Layer::Tenant => TENANT,
@@ -185,8 +195,10 @@ impl ObjectField<'_> {
 
 #[derive(Clone, Copy)]
 struct Projector<'p> {
-    /// Paths whose first `depth` keys match the keys above this value.
     paths: &'p [Path],
+    /// Which of `paths` match the keys above this value (bit `i` for `paths[i]`): a set
+    /// instead of a filtered copy, so descending allocates nothing.
+    live: u64,
     depth: usize,
     /// Below the end of a path: keep everything.
     all: bool,
@@ -194,10 +206,22 @@ struct Projector<'p> {
     left: &'p Cell<usize>,
 }
 
+/// Paths one projection can follow (`Projector::live` has a bit per path); the layers list
+/// at most ten (`layer_paths_fit` test).
+const MAX_PATHS: usize = 64;
+
 impl<'p> Projector<'p> {
     fn new(paths: &'p [Path], left: &'p Cell<usize>) -> Projector<'p> {
+        // Paths are the static lists of `layer_paths`; `layer_paths_fit` holds them within
+        // MAX_PATHS, so no path is ever left out of `live`.
+        let n = paths.len().min(MAX_PATHS);
         Projector {
-            paths,
+            paths: &paths[..n],
+            live: if n == MAX_PATHS {
+                u64::MAX
+            } else {
+                (1u64 << n) - 1
+            },
             depth: 0,
             all: false,
             left,
@@ -303,41 +327,27 @@ impl<'de> Visitor<'de> for Projector<'_> {
         self.charge(VALUE_COST)?;
         let mut out = Map::new();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            let mut wanted = self.all;
+            let mut below = 0u64;
             let mut whole = self.all;
-            for p in self.paths {
-                if p.get(self.depth) == Some(&key.as_ref()) {
-                    wanted = true;
-                    whole |= p.len() == self.depth + 1;
+            if !self.all {
+                for (i, p) in self.paths.iter().enumerate() {
+                    if self.live & (1 << i) != 0 && p.get(self.depth) == Some(&key.as_ref()) {
+                        below |= 1 << i;
+                        whole |= p.len() == self.depth + 1;
+                    }
                 }
             }
-            if !wanted {
+            if !self.all && below == 0 {
                 map.next_value::<IgnoredAny>()?;
                 continue;
             }
             self.charge(ENTRY_COST + key.len())?;
-            let value = if whole {
-                map.next_value_seed(Projector {
-                    paths: &[],
-                    depth: 0,
-                    all: true,
-                    left: self.left,
-                })?
-            } else {
-                // Few paths share a prefix; a tiny Vec only along the wanted keys.
-                let below: Vec<Path> = self
-                    .paths
-                    .iter()
-                    .copied()
-                    .filter(|p| p.get(self.depth) == Some(&key.as_ref()))
-                    .collect();
-                map.next_value_seed(Projector {
-                    paths: &below,
-                    depth: self.depth + 1,
-                    all: false,
-                    left: self.left,
-                })?
-            };
+            let value = map.next_value_seed(Projector {
+                live: below,
+                depth: self.depth + 1,
+                all: whole,
+                ..self
+            })?;
             out.insert(key.into_owned(), value);
         }
         Ok(Value::Object(out))
@@ -348,6 +358,18 @@ impl<'de> Visitor<'de> for Projector<'_> {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn layer_paths_fit() {
+        for layer in Layer::ALL {
+            for warnings in [true, false] {
+                assert!(
+                    layer_paths_for(layer, warnings).len() <= MAX_PATHS,
+                    "{layer}"
+                );
+            }
+        }
+    }
 
     fn raw(v: &Value) -> Box<RawValue> {
         serde_json::value::to_raw_value(v).expect("raw")
@@ -528,7 +550,7 @@ mod tests {
         ];
         for (layer, obj) in objects {
             let projected = project(&raw(&obj), layer_paths(layer)).expect("projects");
-            let groups = vec!["tenant-alice-admins".to_string()];
+            let groups = vec![std::borrow::Cow::Borrowed("tenant-alice-admins")];
             let review = |o| Review {
                 operation: Operation::Create,
                 kind: "K",

@@ -71,7 +71,12 @@ impl NamespaceSource {
     pub async fn lookup(&self, name: &str) -> Result<NamespaceContext, LookupError> {
         match self {
             NamespaceSource::Static(s) => Ok(s.lookup(name)),
-            NamespaceSource::Live(l) => l.lookup(name).await,
+            NamespaceSource::Live(l) => match l.indexed(name) {
+                Some(found) => Ok(found),
+                // The API request's future is large; boxed, it does not make every review's
+                // future (moved several times on the way to the handler) that large too.
+                None => Box::pin(l.lookup(name)).await,
+            },
         }
     }
 
@@ -733,17 +738,24 @@ impl LiveNamespaces {
         self.readiness.index_synced()
     }
 
+    /// The namespace from the synced index, without any request.
+    fn indexed(&self, name: &str) -> Option<NamespaceContext> {
+        if !self.readiness.index_synced() {
+            return None;
+        }
+        let ns = self.store.get(name)?;
+        // Only what the layers and the route-index warnings read
+        // (`NamespaceContext::found`), without building the whole label map.
+        let labels = [crate::platform::HOST_LABEL, crate::platform::GATEWAY_LABEL]
+            .into_iter()
+            .filter_map(|k| ns.label(k).map(|v| (k.to_string(), v.to_string())))
+            .collect();
+        Some(NamespaceContext::Found { labels })
+    }
+
     pub async fn lookup(&self, name: &str) -> Result<NamespaceContext, LookupError> {
-        if self.readiness.index_synced()
-            && let Some(ns) = self.store.get(name)
-        {
-            // Only what the layers and the route-index warnings read
-            // (`NamespaceContext::found`), without building the whole label map.
-            let labels = [crate::platform::HOST_LABEL, crate::platform::GATEWAY_LABEL]
-                .into_iter()
-                .filter_map(|k| ns.label(k).map(|v| (k.to_string(), v.to_string())))
-                .collect();
-            return Ok(NamespaceContext::Found { labels });
+        if let Some(found) = self.indexed(name) {
+            return Ok(found);
         }
         // A miss may be cache lag for a namespace created a moment ago: ask the API server
         // once before concluding it does not exist (coalesced per name, "not found"

@@ -265,7 +265,7 @@ mod tests {
     #[test]
     fn trusted_callers_are_checked_too() {
         let obj = gateway(&[json!("x.evil.com")]);
-        let g = vec!["system:masters".to_string()];
+        let g = vec![std::borrow::Cow::Borrowed("system:masters")];
         let r = Review {
             groups: &g,
             ..review("Gateway", "tenant-alice", &obj)

@@ -1,6 +1,7 @@
 //! Pure policy layers (SPEC §2.3). Each layer is a function of plain data:
 //! the decoded request, the namespace context and the configuration. No I/O here.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::fmt;
 
@@ -164,7 +165,7 @@ impl PolicyConfig {
     }
 
     /// True when one of `groups` is a trusted group. The username never grants trust.
-    pub fn is_trusted(&self, groups: &[String]) -> bool {
+    pub fn is_trusted(&self, groups: &[Cow<'_, str>]) -> bool {
         groups
             .iter()
             .any(|g| self.trusted_groups.iter().any(|t| t == g))
@@ -220,7 +221,7 @@ pub struct Review<'a> {
     /// Present on UPDATE.
     pub old_object: Option<&'a Value>,
     pub username: &'a str,
-    pub groups: &'a [String],
+    pub groups: &'a [Cow<'a, str>],
 }
 
 /// What a layer found. An empty `violations` means the object passes the layer.

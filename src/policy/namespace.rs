@@ -94,7 +94,12 @@ mod tests {
                "metadata": {"name": "tenant-alice", "labels": labels}})
     }
 
-    fn run_as(old: Option<&Value>, new: &Value, username: &str, g: &[String]) -> LayerResult {
+    fn run_as(
+        old: Option<&Value>,
+        new: &Value,
+        username: &str,
+        g: &[std::borrow::Cow<'_, str>],
+    ) -> LayerResult {
         let r = Review {
             operation: if old.is_some() {
                 Operation::Update
@@ -112,7 +117,7 @@ mod tests {
         evaluate(&r, &cfg())
     }
 
-    fn run(old: Option<&Value>, new: &Value, g: &[String]) -> LayerResult {
+    fn run(old: Option<&Value>, new: &Value, g: &[std::borrow::Cow<'_, str>]) -> LayerResult {
         run_as(old, new, "someone", g)
     }
 

@@ -61,7 +61,7 @@ mod tests {
                "spec": {"host": host, "gateway": true}})
     }
 
-    fn run(old: Option<&Value>, new: &Value, g: &[String]) -> LayerResult {
+    fn run(old: Option<&Value>, new: &Value, g: &[std::borrow::Cow<'_, str>]) -> LayerResult {
         let r = Review {
             operation: if old.is_some() {
                 Operation::Update

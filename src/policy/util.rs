@@ -276,8 +276,8 @@ pub(super) mod testing {
         }
     }
 
-    pub fn groups(g: &[&str]) -> Vec<String> {
-        g.iter().map(|s| s.to_string()).collect()
+    pub fn groups(g: &[&str]) -> Vec<std::borrow::Cow<'static, str>> {
+        g.iter().map(|s| s.to_string().into()).collect()
     }
 
     /// Asserts every phrase occurs in `message`.
