@@ -74,8 +74,7 @@ pub async fn execute(ctx: &Context, inputs: &Inputs, writes: &[Write]) -> Result
             break;
         }
         // Every write of the class at once; the write slots bound what is really in flight.
-        let results =
-            futures::future::join_all(group.iter().map(|w| paced(ctx, inputs, w))).await;
+        let results = futures::future::join_all(group.iter().map(|w| paced(ctx, inputs, w))).await;
         let mut first_error = None;
         for r in results {
             match r {
