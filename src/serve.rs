@@ -419,6 +419,15 @@ fn spawn_replicator(
 /// within the grace period plus one second).
 const HARD_DEADLINE_MARGIN: Duration = Duration::from_millis(700);
 
+/// TenantGateways reconciled at once. Their writes share [`WRITES_IN_FLIGHT`], so this only
+/// has to be large enough to keep that window full while some reconciles plan or wait for
+/// the watches to deliver their own writes.
+const RECONCILE_CONCURRENCY: u16 = 32;
+
+/// Writes in flight to the API server across all reconciles (`bench/reconcile` step 4: the
+/// API server's write rate stops growing at about this window on two cores).
+const WRITES_IN_FLIGHT: usize = 64;
+
 /// End the process after `after`, whatever the runtime is doing: a plain thread, so no
 /// task, blocked worker or connection can hold it up.
 fn arm_hard_deadline(after: Duration) {
@@ -529,7 +538,8 @@ pub fn start_reconciler(
                     uniform_port_kinds: opts.uniform_port_kinds,
                 },
             },
-            concurrency: 8,
+            concurrency: RECONCILE_CONCURRENCY,
+            writes_in_flight: WRITES_IN_FLIGHT,
         },
         instance,
     };

@@ -36,13 +36,20 @@ use crate::platform::{
 /// Attempts of one read-modify-write before the reconcile fails and backs off.
 const CONFLICT_TRIES: usize = 5;
 
-/// Independent writes of one kind run this many at a time.
-const PARALLEL_WRITES: usize = 8;
-
 /// Which writes may run side by side: consecutive writes of one class are independent
-/// (different objects), and the classes keep the plan's order (Issuer before the
-/// Certificates, the Gateway, the redirect, deletes, labels, route status, the TenantGateway
-/// status last).
+/// (different objects). The classes keep the plan's order, and each is a barrier for the
+/// next only where the order matters:
+/// - Issuer before its Certificates (cert-manager would report the Certificates' issuer
+///   missing until it appears);
+/// - Certificates before the Gateway whose listeners reference their Secrets, and the
+///   Gateway before the redirect route that attaches to its `http` listener;
+/// - deletes after the Gateway stopped referencing what they delete;
+/// - namespace labels before route status (a label decides which namespaces' routes are
+///   admitted), route status after the listeners exist;
+/// - the TenantGateway status last: it reports what the writes before it did.
+///
+/// Within a class the writes are a stream bounded by the process-wide write slots
+/// ([`Context::write_slots`]), not batches waiting for their slowest member.
 fn class(w: &Write) -> u8 {
     match w {
         Write::Apply(o) => match o.kind() {
@@ -66,15 +73,8 @@ pub async fn execute(ctx: &Context, inputs: &Inputs, writes: &[Write]) -> Result
             tracing::info!("lost the lease; the remaining writes are left to the new holder");
             break;
         }
-        let mut results = Vec::with_capacity(group.len());
-        for batch in group.chunks(PARALLEL_WRITES) {
-            // Losing the lease stops the batches not yet sent.
-            if !ctx.leader.is_leader() {
-                break;
-            }
-            let sent = futures::future::join_all(batch.iter().map(|w| one(ctx, inputs, w)));
-            results.extend(sent.await);
-        }
+        // Every write of the class at once; the write slots bound what is really in flight.
+        let results = futures::future::join_all(group.iter().map(|w| paced(ctx, inputs, w))).await;
         let mut first_error = None;
         for r in results {
             match r {
@@ -96,6 +96,22 @@ pub async fn execute(ctx: &Context, inputs: &Inputs, writes: &[Write]) -> Result
         }
     }
     Ok(issued)
+}
+
+/// One write once a write slot is free.
+async fn paced(
+    ctx: &Context,
+    inputs: &Inputs,
+    w: &Write,
+) -> Result<(&'static str, Option<&'static str>), Error> {
+    // Nobody closes the semaphore; if it were closed, the write goes out unpaced rather
+    // than not at all.
+    let _slot = ctx.write_slots.acquire().await.ok();
+    // Losing the lease stops the writes not yet sent.
+    if !ctx.leader.is_leader() {
+        return Ok(("", None));
+    }
+    one(ctx, inputs, w).await
 }
 
 /// One write; returns the metric labels, verb `None` when nothing had to be sent after all.

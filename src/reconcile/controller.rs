@@ -20,7 +20,7 @@ use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
 use gateway_api::apis::experimental::gateways::{Gateway, GatewaySpec, GatewayStatus};
 use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec, HttpRouteStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
 use kube::api::{Api, ApiResource};
 use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
@@ -36,6 +36,7 @@ use super::certmanager::{
     Certificate, CertificateSpec, CertificateStatus, Issuer, IssuerSpec, IssuerStatus,
 };
 use super::context::{Caches, Context, ControllerConfig, NamespaceLinks, gather, links_of, now};
+use super::diff::Write;
 use super::error::Error;
 use super::inputs::{ModeSettings, RouteKind};
 use super::{apply, cleanup, plan, status};
@@ -50,6 +51,8 @@ use crate::platform::{FINALIZER, GATEWAY_API_GROUP, TGW_KIND};
 const CRD_RECHECK: Duration = Duration::from_secs(20);
 /// A TenantGateway is reconciled at least this often (drift repair, e.g. a missed event).
 const RESYNC: Duration = Duration::from_secs(600);
+/// The longest a reconcile waits for the watches to show its own writes ([`settle`]).
+const SETTLE_MAX: Duration = Duration::from_secs(5);
 
 type Trigger = UnboundedSender<ObjectRef<TenantGateway>>;
 
@@ -178,6 +181,7 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         recorder,
         state: Mutex::new(Default::default()),
         summaries: RwLock::new(Default::default()),
+        write_slots: tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1)),
     });
     let (trigger, triggers) = unbounded::<ObjectRef<TenantGateway>>();
 
@@ -650,7 +654,9 @@ async fn reconcile_inner(
                 }
                 let issued = apply::execute(&ctx2, &inputs, &p.writes).await?;
                 if issued > 0 {
-                    tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued, "applied");
+                    let key = ObjectRef::from(t.as_ref());
+                    tracing::info!(tgw = %key, writes = issued, "applied");
+                    settle(&ctx2, &key, &inputs.now, &p.writes).await;
                 }
                 Ok(Action::requeue(RESYNC))
             }
@@ -671,6 +677,42 @@ async fn reconcile_inner(
     .await
     .map_err(|e| Error::Finalizer(Box::new(e)))?;
     Ok(action)
+}
+
+/// Wait (at most [`SETTLE_MAX`]) until the caches show this reconcile's writes.
+///
+/// Every write comes back as a watch event that triggers this TenantGateway again. A
+/// reconcile that runs before the last of them arrived plans from a world missing some of
+/// its own writes: it sends them again (route status, a second TenantGateway status) and
+/// wakes the watches once more. Waiting here, while the write slots serve other
+/// reconciles, makes the next reconcile of this TenantGateway a no-op.
+///
+/// "Shown" is judged by the plan itself: re-planned from the caches at the same `now`, it
+/// no longer repeats any write just issued. A write that differs from the one issued (the
+/// world moved on, e.g. the Gateway became Programmed) is not waited for: it is the next
+/// reconcile's.
+async fn settle(ctx: &Context, key: &ObjectRef<TenantGateway>, now: &Time, issued: &[Write]) {
+    let deadline = Instant::now() + SETTLE_MAX;
+    let mut pause = Duration::from_millis(20);
+    loop {
+        tokio::time::sleep(pause).await;
+        if !ctx.leader.is_leader() {
+            return;
+        }
+        let Some(tgw) = ctx.caches.tgws.get(key) else {
+            return;
+        };
+        let again = plan(&gather(&tgw, &ctx.caches, now.clone()), &ctx.cfg.plan).writes;
+        let pending = again.iter().filter(|w| issued.contains(w)).count();
+        if pending == 0 {
+            return;
+        }
+        if Instant::now() >= deadline {
+            tracing::debug!(tgw = %key, pending, "the watches did not show every write in time");
+            return;
+        }
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
 }
 
 async fn publish(ctx: &Context, tgw: &TenantGateway, reason: &str, message: &str) {
