@@ -785,6 +785,72 @@ mod tests {
         assert_eq!(small.restore(), Some(big(1, "x")));
     }
 
+    /// The reconciler's diff through the cache: rendered objects kept and restored compare
+    /// equal to what it renders (a resync writes nothing), and one edited listener of a
+    /// deflated Gateway is still found and put back.
+    #[test]
+    fn kept_objects_diff_like_the_objects_themselves() {
+        use crate::reconcile::diff::{self, Object, Write};
+        use crate::reconcile::inputs::Observed;
+        use crate::reconcile::render::{ListenerInputs, RenderOptions, render};
+        use crate::reconcile::testing;
+
+        fn through<K: Split + Clone>(o: &K) -> K {
+            Kept::keep(o.clone())
+                .and_then(|k| k.restore())
+                .expect("kept and restored")
+        }
+        let w = testing::world();
+        let s = w.tgw.settings(&Default::default()).expect("valid");
+        let li = ListenerInputs {
+            port443_namespaces: ["tenant-alice".to_string()].into(),
+            hosts: (0..40).map(|i| format!("h{i}.alice.example.org")).collect(),
+            child_apexes: Default::default(),
+        };
+        let d = render(&w.tgw, &s, &li, RenderOptions::default());
+        assert!(
+            matches!(
+                Kept::keep(d.gateway.clone()).map(|k| k.body),
+                Some(Body::Deflated { .. })
+            ),
+            "a Gateway with 41 listeners is kept deflated"
+        );
+        let observed = Observed {
+            gateways: vec![through(&d.gateway)],
+            issuers: d.issuer.iter().map(through).collect(),
+            certificates: d.certificates.iter().map(through).collect(),
+            http_routes: vec![through(&d.redirect)],
+        };
+        assert_eq!(observed.certificates.len(), 40);
+        let (writes, refused) = diff::objects(&d, &observed, &w.tgw);
+        assert!(writes.is_empty() && refused.is_empty(), "{writes:?} {refused:?}");
+
+        let mut edited = d.gateway.clone();
+        edited.spec.listeners[7].port = 8443;
+        let changed = Observed {
+            gateways: vec![through(&edited)],
+            ..observed.clone()
+        };
+        let (writes, _) = diff::objects(&d, &changed, &w.tgw);
+        assert!(
+            matches!(writes.as_slice(), [Write::Apply(Object::Gateway(_))]),
+            "{writes:?}"
+        );
+        let mut cert = d.certificates[3].clone();
+        cert.spec.dns_names.push("extra.alice.example.org".into());
+        let mut certs = observed.certificates.clone();
+        certs[3] = through(&cert);
+        let changed = Observed {
+            certificates: certs,
+            ..observed
+        };
+        let (writes, _) = diff::objects(&d, &changed, &w.tgw);
+        assert!(
+            matches!(writes.as_slice(), [Write::Apply(Object::Certificate(_))]),
+            "{writes:?}"
+        );
+    }
+
     #[test]
     fn a_damaged_deflated_body_is_not_restored() {
         let mut kept = Kept::keep(big(200, "x")).expect("kept");
