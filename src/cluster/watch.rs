@@ -823,7 +823,10 @@ mod tests {
         };
         assert_eq!(observed.certificates.len(), 40);
         let (writes, refused) = diff::objects(&d, &observed, &w.tgw);
-        assert!(writes.is_empty() && refused.is_empty(), "{writes:?} {refused:?}");
+        assert!(
+            writes.is_empty() && refused.is_empty(),
+            "{writes:?} {refused:?}"
+        );
 
         let mut edited = d.gateway.clone();
         edited.spec.listeners[7].port = 8443;
