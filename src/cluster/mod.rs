@@ -3,6 +3,7 @@
 //! leader Lease.
 
 pub mod apex;
+pub mod intern;
 pub mod lease;
 pub mod miss;
 pub mod namespaces;

@@ -15,6 +15,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, 
 use kube::api::DynamicObject;
 use serde::Deserialize;
 
+use super::intern::intern;
 use super::watch::{FromWatch, Key, Lenient};
 use crate::platform::{
     CONTROLLER_NAME, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND,
@@ -23,8 +24,9 @@ use crate::reconcile::inputs::{
     ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus,
 };
 
-/// `(kind, namespace, name)` of a route.
-pub type RouteKey = (RouteKind, String, String);
+/// `(kind, namespace, name)` of a route. The namespace is interned and the name shared by
+/// the index's two maps: tens of thousands of routes, each indexed twice.
+pub type RouteKey = (RouteKind, Arc<str>, Arc<str>);
 
 /// One Gateway's routes.
 pub type GatewayRoutes = BTreeMap<RouteKey, Arc<RouteFacts>>;
@@ -344,8 +346,17 @@ impl RouteIndex {
 
     /// Insert or replace a route; returns the Gateways whose routes changed.
     pub fn apply(&self, facts: RouteFacts) -> BTreeSet<Key> {
-        let key: RouteKey = (facts.kind, facts.namespace.clone(), facts.name.clone());
         let mut g = self.write();
+        let fresh: RouteKey = (
+            facts.kind,
+            intern(&facts.namespace),
+            Arc::from(facts.name.as_str()),
+        );
+        // The key already indexed, so both maps share its strings.
+        let key = g
+            .routes
+            .get_key_value(&fresh)
+            .map_or(fresh.clone(), |(k, _)| k.clone());
         if let Some(seen) = g.relist.get_mut(&facts.kind) {
             seen.insert(key.clone());
         }
@@ -368,7 +379,7 @@ impl RouteIndex {
 
     /// Remove a route; returns the Gateways whose routes changed.
     pub fn delete(&self, kind: RouteKind, namespace: &str, name: &str) -> BTreeSet<Key> {
-        let key: RouteKey = (kind, namespace.to_string(), name.to_string());
+        let key: RouteKey = (kind, Arc::from(namespace), Arc::from(name));
         let mut g = self.write();
         let Some(old) = g.routes.remove(&key) else {
             return BTreeSet::new();

@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
 
 use futures::{Stream, StreamExt};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Client;
 use kube::api::{Api, ApiResource};
 use kube::core::DynamicResourceScope;
@@ -19,7 +19,8 @@ use serde::de::{DeserializeOwned, Deserializer};
 use serde::{Deserialize, Serialize};
 use serde_json::value::RawValue;
 
-use crate::platform::{MANAGED_BY_LABEL, TGW_KIND};
+use super::intern::intern;
+use crate::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND};
 
 /// `(namespace, name)`.
 pub type Key = (String, String);
@@ -202,22 +203,183 @@ pub trait Split: Sized {
 /// An object of an owned kind as its cache keeps it: of the metadata only what the
 /// reconciler reads (name, uid, generation, deletion, our managed-by label, TenantGateway
 /// ownerReferences), and spec and status (as decoded, so unknown fields are gone) as compact
-/// JSON text. Decoded structs cost several times their JSON: a Gateway's 41 listeners held
-/// 62 KB, mostly inline optional fields and the spare capacity of every small list that
-/// serde grows to four; the text is a few KB, and a reconcile decodes only the objects of its
-/// own namespace.
+/// JSON text, deflated when large. Decoded structs cost several times their JSON: a Gateway's
+/// 41 listeners held 62 KB, mostly inline optional fields and the spare capacity of every
+/// small list that serde grows to four; the text is 17 KB of listeners that differ only in
+/// their hostname, deflated about 1 KB, and a reconcile decodes only the objects of its own
+/// namespace. The strings shared by an owner's objects (its name and uid) are interned.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Kept<K: Split> {
     name: Box<str>,
-    uid: Option<Box<str>>,
+    uid: Option<Uid>,
     generation: Option<i64>,
     deletion: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
     /// The value of our managed-by label.
-    managed_by: Option<Box<str>>,
-    owners: Box<[k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference]>,
+    managed_by: Label,
+    owners: Box<[Owner]>,
     /// `[spec, status]`.
-    body: Box<str>,
+    body: Body,
     kind: std::marker::PhantomData<fn() -> K>,
+}
+
+/// Bodies from this size on are kept deflated: below it deflate saves little.
+pub const DEFLATE_FROM: usize = 512;
+
+/// `[spec, status]` as JSON text, or deflated with the text's length.
+#[derive(Clone, PartialEq)]
+enum Body {
+    Text(Box<str>),
+    Deflated { len: u32, bytes: Box<[u8]> },
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Body::Text(t) => write!(f, "{t}"),
+            Body::Deflated { len, bytes } => write!(f, "<{len} bytes deflated to {}>", bytes.len()),
+        }
+    }
+}
+
+impl Body {
+    fn new(text: String) -> Body {
+        match u32::try_from(text.len()) {
+            Ok(len) if text.len() >= DEFLATE_FROM => {
+                let bytes = miniz_oxide::deflate::compress_to_vec(text.as_bytes(), 6);
+                if bytes.len() < text.len() {
+                    return Body::Deflated {
+                        len,
+                        bytes: bytes.into_boxed_slice(),
+                    };
+                }
+                Body::Text(text.into_boxed_str())
+            }
+            _ => Body::Text(text.into_boxed_str()),
+        }
+    }
+
+    fn text(&self) -> Result<Cow<'_, str>, String> {
+        match self {
+            Body::Text(t) => Ok(Cow::Borrowed(t)),
+            Body::Deflated { len, bytes } => {
+                let limit = usize::try_from(*len).map_err(|e| e.to_string())?;
+                let raw = miniz_oxide::inflate::decompress_to_vec_with_limit(bytes, limit)
+                    .map_err(|e| format!("does not inflate: {e}"))?;
+                String::from_utf8(raw)
+                    .map(Cow::Owned)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// A uid: 16 bytes when it is a UUID in the API server's form (lowercase hex, 8-4-4-4-12),
+/// else the text.
+#[derive(Clone, PartialEq, Eq)]
+enum Uid {
+    Uuid(u128),
+    Text(Box<str>),
+}
+
+impl std::fmt::Debug for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_text())
+    }
+}
+
+impl Uid {
+    fn new(s: String) -> Uid {
+        Uid::parse(&s).map_or_else(|| Uid::Text(s.into_boxed_str()), Uid::Uuid)
+    }
+
+    fn parse(s: &str) -> Option<u128> {
+        let b = s.as_bytes();
+        if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+            return None;
+        }
+        let hex: String = s.chars().filter(|c| *c != '-').collect();
+        if hex.len() != 32 || !hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        u128::from_str_radix(&hex, 16).ok()
+    }
+
+    fn to_text(&self) -> String {
+        match self {
+            Uid::Text(t) => t.to_string(),
+            Uid::Uuid(v) => {
+                let h = format!("{v:032x}");
+                format!(
+                    "{}-{}-{}-{}-{}",
+                    &h[0..8],
+                    &h[8..12],
+                    &h[12..16],
+                    &h[16..20],
+                    &h[20..32]
+                )
+            }
+        }
+    }
+}
+
+/// The managed-by label: absent, ours, or another value.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Label {
+    Absent,
+    Ours,
+    Other(Box<str>),
+}
+
+impl Label {
+    fn new(v: Option<String>) -> Label {
+        match v {
+            None => Label::Absent,
+            Some(v) if v == MANAGED_BY_VALUE => Label::Ours,
+            Some(v) => Label::Other(v.into_boxed_str()),
+        }
+    }
+
+    fn value(&self) -> Option<&str> {
+        match self {
+            Label::Absent => None,
+            Label::Ours => Some(MANAGED_BY_VALUE),
+            Label::Other(v) => Some(v),
+        }
+    }
+}
+
+/// A TenantGateway ownerReference (the kind is known); its strings are shared by the
+/// owner's objects.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Owner {
+    api_version: Arc<str>,
+    name: Arc<str>,
+    uid: Arc<str>,
+    controller: Option<bool>,
+    block_owner_deletion: Option<bool>,
+}
+
+impl Owner {
+    fn new(r: &OwnerReference) -> Owner {
+        Owner {
+            api_version: intern(&r.api_version),
+            name: intern(&r.name),
+            uid: intern(&r.uid),
+            controller: r.controller,
+            block_owner_deletion: r.block_owner_deletion,
+        }
+    }
+
+    fn reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: self.api_version.to_string(),
+            kind: TGW_KIND.to_string(),
+            name: self.name.to_string(),
+            uid: self.uid.to_string(),
+            controller: self.controller,
+            block_owner_deletion: self.block_owner_deletion,
+        }
+    }
 }
 
 impl<K: Split> Kept<K> {
@@ -227,7 +389,7 @@ impl<K: Split> Kept<K> {
         let (meta, spec, status) = k.split();
         let name = meta.name.unwrap_or_default();
         let body = match serde_json::to_string(&(spec, status)) {
-            Ok(b) => b.into_boxed_str(),
+            Ok(b) => Body::new(b),
             Err(e) => {
                 tracing::warn!(name = %name, error = %e, "cannot keep a watched object; skipped");
                 return None;
@@ -235,18 +397,16 @@ impl<K: Split> Kept<K> {
         };
         Some(Kept {
             name: name.into_boxed_str(),
-            uid: meta.uid.map(String::into_boxed_str),
+            uid: meta.uid.map(Uid::new),
             generation: meta.generation,
             deletion: meta.deletion_timestamp,
-            managed_by: meta
-                .labels
-                .and_then(|mut l| l.remove(MANAGED_BY_LABEL))
-                .map(String::into_boxed_str),
+            managed_by: Label::new(meta.labels.and_then(|mut l| l.remove(MANAGED_BY_LABEL))),
             owners: meta
                 .owner_references
                 .unwrap_or_default()
-                .into_iter()
+                .iter()
                 .filter(|r| r.kind == TGW_KIND)
+                .map(Owner::new)
                 .collect(),
             body,
             kind: std::marker::PhantomData,
@@ -255,7 +415,11 @@ impl<K: Split> Kept<K> {
 
     /// The object with what was kept (`None`, logged, if the text does not decode back).
     pub fn restore(&self) -> Option<K> {
-        let (spec, status) = match serde_json::from_str(&self.body) {
+        let parts = self
+            .body
+            .text()
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
+        let (spec, status) = match parts {
             Ok(parts) => parts,
             Err(e) => {
                 tracing::warn!(name = %self.name, error = %e, "a kept object does not decode");
@@ -264,14 +428,15 @@ impl<K: Split> Kept<K> {
         };
         let meta = ObjectMeta {
             name: Some(self.name.to_string()),
-            uid: self.uid.as_deref().map(str::to_string),
+            uid: self.uid.as_ref().map(Uid::to_text),
             generation: self.generation,
             deletion_timestamp: self.deletion.clone(),
             labels: self
                 .managed_by
-                .as_deref()
+                .value()
                 .map(|v| BTreeMap::from([(MANAGED_BY_LABEL.to_string(), v.to_string())])),
-            owner_references: (!self.owners.is_empty()).then(|| self.owners.to_vec()),
+            owner_references: (!self.owners.is_empty())
+                .then(|| self.owners.iter().map(Owner::reference).collect()),
             ..ObjectMeta::default()
         };
         Some(K::join(meta, spec, status))
@@ -559,5 +724,192 @@ mod tests {
             Some(bare),
             "nothing added"
         );
+    }
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Big {
+        meta: ObjectMeta,
+        spec: Vec<String>,
+        status: Option<Vec<String>>,
+    }
+
+    impl Split for Big {
+        type Spec = Vec<String>;
+        type Status = Vec<String>;
+        fn split(self) -> (ObjectMeta, Vec<String>, Option<Vec<String>>) {
+            (self.meta, self.spec, self.status)
+        }
+        fn join(meta: ObjectMeta, spec: Vec<String>, status: Option<Vec<String>>) -> Self {
+            Big { meta, spec, status }
+        }
+    }
+
+    fn big(n: usize, odd: &str) -> Big {
+        let mut spec: Vec<String> = (0..n)
+            .map(|i| format!("h{i:03}.tenant.example.org"))
+            .collect();
+        spec.push(odd.to_string());
+        Big {
+            meta: ObjectMeta {
+                name: Some("gw".into()),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: Some(vec!["Accepted".into()]),
+        }
+    }
+
+    #[test]
+    fn large_bodies_are_deflated_and_restore_exactly() {
+        let b = big(200, "x");
+        let kept = Kept::keep(b.clone()).expect("kept");
+        let text_len = serde_json::to_string(&(&b.spec, &b.status))
+            .expect("encodes")
+            .len();
+        match &kept.body {
+            Body::Deflated { len, bytes } => {
+                assert_eq!(*len as usize, text_len);
+                assert!(bytes.len() * 4 < text_len, "{} of {text_len}", bytes.len());
+            }
+            Body::Text(_) => panic!("a {text_len}-byte body is kept as text"),
+        }
+        assert_eq!(kept.restore(), Some(b.clone()));
+        // Equal objects keep equal; one changed entry does not.
+        assert_eq!(Kept::keep(b.clone()), Some(kept.clone()));
+        let other = Kept::keep(big(200, "y")).expect("kept");
+        assert_ne!(other, kept);
+        assert_eq!(other.restore(), Some(big(200, "y")));
+        // Small bodies stay text.
+        let small = Kept::keep(big(1, "x")).expect("kept");
+        assert!(matches!(small.body, Body::Text(_)), "{:?}", small.body);
+        assert_eq!(small.restore(), Some(big(1, "x")));
+    }
+
+    /// The reconciler's diff through the cache: rendered objects kept and restored compare
+    /// equal to what it renders (a resync writes nothing), and one edited listener of a
+    /// deflated Gateway is still found and put back.
+    #[test]
+    fn kept_objects_diff_like_the_objects_themselves() {
+        use crate::reconcile::diff::{self, Object, Write};
+        use crate::reconcile::inputs::Observed;
+        use crate::reconcile::render::{ListenerInputs, RenderOptions, render};
+        use crate::reconcile::testing;
+
+        fn through<K: Split + Clone>(o: &K) -> K {
+            Kept::keep(o.clone())
+                .and_then(|k| k.restore())
+                .expect("kept and restored")
+        }
+        let w = testing::world();
+        let s = w.tgw.settings(&Default::default()).expect("valid");
+        let li = ListenerInputs {
+            port443_namespaces: ["tenant-alice".to_string()].into(),
+            hosts: (0..40).map(|i| format!("h{i}.alice.example.org")).collect(),
+            child_apexes: Default::default(),
+        };
+        let d = render(&w.tgw, &s, &li, RenderOptions::default());
+        assert!(
+            matches!(
+                Kept::keep(d.gateway.clone()).map(|k| k.body),
+                Some(Body::Deflated { .. })
+            ),
+            "a Gateway with 41 listeners is kept deflated"
+        );
+        let observed = Observed {
+            gateways: vec![through(&d.gateway)],
+            issuers: d.issuer.iter().map(through).collect(),
+            certificates: d.certificates.iter().map(through).collect(),
+            http_routes: vec![through(&d.redirect)],
+        };
+        assert_eq!(observed.certificates.len(), 40);
+        let (writes, refused) = diff::objects(&d, &observed, &w.tgw);
+        assert!(
+            writes.is_empty() && refused.is_empty(),
+            "{writes:?} {refused:?}"
+        );
+
+        let mut edited = d.gateway.clone();
+        edited.spec.listeners[7].port = 8443;
+        let changed = Observed {
+            gateways: vec![through(&edited)],
+            ..observed.clone()
+        };
+        let (writes, _) = diff::objects(&d, &changed, &w.tgw);
+        assert!(
+            matches!(writes.as_slice(), [Write::Apply(Object::Gateway(_))]),
+            "{writes:?}"
+        );
+        let mut cert = d.certificates[3].clone();
+        cert.spec.dns_names.push("extra.alice.example.org".into());
+        let mut certs = observed.certificates.clone();
+        certs[3] = through(&cert);
+        let changed = Observed {
+            certificates: certs,
+            ..observed
+        };
+        let (writes, _) = diff::objects(&d, &changed, &w.tgw);
+        assert!(
+            matches!(writes.as_slice(), [Write::Apply(Object::Certificate(_))]),
+            "{writes:?}"
+        );
+    }
+
+    #[test]
+    fn a_damaged_deflated_body_is_not_restored() {
+        let mut kept = Kept::keep(big(200, "x")).expect("kept");
+        if let Body::Deflated { len, .. } = &mut kept.body {
+            // Claims less text than it inflates to: the limit stops it.
+            *len /= 2;
+        }
+        assert_eq!(kept.restore(), None);
+    }
+
+    #[test]
+    fn uids_round_trip_in_either_form() {
+        for uid in [
+            "8bef6697-f0a5-447e-bc59-c9828a4de1c6",
+            "00000000-0000-0000-0000-000000000000",
+            "8BEF6697-F0A5-447E-BC59-C9828A4DE1C6",
+            "8bef6697f0a5447ebc59c9828a4de1c6",
+            "8bef6697-f0a5-447e-bc59-c9828a4de1c",
+            "8bef6697+f0a5-447e-bc59-c9828a4de1c6",
+            "zzzzzzzz-f0a5-447e-bc59-c9828a4de1c6",
+            "",
+            "u",
+        ] {
+            let u = Uid::new(uid.to_string());
+            assert_eq!(u.to_text(), uid);
+            let compact = matches!(u, Uid::Uuid(_));
+            assert_eq!(
+                compact,
+                uid.len() == 36
+                    && uid
+                        .chars()
+                        .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+                    && uid.matches('-').count() == 4,
+                "{uid}"
+            );
+        }
+    }
+
+    #[test]
+    fn labels_other_than_ours_are_kept_as_they_are() {
+        for v in [Some("yes"), Some(MANAGED_BY_VALUE), Some(""), None] {
+            let o = Obj {
+                meta: ObjectMeta {
+                    name: Some("c".into()),
+                    labels: v
+                        .map(|v| BTreeMap::from([(MANAGED_BY_LABEL.to_string(), v.to_string())])),
+                    ..ObjectMeta::default()
+                },
+                spec: 1,
+                status: None,
+            };
+            assert_eq!(
+                Kept::keep(o.clone()).and_then(|k| k.restore()),
+                Some(o),
+                "{v:?}"
+            );
+        }
     }
 }
