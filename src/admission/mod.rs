@@ -227,6 +227,9 @@ pub struct Admission {
     counters: counters::Counters,
     /// Routes per Gateway, for the warnings of SPEC §3.4 (empty: none are given).
     routes: Arc<RouteIndex>,
+    /// What each Gateway's current snapshot in `routes` claims (per review: a lookup per
+    /// hostname, not a scan of the Gateway's routes).
+    summaries: route_warnings::SummaryCache,
 }
 
 impl Admission {
@@ -237,12 +240,14 @@ impl Admission {
             counters: counters::Counters::new(metrics.clone()),
             metrics,
             routes: Arc::default(),
+            summaries: route_warnings::SummaryCache::default(),
         }
     }
 
     /// Warn from this route index (the reconciler's, or a `--routes` snapshot).
     pub fn with_routes(mut self, routes: Arc<RouteIndex>) -> Admission {
         self.routes = routes;
+        self.summaries = route_warnings::SummaryCache::default();
         self
     }
 
