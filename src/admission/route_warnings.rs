@@ -539,18 +539,13 @@ impl super::Admission {
 
 /// The route being admitted as route facts, through the index's own projection.
 fn admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
-    // Only the spec fields the projection reads: the rules are most of a route, and copying
-    // and re-encoding them was most of the cost of the warnings per review.
-    let spec = match review.object.get("spec") {
-        Some(serde_json::Value::Object(m)) => serde_json::Value::Object(
-            m.iter()
-                .filter(|(k, _)| *k == "hostnames" || *k == "parentRefs")
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect(),
-        ),
-        Some(other) => other.clone(),
-        None => serde_json::Value::Null,
-    };
+    // The admission codec kept only the fields a layer reads (src/admission/project.rs):
+    // this spec is hostnames and parentRefs, not the rules.
+    let spec = review
+        .object
+        .get("spec")
+        .cloned()
+        .unwrap_or(serde_json::Value::Null);
     let object = kube::api::DynamicObject {
         types: None,
         metadata: kube::api::ObjectMeta {
@@ -1321,8 +1316,8 @@ mod tests {
         }
     }
 
-    /// The admitted object is read with only the spec fields the projection knows; the facts
-    /// are those of the whole object, whatever shape the spec has.
+    /// The admitted object's facts are those the index projects from the whole object,
+    /// whatever shape the spec has.
     #[test]
     fn the_admitted_route_reads_as_the_whole_object() {
         let rules = json!([{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
