@@ -12,6 +12,7 @@ mod client;
 mod drive;
 mod payload;
 mod prom;
+mod routes;
 mod rss;
 
 use std::net::SocketAddr;
@@ -94,6 +95,10 @@ struct MicroArgs {
     /// Namespaces in the snapshot.
     #[arg(long, default_value_t = 10_000)]
     namespaces: usize,
+    /// Routes in the route index the warnings read (0: none, the warnings do no work); a
+    /// quarter of them are on the review's Gateway (see bench/loadgen/routes.rs).
+    #[arg(long, default_value_t = 0)]
+    routes: usize,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -113,6 +118,10 @@ pub struct LoadArgs {
     /// Protocols to drive, in order.
     #[arg(long, value_delimiter = ',', default_value = "h2,h1", value_parser = parse_proto)]
     pub protocols: Vec<Proto>,
+    /// Routes in the real handler's route index, for the SPEC §3.4 warnings (0: no index);
+    /// a quarter of them on the review's Gateway (see bench/loadgen/routes.rs).
+    #[arg(long, default_value_t = 0)]
+    pub routes: usize,
 }
 
 #[derive(Debug, Args)]
@@ -378,20 +387,47 @@ pub fn load_line(tag: &str, r: &PhaseResult) -> String {
     s
 }
 
-fn real_handler(namespaces: usize, metrics: Metrics) -> Admission {
+fn real_handler(namespaces: usize, routes: usize, metrics: Metrics) -> Admission {
+    let ns = payload::namespaces(namespaces);
     let mut snapshot = StaticNamespaces::default();
-    for n in payload::namespaces(namespaces) {
-        snapshot.insert(&n.name, n.labels);
+    for n in &ns {
+        snapshot.insert(&n.name, n.labels.clone());
     }
     let cfg = PolicyConfig {
         root_host: Some(payload::ROOT_HOST.to_string()),
         ..PolicyConfig::default()
     };
-    Admission::new(
+    let admission = Admission::new(
         Arc::new(cfg),
         NamespaceSource::Static(Arc::new(snapshot)),
         metrics,
-    )
+    );
+    if routes == 0 {
+        return admission;
+    }
+    let layout = routes::layout(routes, &ns);
+    println!("{}", layout.describe());
+    admission.with_routes(Arc::new(layout.index))
+}
+
+/// The warnings the real handler gives the review (printed, so a run shows that the warning
+/// path ran); `None` when it did not allow it.
+fn warnings_given(real: &Admission, review: &payload::Review) -> Option<Vec<String>> {
+    let uid = payload::uid(u32::MAX, 0);
+    let r = futures::executor::block_on(real.handle(
+        Some(tenant_gateway::admission::WebhookResource::HttpRoutes),
+        &review.with_uid(&uid),
+    ));
+    (r.status == 200 && payload::allowed_for(&r.body, &uid)).then(|| routes::warnings_in(&r.body))
+}
+
+/// "[20000 routes, 2 warnings]" for the verdict lines of a run with a route index.
+fn scope(routes: usize, warnings: usize) -> String {
+    if routes == 0 {
+        String::new()
+    } else {
+        format!(" [{routes} routes indexed, {warnings} warning(s) per review]")
+    }
 }
 
 /// Mean wall time of `f` over `n` calls on this (otherwise idle) thread, in ns.
@@ -408,7 +444,14 @@ fn time_per_call(n: u32, mut f: impl FnMut(u32)) -> f64 {
 
 fn micro(a: MicroArgs) -> ExitCode {
     let review = payload::httproute_review();
-    let real = real_handler(a.namespaces, Metrics::new());
+    let real = real_handler(a.namespaces, a.routes, Metrics::new());
+    let Some(given) = warnings_given(&real, &review) else {
+        println!("INVALID RUN: the real handler did not allow the review");
+        return ExitCode::from(1);
+    };
+    for w in &given {
+        println!("warning given: {w}");
+    }
     let bodies: Vec<Vec<u8>> = (0..64u32)
         .map(|w| review.with_uid(&payload::uid(w, 0)))
         .collect();
@@ -454,9 +497,11 @@ fn micro(a: MicroArgs) -> ExitCode {
         },
     );
     println!(
-        "payload {} bytes, {} iterations each, one thread, no TLS/HTTP",
+        "payload {} bytes, {} iterations each, one thread, no TLS/HTTP, {} routes indexed, {} warning(s) per review",
         review.len(),
-        a.iterations
+        a.iterations,
+        a.routes,
+        given.len()
     );
     println!();
     println!("| operation | time per review |");
@@ -480,19 +525,22 @@ struct Pair {
     client_rt: Runtime,
     real_srv: InProcess,
     always_srv: InProcess,
+    /// The real handler the server runs, for [`warnings_given`].
+    real: Arc<Admission>,
 }
 
 impl Pair {
-    fn start(namespaces: usize, server_threads: usize, client_threads: usize) -> Pair {
+    fn start(load: &LoadArgs, server_threads: usize) -> Pair {
+        let (namespaces, client_threads) = (load.namespaces, load.client_threads);
         let dir = tempfile::tempdir().expect("a temporary folder");
         let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
         certs::write(dir.path(), &dev).expect("certificates written");
         let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
         let real_metrics = Metrics::new();
-        let real = Arc::new(real_handler(namespaces, real_metrics.clone()));
+        let real = Arc::new(real_handler(namespaces, load.routes, real_metrics.clone()));
         let server_rt = runtime("server", server_threads);
         let client_rt = runtime("client", client_threads);
-        let real_srv = start(&server_rt, real, real_metrics, &cert, &key);
+        let real_srv = start(&server_rt, real.clone(), real_metrics, &cert, &key);
         let always_srv = start(
             &server_rt,
             Arc::new(AlwaysAllow),
@@ -507,6 +555,7 @@ impl Pair {
             client_rt,
             real_srv,
             always_srv,
+            real,
         }
     }
 }
@@ -519,7 +568,8 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
         client_rt,
         real_srv,
         always_srv,
-    } = Pair::start(a.load.namespaces, a.server_threads, a.load.client_threads);
+        real,
+    } = Pair::start(&a.load, a.server_threads);
     let target = |w: Which| Target {
         addr: match w {
             Which::Real => real_srv.webhook,
@@ -535,12 +585,13 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
 
     for &shape in &a.payloads {
         println!(
-            "payload {}: {} bytes HTTPRoute AdmissionReview in {} -> {}; snapshot {} namespaces",
+            "payload {}: {} bytes HTTPRoute AdmissionReview in {} -> {}; snapshot {} namespaces; {} routes indexed",
             shape.label(),
             payload::review(shape).len(),
             payload::TENANT_NS,
             payload::PATH,
-            a.load.namespaces
+            a.load.namespaces,
+            a.load.routes
         );
     }
     println!(
@@ -569,7 +620,23 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
         .flat_map(|s| a.load.protocols.iter().map(move |p| (s, p)))
     {
         let review = payload::review(shape);
+        let Some(given) = warnings_given(&real, &review) else {
+            println!(
+                "INVALID RUN: the real handler did not allow the {} review",
+                shape.label()
+            );
+            return ExitCode::from(1);
+        };
+        for w in &given {
+            println!("[{} {}] warning given: {w}", proto.label(), shape.label());
+        }
+        let scope = scope(a.load.routes, given.len());
         let tag = format!("{} {}", proto.label(), shape.label());
+        let payload_col = if a.load.routes == 0 {
+            shape.label().to_string()
+        } else {
+            format!("{} + {} routes", shape.label(), a.load.routes)
+        };
         let mut peaks: Vec<(Which, Measured)> = Vec::new();
         for round in 0..a.rounds.max(1) {
             let order = if round % 2 == 0 {
@@ -650,7 +717,7 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
             rows_peak.push(format!(
                 "| {} | {} | {} | {:.0} | {} | {} | {} | {} | {} | {} | {} |",
                 proto.label(),
-                shape.label(),
+                payload_col,
                 w.label(),
                 rps,
                 per_req(m.cpu.0, m.result.ok),
@@ -670,14 +737,16 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
         }
         verdicts.push(if shape == payload::Shape::Create4k {
             format!(
-                "{} ratio real/AlwaysAllow req/s = {:.3} (target >= 0.80): {}",
+                "{} ratio{scope} real/AlwaysAllow req/s = {:.3} (target >= 0.80): {}",
                 proto.label(),
                 ratio,
                 pass(ratio >= 0.8)
             )
         } else {
             // SPEC §8's target is stated for the 4 KiB review; the larger bodies are reported.
-            format!("{tag} ratio real/AlwaysAllow req/s = {ratio:.3} (reported; no SPEC target)")
+            format!(
+                "{tag} ratio{scope} real/AlwaysAllow req/s = {ratio:.3} (reported; no SPEC target)"
+            )
         });
 
         let rate = real_rps / 2.0;
@@ -724,7 +793,7 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
             rows_half.push(format!(
                 "| {} | {} | {} | {:.0} | {:.0} | {} | {} | {} | {} | {} | {} | {} | {} |",
                 proto.label(),
-                shape.label(),
+                payload_col,
                 w.label(),
                 rate,
                 m.result.rps(),
@@ -754,7 +823,7 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
             if w == Which::Real && shape == payload::Shape::Create4k {
                 let p99 = m.server.as_ref().and_then(|b| b.quantile(0.99));
                 verdicts.push(format!(
-                    "{} server-side p99 at half peak = {} (target < 1 ms): {}",
+                    "{} server-side p99{scope} at half peak = {} (target < 1 ms): {}",
                     proto.label(),
                     m.server
                         .as_ref()
@@ -816,7 +885,8 @@ fn sweep(a: SweepArgs) -> ExitCode {
         client_rt,
         real_srv,
         always_srv,
-    } = Pair::start(a.load.namespaces, a.server_threads, a.load.client_threads);
+        real: _,
+    } = Pair::start(&a.load, a.server_threads);
     let Some(&proto) = a.load.protocols.first() else {
         eprintln!("--protocols is empty");
         return ExitCode::from(2);

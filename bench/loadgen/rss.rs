@@ -101,6 +101,12 @@ fn index_breakdown(ns: &[payload::Ns], file: &std::path::Path) -> Breakdown {
 }
 
 pub fn run(a: RssArgs) -> ExitCode {
+    if a.load.routes > 0 {
+        eprintln!(
+            "error: `serve --namespaces` (what this mode starts) has no route index; the RSS with routes is measured by bench/reconcile/run (see bench/README.md)"
+        );
+        return ExitCode::from(2);
+    }
     if !a.binary.exists() {
         eprintln!(
             "error: {} does not exist; build it with `cargo build --release`",

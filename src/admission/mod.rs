@@ -230,6 +230,9 @@ pub struct Admission {
     routes: Arc<RouteIndex>,
     /// A route index is attached ([`Admission::with_routes`]): route warnings are looked for.
     warns: bool,
+    /// What each Gateway's current snapshot in `routes` claims (per review: a lookup per
+    /// hostname, not a scan of the Gateway's routes).
+    summaries: route_warnings::SummaryCache,
 }
 
 impl Admission {
@@ -241,6 +244,7 @@ impl Admission {
             metrics,
             routes: Arc::default(),
             warns: false,
+            summaries: route_warnings::SummaryCache::default(),
         }
     }
 
@@ -248,6 +252,7 @@ impl Admission {
     pub fn with_routes(mut self, routes: Arc<RouteIndex>) -> Admission {
         self.routes = routes;
         self.warns = true;
+        self.summaries = route_warnings::SummaryCache::default();
         self
     }
 

@@ -21,11 +21,11 @@
 //! http01 one (dns01/existingSecret Gateways have no per-hostname listeners; their routes
 //! rarely come near 63 distinct hostnames, and the warning says what it assumes).
 
-use std::collections::{BTreeMap, BTreeSet, HashSet};
-use std::sync::Arc;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::{Arc, Mutex, Weak};
 
 use crate::claims::{self, Claimant};
-use crate::cluster::routes::{GatewayRoutes, gateways_of};
+use crate::cluster::routes::{GatewayRoutes, RouteIndex, gateways_of};
 use crate::hostname;
 use crate::reconcile::inputs::{RouteFacts, RouteKind};
 use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https};
@@ -70,9 +70,32 @@ pub struct RouteWarning {
 /// (`""` without the label): a tenant namespace reaches another namespace's Gateway only
 /// through that label (layer 1), so a route naming any other Gateway will not attach and gets
 /// no warning about it. `None` (labels not read: outside tenant scope) judges every Gateway.
+///
+/// This summarises each snapshot afresh; the server reads the summaries through a
+/// [`SummaryCache`] instead ([`warnings_from`]).
 pub fn warnings(
     route: &RouteFacts,
     snapshot: impl Fn(&str, &str) -> Arc<GatewayRoutes>,
+    system_prefix: &str,
+    publishes_through: Option<&str>,
+) -> Vec<RouteWarning> {
+    warnings_from(
+        route,
+        |ns, name| {
+            let routes = snapshot(ns, name);
+            let summary = Arc::new(GatewaySummary::of(&routes, ns, name, system_prefix));
+            (routes, summary)
+        },
+        system_prefix,
+        publishes_through,
+    )
+}
+
+/// [`warnings`] from each Gateway's snapshot and its [`GatewaySummary`]: a few lookups per
+/// hostname of `route`, whatever the number of routes on the Gateway.
+pub fn warnings_from(
+    route: &RouteFacts,
+    summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
     system_prefix: &str,
     publishes_through: Option<&str>,
 ) -> Vec<RouteWarning> {
@@ -86,28 +109,214 @@ pub fn warnings(
         if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
-        let routes = snapshot(&gw_ns, &gw_name);
+        let (routes, summary) = summary(&gw_ns, &gw_name);
         let on = Gateway {
             namespace: &gw_ns,
             name: &gw_name,
         };
-        let published: Vec<&RouteFacts> = routes
-            .values()
-            .map(|r| &**r)
-            .filter(|r| {
-                (r.kind, &r.namespace, &r.name) != (route.kind, &route.namespace, &route.name)
-            })
-            .filter(|r| on.published_by(r))
-            .collect();
         match route.kind {
-            RouteKind::HttpRoute => http_route(route, &on, &published, system_prefix, &mut out),
-            RouteKind::TlsRoute => tls_route(route, &on, &published, &mut out),
+            RouteKind::HttpRoute => {
+                http_route(route, &on, &routes, &summary, system_prefix, &mut out)
+            }
+            RouteKind::TlsRoute => tls_route(route, &summary, &on, &mut out),
         }
     }
     for w in &mut out {
         w.text = super::truncate_warning(&w.text);
     }
     out
+}
+
+/// What the published routes of one Gateway claim, from one snapshot of its routes: what a
+/// review needs, gathered once instead of scanning every route on the Gateway per review.
+#[derive(Debug, Default)]
+pub struct GatewaySummary {
+    /// Hostnames (as written) of the published HTTPRoutes that claim HTTPS listeners here.
+    https: HashMap<String, HostClaims>,
+    /// How many of those hostnames get a listener (valid, not a wildcard).
+    listenable: usize,
+    /// Distinct `tls-…` sections published TLSRoutes name here (one listener each).
+    passthrough: usize,
+    /// Hostnames of published TLSRoutes: one route per namespace passing each through, by
+    /// namespace.
+    tls: HashMap<String, Vec<Arc<RouteFacts>>>,
+}
+
+#[derive(Debug, Default)]
+struct HostClaims {
+    /// The claiming routes, each once, in [`claims::compare`] order (the winner first).
+    ranked: Vec<Arc<RouteFacts>>,
+    /// One claiming route per namespace, by namespace.
+    namespaces: Vec<Arc<RouteFacts>>,
+}
+
+fn claimant(r: &RouteFacts) -> Claimant<'_> {
+    Claimant {
+        namespace: &r.namespace,
+        name: &r.name,
+    }
+}
+
+fn same_route(a: &RouteFacts, b: &RouteFacts) -> bool {
+    (a.kind, &a.namespace, &a.name) == (b.kind, &b.namespace, &b.name)
+}
+
+/// Sorted by namespace, one route per namespace.
+fn by_namespace(mut v: Vec<Arc<RouteFacts>>) -> Vec<Arc<RouteFacts>> {
+    v.sort_by(|a, b| a.namespace.cmp(&b.namespace));
+    v.dedup_by(|a, b| a.namespace == b.namespace);
+    v
+}
+
+impl GatewaySummary {
+    /// The summary of `routes`, the snapshot of Gateway `namespace/name`.
+    pub fn of(
+        routes: &GatewayRoutes,
+        namespace: &str,
+        name: &str,
+        system_prefix: &str,
+    ) -> GatewaySummary {
+        let on = Gateway { namespace, name };
+        let mut https: HashMap<String, Vec<Arc<RouteFacts>>> = HashMap::new();
+        let mut tls: HashMap<String, Vec<Arc<RouteFacts>>> = HashMap::new();
+        let mut sections: BTreeSet<&str> = BTreeSet::new();
+        for r in routes.values().filter(|r| on.published_by(r)) {
+            match r.kind {
+                RouteKind::HttpRoute => {
+                    if on.claimed_by(r) {
+                        for h in &r.hostnames {
+                            https.entry(h.clone()).or_default().push(r.clone());
+                        }
+                    }
+                }
+                RouteKind::TlsRoute => {
+                    sections.extend(
+                        on.targeted_by(r)
+                            .flatten()
+                            .filter(|s| s.starts_with("tls-")),
+                    );
+                    for h in &r.hostnames {
+                        tls.entry(h.clone()).or_default().push(r.clone());
+                    }
+                }
+            }
+        }
+        let https: HashMap<String, HostClaims> = https
+            .into_iter()
+            .map(|(h, mut ranked)| {
+                ranked.sort_by(|a, b| claims::compare(&claimant(a), &claimant(b), system_prefix));
+                // A route listing a hostname twice is one claimant.
+                ranked.dedup_by(|a, b| same_route(a, b));
+                let namespaces = by_namespace(ranked.clone());
+                (h, HostClaims { ranked, namespaces })
+            })
+            .collect();
+        let listenable = https.keys().filter(|h| listenable(h)).count();
+        GatewaySummary {
+            https,
+            listenable,
+            passthrough: sections.len(),
+            tls: tls.into_iter().map(|(h, v)| (h, by_namespace(v))).collect(),
+        }
+    }
+}
+
+/// A hostname that gets an HTTPS listener of its own under http01.
+fn listenable(h: &str) -> bool {
+    !hostname::is_wildcard(h) && hostname::validate(h).is_ok()
+}
+
+/// The namespaces of `routes` (one route per namespace, by namespace) other than `except`:
+/// how many, and how [`some_of`] names them ("a", "a and b", "a and 2 more").
+fn namespaces_except(routes: &[Arc<RouteFacts>], except: &str) -> (usize, String) {
+    let mine = routes
+        .binary_search_by(|r| (*r.namespace).cmp(except))
+        .is_ok();
+    let n = routes.len() - usize::from(mine);
+    let first_two: BTreeSet<&str> = routes
+        .iter()
+        .map(|r| &*r.namespace)
+        .filter(|ns| *ns != except)
+        .take(2)
+        .collect();
+    let text = match first_two.first() {
+        Some(a) if n > 2 => format!("{a} and {} more", n - 1),
+        _ => some_of(&first_two),
+    };
+    (n, text)
+}
+
+/// Summaries of the Gateways that reviews asked about, each kept with a weak handle on the
+/// index snapshot it was computed from. The index replaces a Gateway's snapshot (copy on
+/// write, `Arc::make_mut`) whenever one of its routes changes, so a summary is reused exactly
+/// as long as its snapshot is the current one: the same answers as summarising on every
+/// review. The weak handle keeps the old snapshot's allocation, so a newer snapshot never
+/// gets its address, and it makes the index move a snapshot it changes rather than clone it.
+///
+/// One cache per [`super::Admission`]: summaries depend on its `system_prefix`.
+#[derive(Debug, Default)]
+pub struct SummaryCache {
+    entries: Mutex<CacheEntries>,
+}
+
+type Cached = (Weak<GatewayRoutes>, Arc<GatewaySummary>);
+
+#[derive(Debug, Default)]
+struct CacheEntries {
+    by_gateway: HashMap<(String, String), Cached>,
+    /// At this many entries, the summaries of snapshots that are gone are dropped.
+    sweep_at: usize,
+}
+
+/// Gateways with fewer routes are summarised on each review (about what the lookup costs),
+/// which keeps the thousands of small tenant Gateways out of the cache.
+const CACHE_FROM: usize = 32;
+
+impl SummaryCache {
+    fn lock(&self) -> std::sync::MutexGuard<'_, CacheEntries> {
+        // Plain maps survive a panicking holder.
+        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Gateway `namespace/name`'s current snapshot in `index`, with its summary.
+    pub fn get(
+        &self,
+        index: &RouteIndex,
+        namespace: &str,
+        name: &str,
+        system_prefix: &str,
+    ) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>) {
+        let routes = index.for_gateway(namespace, name);
+        if routes.len() < CACHE_FROM {
+            let summary = GatewaySummary::of(&routes, namespace, name, system_prefix);
+            return (routes, Arc::new(summary));
+        }
+        let key = (namespace.to_string(), name.to_string());
+        if let Some((seen, summary)) = self.lock().by_gateway.get(&key)
+            && std::ptr::eq(seen.as_ptr(), Arc::as_ptr(&routes))
+        {
+            return (routes, summary.clone());
+        }
+        // Computed without the lock; reviews racing on a new snapshot each compute it once.
+        let summary = Arc::new(GatewaySummary::of(&routes, namespace, name, system_prefix));
+        let mut g = self.lock();
+        if g.by_gateway.len() >= g.sweep_at {
+            g.by_gateway.retain(|_, (seen, _)| seen.strong_count() > 0);
+            g.sweep_at = (2 * g.by_gateway.len()).max(64);
+        }
+        g.by_gateway
+            .insert(key, (Arc::downgrade(&routes), summary.clone()));
+        (routes, summary)
+    }
+
+    /// Gateways with a summary kept (for tests and metrics).
+    pub fn len(&self) -> usize {
+        self.lock().by_gateway.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
 }
 
 struct Gateway<'a> {
@@ -166,7 +375,8 @@ fn some_of(names: &BTreeSet<&str>) -> String {
 fn http_route(
     route: &RouteFacts,
     on: &Gateway<'_>,
-    published: &[&RouteFacts],
+    routes: &GatewayRoutes,
+    summary: &GatewaySummary,
     system_prefix: &str,
     out: &mut Vec<RouteWarning>,
 ) {
@@ -175,51 +385,32 @@ fn http_route(
         return;
     }
     let mine = valid_hostnames(route);
-    // One pass over the Gateway's routes: who else claims each of our hostnames, and the
-    // distinct hostnames with a listener, counted only up to the cap (past it nothing is
-    // left either way, so a large Gateway costs a scan, not a set of all its hostnames).
-    let mut claimed: BTreeMap<&str, Vec<Claimant<'_>>> = BTreeMap::new();
-    let mut with_listener: HashSet<&str> = HashSet::new();
-    for r in published.iter().filter(|r| on.claimed_by(r)) {
-        for h in r.hostnames.iter().map(String::as_str) {
-            if mine.contains(h) {
-                claimed.entry(h).or_default().push(Claimant {
-                    namespace: &r.namespace,
-                    name: &r.name,
-                });
-            }
-            if with_listener.len() < MAX_LISTENERS
-                && !hostname::is_wildcard(h)
-                && hostname::validate(h).is_ok()
-            {
-                with_listener.insert(h);
-            }
-        }
-    }
-    let me = Claimant {
-        namespace: &route.namespace,
-        name: &route.name,
+    let me = claimant(route);
+    let is_me = |r: &RouteFacts| r.kind == route.kind && same_route(r, route);
+    // The summary counts the route itself when an earlier version of it is published here;
+    // it is judged against the others only.
+    let others = |h: &str| {
+        summary
+            .https
+            .get(h)
+            .map(|c| c.ranked.iter().filter(|r| !is_me(r)))
     };
+    let claimed_by_others = |h: &str| others(h).is_some_and(|mut it| it.next().is_some());
     for h in &mine {
-        let Some(others) = claimed.get(h) else {
+        let Some(claims) = summary.https.get(*h) else {
             continue;
         };
-        let foreign: BTreeSet<&str> = others
-            .iter()
-            .filter(|c| !claims::shares_with(c, &me))
-            .map(|c| c.namespace)
-            .collect();
-        if foreign.is_empty() {
+        // The route's own namespace shares the hostname: only other namespaces conflict.
+        let (foreign, names) = namespaces_except(&claims.namespaces, me.namespace);
+        if foreign == 0 {
             continue;
         }
-        let Some(winner) = claims::winner(others.iter().copied().chain([me]), system_prefix) else {
+        let best_other = others(h).and_then(|mut it| it.next()).map(|r| claimant(r));
+        let Some(winner) = claims::winner(best_other.into_iter().chain([me]), system_prefix) else {
             continue;
         };
         let text = if claims::shares_with(&me, &winner) {
-            format!(
-                "HostnameConflict for {}: {h} is also on {on}; this route wins",
-                some_of(&foreign)
-            )
+            format!("HostnameConflict for {names}: {h} is also on {on}; this route wins")
         } else {
             format!(
                 "HostnameConflict: {h} is already on {on} from {}, which wins",
@@ -232,19 +423,33 @@ fn http_route(
         });
     }
 
-    // The budget, as http01 counts it.
-    let passthrough: BTreeSet<&str> = published
-        .iter()
-        .filter(|r| r.kind == RouteKind::TlsRoute)
-        .flat_map(|r| on.targeted_by(r))
-        .flatten()
-        .filter(|s| s.starts_with("tls-"))
-        .collect();
-    let in_use = 1 + passthrough.len() + with_listener.len();
+    // The budget, as http01 counts it: hostnames only this route's published version claims
+    // are the ones it would take over, not listeners in use by others.
+    let own_only = routes
+        .get(&(
+            route.kind,
+            route.namespace.as_str().into(),
+            route.name.as_str().into(),
+        ))
+        .filter(|r| on.published_by(r) && on.claimed_by(r))
+        .map_or(0, |r| {
+            r.hostnames
+                .iter()
+                .map(String::as_str)
+                .collect::<BTreeSet<&str>>()
+                .into_iter()
+                .filter(|h| listenable(h) && !claimed_by_others(h))
+                .count()
+        });
+    let with_listener = summary
+        .listenable
+        .saturating_sub(own_only)
+        .min(MAX_LISTENERS);
+    let in_use = 1 + summary.passthrough + with_listener;
     let left = MAX_LISTENERS.saturating_sub(in_use);
     let new = mine
         .iter()
-        .filter(|h| !hostname::is_wildcard(h) && !claimed.contains_key(*h))
+        .filter(|h| !hostname::is_wildcard(h) && !claimed_by_others(h))
         .count();
     if new == 0 || new < left {
         return;
@@ -267,26 +472,22 @@ fn http_route(
 
 fn tls_route(
     route: &RouteFacts,
+    summary: &GatewaySummary,
     on: &Gateway<'_>,
-    published: &[&RouteFacts],
     out: &mut Vec<RouteWarning>,
 ) {
     for h in valid_hostnames(route) {
-        let others: BTreeSet<&str> = published
-            .iter()
-            .filter(|r| r.kind == RouteKind::TlsRoute && r.namespace != route.namespace)
-            .filter(|r| r.hostnames.iter().any(|x| x == h))
-            .map(|r| r.namespace.as_str())
-            .collect();
-        if others.is_empty() {
+        let Some(passing) = summary.tls.get(h) else {
+            continue;
+        };
+        // Its own namespace (the route itself included) shares a passthrough.
+        let (n, names) = namespaces_except(passing, &route.namespace);
+        if n == 0 {
             continue;
         }
         out.push(RouteWarning {
             reason: Reason::PassthroughShared,
-            text: format!(
-                "{h} also passes through {on} from {}; the data plane picks one",
-                some_of(&others)
-            ),
+            text: format!("{h} also passes through {on} from {names}; the data plane picks one"),
         });
     }
 }
@@ -320,10 +521,11 @@ impl super::Admission {
             ),
             crate::policy::NamespaceContext::NotFound => None,
         };
-        let found = warnings(
+        let prefix = &self.cfg.system_prefix;
+        let found = warnings_from(
             &facts,
-            |ns, name| self.routes.for_gateway(ns, name),
-            &self.cfg.system_prefix,
+            |ns, name| self.summaries.get(&self.routes, ns, name, prefix),
+            prefix,
             publishes_through,
         );
         found
@@ -341,6 +543,8 @@ impl super::Admission {
 
 /// The route being admitted as route facts, through the index's own projection.
 fn admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
+    // The admission codec kept only the fields a layer reads (src/admission/project.rs):
+    // this spec is hostnames and parentRefs, not the rules.
     let spec = review
         .object
         .get("spec")
@@ -365,6 +569,7 @@ mod tests {
     use crate::platform::CONTROLLER_NAME;
     use kube::api::DynamicObject;
     use serde_json::{Value, json};
+    use std::collections::BTreeMap;
 
     const GW: (&str, &str) = ("tenant-root", "tenant-root");
 
@@ -953,5 +1158,463 @@ mod tests {
         idx.apply(other);
         let got = warnings(&own, |ns, n| idx.for_gateway(ns, n), "cozy-", Some(""));
         assert_eq!(got.len(), 1, "{got:?}");
+    }
+
+    /// A route on the Gateways of `parents` (name, sectionName), in `tenant-root`; our status
+    /// entry for each Gateway of `published`.
+    fn routed(
+        kind: RouteKind,
+        ns: &str,
+        name: &str,
+        parents: &[(&str, Option<&str>)],
+        hosts: &[&str],
+        published: &[&str],
+    ) -> RouteFacts {
+        let parent = |gw: &str, section: Option<&str>| {
+            let mut p = json!({"name": gw, "namespace": GW.0});
+            if let Some(s) = section {
+                p["sectionName"] = json!(s);
+            }
+            p
+        };
+        let refs: Vec<Value> = parents.iter().map(|(g, s)| parent(g, *s)).collect();
+        let status: Vec<Value> = published
+            .iter()
+            .map(|g| {
+                let section = parents.iter().find(|(x, _)| x == g).and_then(|(_, s)| *s);
+                json!({"controllerName": CONTROLLER_NAME, "parentRef": parent(g, section),
+                       "conditions": []})
+            })
+            .collect();
+        let (api, k) = match kind {
+            RouteKind::TlsRoute => ("gateway.networking.k8s.io/v1alpha2", "TLSRoute"),
+            RouteKind::HttpRoute => ("gateway.networking.k8s.io/v1", "HTTPRoute"),
+        };
+        let o: DynamicObject = serde_json::from_value(json!({
+            "apiVersion": api, "kind": k,
+            "metadata": {"name": name, "namespace": ns},
+            "spec": {"parentRefs": refs, "hostnames": hosts},
+            "status": {"parents": status},
+        }))
+        .expect("dynamic object");
+        project(kind, &o)
+    }
+
+    /// A random route over small pools of namespaces, names, sections and hostnames (so that
+    /// claims collide, repeat and cross Gateways), `hosts` distinct listenable hostnames.
+    fn random_route(rng: &mut fastrand::Rng, hosts: usize) -> RouteFacts {
+        const NS: &[&str] = &[
+            "cozy-a",
+            "cozy-b",
+            "tenant-root",
+            "tenant-alice",
+            "tenant-alice-x",
+            "tenant-bob",
+            "tenant-c",
+        ];
+        const SECTIONS: &[Option<&str>] = &[
+            None,
+            None,
+            Some("https"),
+            Some("https-x"),
+            Some("http"),
+            Some("tls-a"),
+            Some("tls-b"),
+        ];
+        let kind = if rng.u8(0..5) == 0 {
+            RouteKind::TlsRoute
+        } else {
+            RouteKind::HttpRoute
+        };
+        let ns = NS[rng.usize(0..NS.len())];
+        let name = format!("r{}", rng.usize(0..40));
+        let mut parents = vec![(GW.1, SECTIONS[rng.usize(0..SECTIONS.len())])];
+        if rng.u8(0..8) == 0 {
+            parents.push(("gw2", SECTIONS[rng.usize(0..SECTIONS.len())]));
+        }
+        if rng.u8(0..10) == 0 {
+            // Twice on the same Gateway, another section.
+            parents.push((GW.1, SECTIONS[rng.usize(0..SECTIONS.len())]));
+        }
+        let names: Vec<String> = (0..rng.usize(0..4))
+            .map(|_| match rng.u8(0..20) {
+                0 => "*.example.org".to_string(),
+                1 => "Bad_".to_string(),
+                _ => format!("h{}.example.org", rng.usize(0..hosts.max(1))),
+            })
+            .collect();
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let published: Vec<&str> = parents
+            .iter()
+            .map(|(g, _)| *g)
+            .filter(|_| rng.u8(0..4) != 0)
+            .collect::<BTreeSet<&str>>()
+            .into_iter()
+            .collect();
+        routed(kind, ns, &name, &parents, &names, &published)
+    }
+
+    /// The summaries give the old scan's warnings, word for word, on random Gateways from
+    /// empty to 5,000 routes (listener budgets below, at and past 64; reviews of routes that
+    /// are already indexed, as an UPDATE is), through `warnings` and through the cache.
+    #[test]
+    fn summaries_answer_as_the_old_scan_did() {
+        let mut compared = 0usize;
+        let mut warned: BTreeMap<Reason, usize> = BTreeMap::new();
+        for seed in 0..40u64 {
+            let mut rng = fastrand::Rng::with_seed(seed);
+            let size = [0, 3, 30, 60, 200, 1000][rng.usize(0..6)];
+            let size = if seed == 39 { 5000 } else { size };
+            let hosts = [5, 40, 62, 70, 400][rng.usize(0..5)];
+            let idx = RouteIndex::default();
+            let mut indexed = Vec::new();
+            for _ in 0..size {
+                let r = random_route(&mut rng, hosts);
+                indexed.push(r.clone());
+                idx.apply(r);
+            }
+            let cache = SummaryCache::default();
+            let prefix = ["cozy-", ""][rng.usize(0..2)];
+            for i in 0..24 {
+                let mut route = random_route(&mut rng, hosts);
+                if i % 3 == 0 && !indexed.is_empty() {
+                    // An indexed route again (an UPDATE): with other hostnames, or its own
+                    // plus one.
+                    let o = &indexed[rng.usize(0..indexed.len())];
+                    if rng.bool() {
+                        (route.kind, route.namespace, route.name) =
+                            (o.kind, o.namespace.clone(), o.name.clone());
+                    } else {
+                        let extra = route.hostnames.first().cloned();
+                        route = o.clone();
+                        route.hostnames.extend(extra);
+                    }
+                }
+                for through in [None, Some("tenant-root"), Some("")] {
+                    let want =
+                        old_scan::warnings(&route, |ns, n| idx.for_gateway(ns, n), prefix, through);
+                    let got = warnings(&route, |ns, n| idx.for_gateway(ns, n), prefix, through);
+                    assert_eq!(got, want, "seed {seed}, review {i}: {route:?}");
+                    let cached = warnings_from(
+                        &route,
+                        |ns, n| cache.get(&idx, ns, n, prefix),
+                        prefix,
+                        through,
+                    );
+                    assert_eq!(cached, want, "seed {seed}, review {i} (cached)");
+                    compared += 1;
+                    for w in &want {
+                        *warned.entry(w.reason).or_default() += 1;
+                    }
+                }
+            }
+        }
+        // The inputs exercise every warning, not only the silent path.
+        for reason in [
+            Reason::HostnameConflict,
+            Reason::ListenerBudget,
+            Reason::PassthroughShared,
+        ] {
+            let n = warned.get(&reason).copied().unwrap_or(0);
+            assert!(n >= 20, "{reason:?}: {n} in {compared} reviews");
+        }
+    }
+
+    /// The admitted object's facts are those the index projects from the whole object,
+    /// whatever shape the spec has.
+    #[test]
+    fn the_admitted_route_reads_as_the_whole_object() {
+        let rules = json!([{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
+                            "backendRefs": [{"name": "web", "port": 80}]}]);
+        let specs = [
+            json!({"parentRefs": [{"name": "gw", "sectionName": "https"}],
+                   "hostnames": ["a.example.org", 7, "b.example.org"], "rules": rules}),
+            json!({"hostnames": ["a.example.org"], "rules": rules}),
+            json!({"parentRefs": "not a list", "hostnames": ["a.example.org"]}),
+            json!({"rules": rules}),
+            json!("not an object"),
+            Value::Null,
+        ];
+        for spec in specs {
+            let object = json!({"apiVersion": "gateway.networking.k8s.io/v1",
+                                "kind": "HTTPRoute",
+                                "metadata": {"name": "web", "namespace": "tenant-alice"},
+                                "spec": spec});
+            let review = crate::policy::Review {
+                operation: crate::policy::Operation::Create,
+                kind: "HTTPRoute",
+                namespace: "tenant-alice",
+                name: "web",
+                object: &object,
+                old_object: None,
+                username: "alice",
+                groups: &[],
+            };
+            let whole: DynamicObject =
+                serde_json::from_value(object.clone()).expect("dynamic object");
+            assert_eq!(
+                admitted(RouteKind::HttpRoute, &review),
+                project(RouteKind::HttpRoute, &whole),
+                "{spec}"
+            );
+        }
+    }
+
+    /// An UPDATE is counted against the others: the listeners its own published version
+    /// holds alone are not in use by anyone else.
+    #[test]
+    fn an_update_does_not_count_its_own_listeners() {
+        // (what, hostnames of the UPDATE of tenant-root/r00, expected substring)
+        let cases = [
+            (
+                "its old hostname frees the 64th listener for the new one",
+                vec!["new.example.org"],
+                "this route takes the last 1 of 64 listeners",
+            ),
+            (
+                "keeping its hostname and adding one: that one is short",
+                vec!["h00.example.org", "new.example.org"],
+                "1 of 64 listeners left, 2 needed, 1 hostname(s) get none",
+            ),
+        ];
+        for (what, hosts, want) in cases {
+            let route = http("tenant-root", "r00", &hosts);
+            let got: Vec<RouteWarning> = run(&filled(63), &route)
+                .into_iter()
+                .filter(|w| w.reason == Reason::ListenerBudget)
+                .collect();
+            assert_eq!(got.len(), 1, "{what}: {got:?}");
+            assert!(got[0].text.contains(want), "{what}: {:?}", got[0].text);
+        }
+        // Shared with another route, the hostname stays in use.
+        let mut index = filled(63);
+        index.push(http("tenant-root", "copy", &["h00.example.org"]));
+        let got = run(&index, &http("tenant-root", "r00", &["new.example.org"]));
+        assert!(
+            got.iter()
+                .any(|w| w.text.contains("0 of 64 listeners left")),
+            "{got:?}"
+        );
+    }
+
+    /// A summary is reused while the Gateway's snapshot is current and recomputed once a
+    /// route on it changes: the answers follow the index.
+    #[test]
+    fn the_cache_follows_the_index() {
+        let idx = RouteIndex::default();
+        for r in filled(40) {
+            idx.apply(r);
+        }
+        let cache = SummaryCache::default();
+        let h = "dashboard.alice.example.org";
+        let route = http("tenant-alice", "web", &[h]);
+        let run = || {
+            warnings_from(
+                &route,
+                |ns, n| cache.get(&idx, ns, n, "cozy-"),
+                "cozy-",
+                None,
+            )
+        };
+        assert!(run().is_empty());
+        let (first, _) = cache.get(&idx, GW.0, GW.1, "cozy-");
+        let (_, s1) = cache.get(&idx, GW.0, GW.1, "cozy-");
+        let (_, s2) = cache.get(&idx, GW.0, GW.1, "cozy-");
+        assert!(
+            Arc::ptr_eq(&s1, &s2),
+            "the same snapshot reuses its summary"
+        );
+        drop(first);
+        idx.apply(http("cozy-dashboard", "dashboard", &[h]));
+        let got = run();
+        assert_eq!(got.len(), 1, "{got:?}");
+        assert!(got[0].text.contains("from cozy-dashboard, which wins"));
+        let (_, s3) = cache.get(&idx, GW.0, GW.1, "cozy-");
+        assert!(
+            !Arc::ptr_eq(&s1, &s3),
+            "a changed Gateway gets a new summary"
+        );
+        idx.delete(RouteKind::HttpRoute, "cozy-dashboard", "dashboard");
+        assert!(run().is_empty());
+        assert_eq!(cache.len(), 1);
+    }
+
+    /// The scan every review did before [`GatewaySummary`] (kept as the oracle).
+    mod old_scan {
+        use super::super::*;
+        use std::collections::{BTreeMap, HashSet};
+
+        pub fn warnings(
+            route: &RouteFacts,
+            snapshot: impl Fn(&str, &str) -> Arc<GatewayRoutes>,
+            system_prefix: &str,
+            publishes_through: Option<&str>,
+        ) -> Vec<RouteWarning> {
+            // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
+            let targets = RouteFacts {
+                our_status: Vec::new(),
+                ..route.clone()
+            };
+            let mut out = Vec::new();
+            for (gw_ns, gw_name) in gateways_of(&targets) {
+                if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
+                    continue;
+                }
+                let routes = snapshot(&gw_ns, &gw_name);
+                let on = Gateway {
+                    namespace: &gw_ns,
+                    name: &gw_name,
+                };
+                let published: Vec<&RouteFacts> = routes
+                    .values()
+                    .map(|r| &**r)
+                    .filter(|r| {
+                        (r.kind, &r.namespace, &r.name)
+                            != (route.kind, &route.namespace, &route.name)
+                    })
+                    .filter(|r| on.published_by(r))
+                    .collect();
+                match route.kind {
+                    RouteKind::HttpRoute => {
+                        http_route(route, &on, &published, system_prefix, &mut out)
+                    }
+                    RouteKind::TlsRoute => tls_route(route, &on, &published, &mut out),
+                }
+            }
+            for w in &mut out {
+                w.text = crate::admission::truncate_warning(&w.text);
+            }
+            out
+        }
+
+        fn http_route(
+            route: &RouteFacts,
+            on: &Gateway<'_>,
+            published: &[&RouteFacts],
+            system_prefix: &str,
+            out: &mut Vec<RouteWarning>,
+        ) {
+            if !on.claimed_by(route) {
+                // sectionName `http` or `tls-…`: no HTTPS listener, no hostname claimed.
+                return;
+            }
+            let mine = valid_hostnames(route);
+            // One pass over the Gateway's routes: who else claims each of our hostnames, and the
+            // distinct hostnames with a listener, counted only up to the cap (past it nothing is
+            // left either way, so a large Gateway costs a scan, not a set of all its hostnames).
+            let mut claimed: BTreeMap<&str, Vec<Claimant<'_>>> = BTreeMap::new();
+            let mut with_listener: HashSet<&str> = HashSet::new();
+            for r in published.iter().filter(|r| on.claimed_by(r)) {
+                for h in r.hostnames.iter().map(String::as_str) {
+                    if mine.contains(h) {
+                        claimed.entry(h).or_default().push(Claimant {
+                            namespace: &r.namespace,
+                            name: &r.name,
+                        });
+                    }
+                    if with_listener.len() < MAX_LISTENERS
+                        && !hostname::is_wildcard(h)
+                        && hostname::validate(h).is_ok()
+                    {
+                        with_listener.insert(h);
+                    }
+                }
+            }
+            let me = Claimant {
+                namespace: &route.namespace,
+                name: &route.name,
+            };
+            for h in &mine {
+                let Some(others) = claimed.get(h) else {
+                    continue;
+                };
+                let foreign: BTreeSet<&str> = others
+                    .iter()
+                    .filter(|c| !claims::shares_with(c, &me))
+                    .map(|c| c.namespace)
+                    .collect();
+                if foreign.is_empty() {
+                    continue;
+                }
+                let Some(winner) =
+                    claims::winner(others.iter().copied().chain([me]), system_prefix)
+                else {
+                    continue;
+                };
+                let text = if claims::shares_with(&me, &winner) {
+                    format!(
+                        "HostnameConflict for {}: {h} is also on {on}; this route wins",
+                        some_of(&foreign)
+                    )
+                } else {
+                    format!(
+                        "HostnameConflict: {h} is already on {on} from {}, which wins",
+                        winner.namespace
+                    )
+                };
+                out.push(RouteWarning {
+                    reason: Reason::HostnameConflict,
+                    text,
+                });
+            }
+
+            // The budget, as http01 counts it.
+            let passthrough: BTreeSet<&str> = published
+                .iter()
+                .filter(|r| r.kind == RouteKind::TlsRoute)
+                .flat_map(|r| on.targeted_by(r))
+                .flatten()
+                .filter(|s| s.starts_with("tls-"))
+                .collect();
+            let in_use = 1 + passthrough.len() + with_listener.len();
+            let left = MAX_LISTENERS.saturating_sub(in_use);
+            let new = mine
+                .iter()
+                .filter(|h| !hostname::is_wildcard(h) && !claimed.contains_key(*h))
+                .count();
+            if new == 0 || new < left {
+                return;
+            }
+            let text = if new == left {
+                format!(
+                    "Gateway {on}: this route takes the last {left} of {MAX_LISTENERS} listeners (http01); more need certMode dns01"
+                )
+            } else {
+                format!(
+                    "Gateway {on}: {left} of {MAX_LISTENERS} listeners left, {new} needed, {} hostname(s) get none (http01); use certMode dns01",
+                    new - left
+                )
+            };
+            out.push(RouteWarning {
+                reason: Reason::ListenerBudget,
+                text,
+            });
+        }
+
+        fn tls_route(
+            route: &RouteFacts,
+            on: &Gateway<'_>,
+            published: &[&RouteFacts],
+            out: &mut Vec<RouteWarning>,
+        ) {
+            for h in valid_hostnames(route) {
+                let others: BTreeSet<&str> = published
+                    .iter()
+                    .filter(|r| r.kind == RouteKind::TlsRoute && r.namespace != route.namespace)
+                    .filter(|r| r.hostnames.iter().any(|x| x == h))
+                    .map(|r| r.namespace.as_str())
+                    .collect();
+                if others.is_empty() {
+                    continue;
+                }
+                out.push(RouteWarning {
+                    reason: Reason::PassthroughShared,
+                    text: format!(
+                        "{h} also passes through {on} from {}; the data plane picks one",
+                        some_of(&others)
+                    ),
+                });
+            }
+        }
     }
 }
