@@ -454,6 +454,11 @@ fn http_route(
     if new == 0 || new < left {
         return;
     }
+    out.push(budget_warning(on, left, new));
+}
+
+/// The listener-budget warning: `new` hostnames need a listener, `left` are free (`new ≥ left`).
+fn budget_warning(on: &Gateway<'_>, left: usize, new: usize) -> RouteWarning {
     let text = if new == left {
         format!(
             "Gateway {on}: this route takes the last {left} of {MAX_LISTENERS} listeners (http01); more need certMode dns01"
@@ -464,10 +469,10 @@ fn http_route(
             new - left
         )
     };
-    out.push(RouteWarning {
+    RouteWarning {
         reason: Reason::ListenerBudget,
         text,
-    });
+    }
 }
 
 fn tls_route(
@@ -1575,20 +1580,8 @@ mod tests {
             if new == 0 || new < left {
                 return;
             }
-            let text = if new == left {
-                format!(
-                    "Gateway {on}: this route takes the last {left} of {MAX_LISTENERS} listeners (http01); more need certMode dns01"
-                )
-            } else {
-                format!(
-                    "Gateway {on}: {left} of {MAX_LISTENERS} listeners left, {new} needed, {} hostname(s) get none (http01); use certMode dns01",
-                    new - left
-                )
-            };
-            out.push(RouteWarning {
-                reason: Reason::ListenerBudget,
-                text,
-            });
+            // The oracle counts on its own; only the wording is shared.
+            out.push(budget_warning(on, left, new));
         }
 
         fn tls_route(
