@@ -383,10 +383,10 @@ fuzz_target!(|data: &[u8]| {
             .unwrap_or("system:serviceaccount:tenant-alice:default")
     };
     let trusted = vec![
-        "system:authenticated".to_string(),
-        DEFAULT_TRUSTED_GROUPS[2].to_string(),
+        std::borrow::Cow::Borrowed("system:authenticated"),
+        std::borrow::Cow::Borrowed(DEFAULT_TRUSTED_GROUPS[2]),
     ];
-    let untrusted = vec!["system:authenticated".to_string()];
+    let untrusted = vec![std::borrow::Cow::Borrowed("system:authenticated")];
     let groups = if header & 8 != 0 {
         &trusted
     } else {

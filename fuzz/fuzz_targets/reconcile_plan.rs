@@ -354,6 +354,8 @@ fn route(u: &mut Unstructured<'_>, i: usize, gw: &str) -> Result<RouteFacts> {
         } else {
             Vec::new()
         },
+        // The planner does not read where the entries sit (only the status write does).
+        parents_layout: None,
     })
 }
 
