@@ -325,10 +325,11 @@ fn check(
         }
     }
     for w in &findings.warnings {
+        // Characters, as `crate::warning` clips them (an ellipsis is one character, three bytes).
         assert!(
-            w.len() <= MAX_WARNING,
-            "{layer}: {}-byte warning: {w}",
-            w.len()
+            w.chars().count() <= MAX_WARNING,
+            "{layer}: {}-character warning: {w}",
+            w.chars().count()
         );
     }
     let reads_namespace = matches!(layer, Layer::Gateway | Layer::Route | Layer::Ingress);
