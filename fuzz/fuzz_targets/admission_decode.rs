@@ -78,7 +78,9 @@ fuzz_target!(|data: &[u8]| {
         return;
     };
     let fx = fixture();
-    let target = WebhookResource::ALL.get(usize::from(selector % 10)).copied();
+    let target = WebhookResource::ALL
+        .get(usize::from(selector % 10))
+        .copied();
     let admission = &fx.admissions[usize::from(selector / 10) % 3];
 
     let reply = fx.rt.block_on(admission.handle(target, body));

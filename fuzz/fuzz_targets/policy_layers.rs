@@ -417,7 +417,13 @@ fuzz_target!(|data: &[u8]| {
                     }
                 }
             } else {
-                check(layer, &review, &NamespaceContext::NotFound, &NoApexOwners, cfg);
+                check(
+                    layer,
+                    &review,
+                    &NamespaceContext::NotFound,
+                    &NoApexOwners,
+                    cfg,
+                );
             }
         }
     }
