@@ -78,8 +78,7 @@ impl Tasks {
         name: &'static str,
         part: impl Future<Output = PartResult> + Send + 'static,
     ) {
-        let handle = self.set.spawn(part);
-        self.names.insert(handle.id(), name);
+        let handle = self.start(name, part);
         self.abort_on_stop.push(handle);
     }
 
@@ -90,8 +89,17 @@ impl Tasks {
         name: &'static str,
         part: impl Future<Output = PartResult> + Send + 'static,
     ) {
+        self.start(name, part);
+    }
+
+    fn start(
+        &mut self,
+        name: &'static str,
+        part: impl Future<Output = PartResult> + Send + 'static,
+    ) -> tokio::task::AbortHandle {
         let handle = self.set.spawn(part);
         self.names.insert(handle.id(), name);
+        handle
     }
 
     /// Resolves once shutdown has begun.
