@@ -8,6 +8,7 @@
 //!   reconcile-load converge --kubeconfig F --tgws N --routes R --metrics HOST:PORT
 //!   reconcile-load add-route --kubeconfig F --routes R --metrics HOST:PORT
 //!   reconcile-load writeloop --kubeconfig F [--seconds S] [--concurrency C]
+//!   reconcile-load costs --kubeconfig F --cp-pid PID [--routes N] [--listeners L] [--concurrency C]
 
 use std::time::{Duration, Instant};
 
@@ -26,6 +27,8 @@ struct Args {
     timeout: u64,
     seconds: u64,
     concurrency: usize,
+    cp_pid: u32,
+    listeners: usize,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -41,6 +44,8 @@ fn parse_args() -> Result<Args, String> {
         timeout: 600,
         seconds: 15,
         concurrency: 64,
+        cp_pid: 0,
+        listeners: 41,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -54,6 +59,8 @@ fn parse_args() -> Result<Args, String> {
             "--timeout" => a.timeout = num(value()?)? as u64,
             "--seconds" => a.seconds = num(value()?)? as u64,
             "--concurrency" => a.concurrency = num(value()?)?,
+            "--cp-pid" => a.cp_pid = num(value()?)? as u32,
+            "--listeners" => a.listeners = num(value()?)?,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -462,6 +469,300 @@ async fn writeloop(client: &Client, a: &Args) -> Result<(), String> {
     Ok(())
 }
 
+/// CPU (user + system) of `pid` and its descendants, in ms.
+fn tree_cpu_ms(pid: u32) -> u64 {
+    let mut kids: std::collections::HashMap<u32, Vec<u32>> = Default::default();
+    let mut ticks: std::collections::HashMap<u32, u64> = Default::default();
+    for e in std::fs::read_dir("/proc").into_iter().flatten().flatten() {
+        let Ok(p) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(format!("/proc/{p}/stat")) else {
+            continue;
+        };
+        let Some((_, rest)) = stat.rsplit_once(')') else {
+            continue;
+        };
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let num = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        kids.entry(num(1) as u32).or_default().push(p);
+        ticks.insert(p, num(11) + num(12));
+    }
+    let (mut todo, mut total) = (vec![pid], 0);
+    while let Some(p) = todo.pop() {
+        total += ticks.get(&p).copied().unwrap_or(0);
+        todo.extend(kids.get(&p).into_iter().flatten());
+    }
+    // USER_HZ is 100 on every Linux the bench runs on.
+    total * 10
+}
+
+/// What one write of each kind the reconciler issues costs the API server (CPU ms of the
+/// control-plane process tree per write, measured around a batch of `routes` writes each at
+/// `concurrency` in flight): where a cold start's CPU goes.
+async fn costs(client: &Client, a: &Args) -> Result<(), String> {
+    use kube::api::{Patch, PatchParams};
+    use serde_json::json;
+    let ns = "bench-costs";
+    let n = a.routes.max(10);
+    let ns_ar = ar("", "v1", "Namespace");
+    let tgw_ar = ar("gateway.cozystack.io", "v1alpha1", "TenantGateway");
+    let cert_ar = ar("cert-manager.io", "v1", "Certificate");
+    let route_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let gw_ar = ar("gateway.networking.k8s.io", "v1", "Gateway");
+    create_all(
+        client,
+        vec![(ns_ar.clone(), obj(&ns_ar, None, ns, json!({})))],
+    )
+    .await;
+    let tgws: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &tgw_ar);
+    let tgw = tgws
+        .create(
+            &PostParams::default(),
+            &obj(
+                &tgw_ar,
+                Some(ns),
+                "gw",
+                json!({"spec": {"apex": "costs.example.org"}}),
+            ),
+        )
+        .await
+        .map_err(|e| format!("TenantGateway: {e}"))?;
+    let uid = tgw.metadata.uid.clone().unwrap_or_default();
+    let meta = |name: &str| {
+        json!({"name": name, "namespace": ns,
+            "labels": {"app.kubernetes.io/managed-by": "tenant-gateway"},
+            "ownerReferences": [{"apiVersion": "gateway.cozystack.io/v1alpha1",
+                "kind": "TenantGateway", "name": "gw", "uid": uid,
+                "controller": true, "blockOwnerDeletion": true}]})
+    };
+    let listeners = |count: usize| {
+        let mut l = vec![json!({"name": "http", "port": 80, "protocol": "HTTP",
+            "allowedRoutes": {"kinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                "namespaces": {"from": "Selector", "selector": {"matchExpressions": [{
+                    "key": "kubernetes.io/metadata.name", "operator": "In",
+                    "values": ["cozy-cert-manager", ns]}]}}}})];
+        for i in 0..count {
+            l.push(json!({"name": format!("https-h{i:02}"), "port": 443, "protocol": "HTTPS",
+                "hostname": format!("h{i:02}.costs.example.org"),
+                "tls": {"mode": "Terminate", "certificateRefs": [{"group": "", "kind": "Secret",
+                    "name": format!("gw-h{i:02}-tls")}]},
+                "allowedRoutes": {"kinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"}],
+                    "namespaces": {"from": "Selector", "selector": {"matchExpressions": [{
+                        "key": "kubernetes.io/metadata.name", "operator": "In",
+                        "values": [ns]}]}}}}));
+        }
+        l
+    };
+    let cp = a.cp_pid;
+    let mut out = Vec::new();
+    // One phase: `count` writes built by `write(i)`, `concurrency` in flight.
+    macro_rules! phase {
+        ($name:expr, $count:expr, $write:expr) => {{
+            if let Ok(pause) = std::env::var("COSTS_PAUSE_BEFORE") {
+                if format!("{}", $name).contains(pause.as_str()) {
+                    eprintln!("paused before {}: press enter", $name);
+                    let _ = std::io::stdin().read_line(&mut String::new());
+                }
+            }
+            let (t0, c0) = (Instant::now(), tree_cpu_ms(cp));
+            let count = $count;
+            let failed = futures::stream::iter(0..count)
+                .map($write)
+                .buffer_unordered(a.concurrency)
+                .fold(0usize, |f, r: Result<(), kube::Error>| async move {
+                    if let Err(e) = r {
+                        eprintln!("{}: {e}", $name);
+                        f + 1
+                    } else {
+                        f
+                    }
+                })
+                .await;
+            let (wall, cpu) = (t0.elapsed().as_secs_f64(), tree_cpu_ms(cp) - c0);
+            out.push(format!(
+                "{{\"write\": \"{}\", \"count\": {count}, \"failed\": {failed}, \"per_s\": {:.0}, \"cp_cpu_ms_each\": {:.2}}}",
+                $name,
+                count as f64 / wall,
+                cpu as f64 / count as f64
+            ));
+            eprintln!("{}", out.last().map(String::as_str).unwrap_or_default());
+        }};
+    }
+    let certs: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &cert_ar);
+    phase!("server-side apply: create Certificate", n, |i| {
+        let certs = certs.clone();
+        let name = format!("gw-h{i:04}-tls");
+        let body = json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+            "metadata": meta(&name),
+            "spec": {"secretName": name, "dnsNames": [format!("h{i:04}.costs.example.org")],
+                "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": "gw-gateway"}}});
+        async move {
+            certs
+                .patch(
+                    &name,
+                    &PatchParams::apply("tenant-gateway"),
+                    &Patch::Apply(&body),
+                )
+                .await
+                .map(|_| ())
+        }
+    });
+    let routes: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &route_ar);
+    let versions = std::sync::Mutex::new(vec![String::new(); n]);
+    phase!("create HTTPRoute (POST, the world)", n, |i| {
+        let routes = routes.clone();
+        let versions = &versions;
+        let route_ar = &route_ar;
+        async move {
+            let r = obj(
+                route_ar,
+                Some(ns),
+                &format!("r{i:04}"),
+                json!({"spec": {
+                "parentRefs": [{"name": "gw"}],
+                "hostnames": [format!("h{i:04}.costs.example.org")],
+                "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+            );
+            let made = routes.create(&PostParams::default(), &r).await?;
+            versions.lock().unwrap_or_else(|p| p.into_inner())[i] =
+                made.metadata.resource_version.unwrap_or_default();
+            Ok(())
+        }
+    });
+    phase!("JSON patch: route status entry", n, |i| {
+        let routes = routes.clone();
+        let rv = versions.lock().unwrap_or_else(|p| p.into_inner())[i].clone();
+        async move {
+            let now = "2026-12-01T00:00:00Z";
+            let cond = |t: &str, r: &str| {
+                json!({"type": t, "status": "True", "reason": r,
+                "message": "", "lastTransitionTime": now, "observedGeneration": 1})
+            };
+            let patch: json_patch::Patch = serde_json::from_value(json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": rv},
+                {"op": "add", "path": "/status", "value": {"parents": [{
+                    "parentRef": {"name": "gw"},
+                    "controllerName": "gateway.cozystack.io/tenantgateway-controller",
+                    "conditions": [cond("Accepted", "Accepted"), cond("ResolvedRefs", "ResolvedRefs")]}]}}
+            ]))
+            .map_err(kube::Error::SerdeError)?;
+            routes
+                .patch_status(
+                    &format!("r{i:04}"),
+                    &PatchParams::default(),
+                    &Patch::<()>::Json(patch),
+                )
+                .await
+                .map(|_| ())
+        }
+    });
+    let few = (n / 10).max(5);
+    let tgw_names: Vec<String> = (0..few).map(|i| format!("t{i:03}")).collect();
+    phase!("create TenantGateway (POST, the world)", few, |i| {
+        let tgws = tgws.clone();
+        let t = obj(
+            &tgw_ar,
+            Some(ns),
+            &tgw_names[i],
+            json!({"spec": {"apex": format!("t{i}.costs.example.org")}}),
+        );
+        async move { tgws.create(&PostParams::default(), &t).await.map(|_| ()) }
+    });
+    let https = a.listeners;
+    phase!(
+        format!(
+            "server-side apply: TenantGateway status, {} listeners",
+            https + 1
+        ),
+        few,
+        |i| {
+            let tgws = tgws.clone();
+            let now = "2026-12-01T00:00:00Z";
+            let cond = |t: &str| {
+                json!({"type": t, "status": "False", "reason": "Pending",
+            "message": "waiting for the Gateway", "lastTransitionTime": now, "observedGeneration": 1})
+            };
+            let mut listeners = vec![json!({"name": "http", "ready": false, "reason": "Pending"})];
+            listeners.extend((0..https).map(|l| {
+                json!({"name": format!("https-h{l:02}"),
+            "hostname": format!("h{l:02}.t{i}.costs.example.org"), "ready": false,
+            "certificateName": format!("gw-h{l:02}-tls"), "reason": "Pending"})
+            }));
+            let body = json!({"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+            "status": {"observedGeneration": 1,
+                "conditions": [cond("Ready"), cond("Programmed"), cond("ListenerCapacity")],
+                "listeners": listeners}});
+            let name = tgw_names[i].clone();
+            async move {
+                tgws.patch_status(
+                    &name,
+                    &PatchParams::apply("tenant-gateway").force(),
+                    &Patch::Apply(&body),
+                )
+                .await
+                .map(|_| ())
+            }
+        }
+    );
+    let nss: Api<DynamicObject> = Api::all_with(client.clone(), &ns_ar);
+    let ns_names: Vec<String> = (0..few).map(|i| format!("bench-costs-{i:03}")).collect();
+    create_all(
+        client,
+        ns_names
+            .iter()
+            .map(|n| (ns_ar.clone(), obj(&ns_ar, None, n, json!({}))))
+            .collect(),
+    )
+    .await;
+    phase!("GET + merge patch: namespace label", few, |i| {
+        let nss = nss.clone();
+        let name = ns_names[i].clone();
+        async move {
+            let cur = nss.get(&name).await?;
+            let patch = json!({"metadata": {"resourceVersion": cur.metadata.resource_version,
+                "labels": {"namespace.cozystack.io/gateway": "tenant-x"},
+                "annotations": {"gateway.cozystack.io/attached-by": "tenant-x"}}});
+            nss.patch(&name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await
+                .map(|_| ())
+        }
+    });
+    let gws: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &gw_ar);
+    for per in [2usize, https] {
+        phase!(
+            format!("server-side apply: create Gateway, {} listeners", per + 1),
+            few,
+            |i| {
+                let gws = gws.clone();
+                let name = format!("gw{per}-{i:03}");
+                let body = json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+                "metadata": meta(&name),
+                "spec": {"gatewayClassName": "cilium", "listeners": listeners(per)}});
+                async move {
+                    gws.patch(
+                        &name,
+                        &PatchParams::apply("tenant-gateway"),
+                        &Patch::Apply(&body),
+                    )
+                    .await
+                    .map(|_| ())
+                }
+            }
+        );
+    }
+    let _ = nss.delete(ns, &Default::default()).await;
+    for n in &ns_names {
+        let _ = nss.delete(n, &Default::default()).await;
+    }
+    println!(
+        "{{\"concurrency\": {}, \"writes\": [{}]}}",
+        a.concurrency,
+        out.join(", ")
+    );
+    Ok(())
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = parse_args().map_err(|e| format!("usage: {e}"))?;
@@ -474,6 +775,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "converge" => converge(&client, &a).await?,
         "add-route" => add_route(&client, &a).await?,
         "writeloop" => writeloop(&client, &a).await?,
+        "costs" => costs(&client, &a).await?,
         other => return Err(format!("unknown command {other}").into()),
     }
     Ok(())
