@@ -610,7 +610,7 @@ async fn costs(client: &Client, a: &Args) -> Result<(), String> {
     });
     let routes: Api<DynamicObject> = Api::namespaced_with(client.clone(), ns, &route_ar);
     let versions = std::sync::Mutex::new(vec![String::new(); n]);
-    phase!("create HTTPRoute (POST, the world)", n, |i| {
+    phase!("create HTTPRoute (POST; the world)", n, |i| {
         let routes = routes.clone();
         let versions = &versions;
         let route_ar = &route_ar;
@@ -659,7 +659,7 @@ async fn costs(client: &Client, a: &Args) -> Result<(), String> {
     });
     let few = (n / 10).max(5);
     let tgw_names: Vec<String> = (0..few).map(|i| format!("t{i:03}")).collect();
-    phase!("create TenantGateway (POST, the world)", few, |i| {
+    phase!("create TenantGateway (POST; the world)", few, |i| {
         let tgws = tgws.clone();
         let t = obj(
             &tgw_ar,
