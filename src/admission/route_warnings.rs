@@ -25,7 +25,9 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::claims::{self, Claimant};
-use crate::cluster::routes::{GatewayRoutes, RouteIndex, gateways_of};
+use crate::cluster::routes::{
+    GatewayRoutes, ParentRefParts, RouteIndex, parent_gateways, spec_facts,
+};
 use crate::hostname;
 use crate::reconcile::inputs::{RouteFacts, RouteKind};
 use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https};
@@ -99,13 +101,9 @@ pub fn warnings_from(
     system_prefix: &str,
     publishes_through: Option<&str>,
 ) -> Vec<RouteWarning> {
-    // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
-    let targets = RouteFacts {
-        our_status: Vec::new(),
-        ..route.clone()
-    };
     let mut out = Vec::new();
-    for (gw_ns, gw_name) in gateways_of(&targets) {
+    // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
+    for (gw_ns, gw_name) in parent_gateways(route) {
         if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
@@ -546,8 +544,85 @@ impl super::Admission {
     }
 }
 
-/// The route being admitted as route facts, through the index's own projection.
+/// The route being admitted as route facts: what the index's projection reads from the
+/// whole object (`cluster::routes::project`), read straight from the review's projected
+/// object (src/admission/project.rs kept `spec.hostnames` and `spec.parentRefs` with their
+/// JSON types). Parts of the wrong type are dropped as the index drops them; a shape only
+/// the index's serde reading knows how to take (a list where it reads a struct: serde
+/// takes its fields by position) goes through that reading itself, so every shape reads
+/// alike (`the_admitted_route_reads_as_the_whole_object`).
 fn admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
+    read_admitted(kind, review).unwrap_or_else(|| admitted_through_index(kind, review))
+}
+
+/// [`admitted`] without the text round trip; `None` for a shape it leaves to the index's
+/// reading.
+fn read_admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> Option<RouteFacts> {
+    use serde_json::Value;
+    let no_spec = || spec_facts(kind, review.namespace, review.name, [], []);
+    let spec = match review.object.get("spec") {
+        Some(Value::Object(spec)) => spec,
+        Some(Value::Array(_)) => return None,
+        // Absent, null or a scalar: the index reads no spec.
+        _ => return Some(no_spec()),
+    };
+    let hostnames = match spec.get("hostnames") {
+        // Each element that is not a string is dropped; so is a list that is not one.
+        Some(Value::Array(hosts)) => hosts.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    };
+    let mut parent_refs = Vec::new();
+    if let Some(Value::Array(refs)) = spec.get("parentRefs") {
+        for r in refs {
+            match r {
+                Value::Object(r) => parent_refs.extend(parent_ref(r)),
+                Value::Array(_) => return None,
+                _ => {}
+            }
+        }
+    }
+    Some(spec_facts(
+        kind,
+        review.namespace,
+        review.name,
+        hostnames,
+        parent_refs,
+    ))
+}
+
+/// One parentRef object, or `None` when a field it reads has the wrong type: the index then
+/// drops the whole parentRef (`ParentRefView` does not decode).
+fn parent_ref(r: &serde_json::Map<String, serde_json::Value>) -> Option<ParentRefParts<'_>> {
+    use serde_json::Value;
+    // An optional string: absent and null are none, a string is kept, anything else fails.
+    let text = |key: &str| match r.get(key) {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(s)) => Some(Some(s.as_str())),
+        Some(_) => None,
+    };
+    let name = match r.get("name") {
+        None => "",
+        Some(Value::String(s)) => s,
+        Some(_) => return None,
+    };
+    let port = match r.get("port") {
+        None | Some(Value::Null) => None,
+        Some(Value::Number(n)) => Some(n.as_i64()?),
+        Some(_) => return None,
+    };
+    Some(ParentRefParts {
+        group: text("group")?,
+        kind: text("kind")?,
+        namespace: text("namespace")?,
+        name,
+        section_name: text("sectionName")?,
+        port,
+    })
+}
+
+/// The route being admitted through the index's own projection: object to JSON text, read
+/// as a watched route is.
+fn admitted_through_index(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
     // The admission codec kept only the fields a layer reads (src/admission/project.rs):
     // this spec is hostnames and parentRefs, not the rules.
     let spec = review
@@ -1331,6 +1406,7 @@ mod tests {
     fn the_admitted_route_reads_as_the_whole_object() {
         let rules = json!([{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
                             "backendRefs": [{"name": "web", "port": 80}]}]);
+        let big = json!(u64::MAX);
         let specs = [
             json!({"parentRefs": [{"name": "gw", "sectionName": "https"}],
                    "hostnames": ["a.example.org", 7, "b.example.org"], "rules": rules}),
@@ -1339,7 +1415,44 @@ mod tests {
             json!({"rules": rules}),
             json!("not an object"),
             Value::Null,
+            json!(7),
+            json!({"hostnames": "a.example.org", "parentRefs": {"name": "gw"}}),
+            json!({"hostnames": [null, ["a.example.org"], {"h": 1}, true, "b.example.org"],
+                   "parentRefs": null}),
+            json!({"hostnames": null, "parentRefs": [null, "gw", 5, {"name": "gw"}]}),
+            // Each field of a parentRef with every type: a wrong one drops that parentRef.
+            json!({"parentRefs": [
+                {"name": "a", "group": null, "kind": null, "namespace": null,
+                 "sectionName": null, "port": null},
+                {"name": "b", "group": "gateway.networking.k8s.io", "kind": "Gateway",
+                 "namespace": "tenant-root", "sectionName": "https-x", "port": 443},
+                {"name": "c", "group": 5},
+                {"name": "d", "kind": ["Gateway"]},
+                {"name": "e", "namespace": {"x": 1}},
+                {"name": "f", "sectionName": true},
+                {"name": "g", "port": "443"},
+                {"name": "h", "port": 443.0},
+                {"name": "i", "port": -1},
+                {"name": "j", "port": 4_294_967_296_i64},
+                {"name": "k", "port": big},
+                {"name": null},
+                {"name": 5},
+                {"name": ""},
+                {"namespace": "tenant-root"},
+                {"name": "l", "unknown": [1, 2], "Name": "m"},
+                {"name": "n", "kind": "ListenerSet", "group": "x.io"}
+            ], "hostnames": ["a.example.org", "", "*.example.org", "A.Example.Org"]}),
+            // Lists where a struct is read: serde takes a struct's fields by position.
+            json!([["a.example.org"], [{"name": "gw"}]]),
+            json!([["a.example.org"]]),
+            json!([["a.example.org"], [], 1]),
+            json!([]),
+            json!({"parentRefs": [["g", "Gateway", "tenant-root", "gw"], {"name": "x"}]}),
+            json!({"parentRefs": [[null, null, null, "gw", "https", 443]]}),
+            json!({"parentRefs": [[]]}),
         ];
+        let mut direct = 0;
+        let n = specs.len();
         for spec in specs {
             let object = json!({"apiVersion": "gateway.networking.k8s.io/v1",
                                 "kind": "HTTPRoute",
@@ -1357,12 +1470,34 @@ mod tests {
             };
             let whole: DynamicObject =
                 serde_json::from_value(object.clone()).expect("dynamic object");
+            let want = project(RouteKind::HttpRoute, &whole);
+            assert_eq!(admitted(RouteKind::HttpRoute, &review), want, "{spec}");
+            // And from what the admission codec keeps of it, as the server reads it: the same
+            // as the text round trip reads it there. (Not always `want`: arrays are transparent
+            // to the codec, so a spec that is a list loses its elements' unread keys; the API
+            // server's schema refuses such a spec before any webhook sees it.)
+            let raw = serde_json::value::to_raw_value(&object).expect("raw");
+            let kept = crate::admission::project::project(
+                &raw,
+                crate::admission::project::layer_paths(crate::policy::Layer::Route),
+            )
+            .expect("projects");
+            let review_kept = crate::policy::Review {
+                object: &kept,
+                ..review
+            };
             assert_eq!(
-                admitted(RouteKind::HttpRoute, &review),
-                project(RouteKind::HttpRoute, &whole),
+                admitted(RouteKind::HttpRoute, &review_kept),
+                admitted_through_index(RouteKind::HttpRoute, &review_kept),
                 "{spec}"
             );
+            if let Some(read) = read_admitted(RouteKind::HttpRoute, &review) {
+                assert_eq!(read, want, "read directly: {spec}");
+                direct += 1;
+            }
         }
+        // Only the list-for-a-struct shapes (seven) take the text round trip.
+        assert_eq!(direct, n - 7);
     }
 
     /// An UPDATE is counted against the others: the listeners its own published version
@@ -1447,6 +1582,7 @@ mod tests {
     /// The scan every review did before [`GatewaySummary`] (kept as the oracle).
     mod old_scan {
         use super::super::*;
+        use crate::cluster::routes::gateways_of;
         use std::collections::{BTreeMap, HashSet};
 
         pub fn warnings(
