@@ -120,7 +120,10 @@ pub fn warnings_from(
         }
     }
     for w in &mut out {
-        w.text = super::truncate_warning(&w.text);
+        // Within the bound in bytes is within it in characters: no copy.
+        if w.text.len() > super::MAX_WARNING_LEN {
+            w.text = super::truncate_warning(&w.text);
+        }
     }
     out
 }
@@ -224,24 +227,38 @@ fn listenable(h: &str) -> bool {
     !hostname::is_wildcard(h) && hostname::validate(h).is_ok()
 }
 
-/// The namespaces of `routes` (one route per namespace, by namespace) other than `except`:
-/// how many, and how [`some_of`] names them ("a", "a and b", "a and 2 more").
-fn namespaces_except(routes: &[Arc<RouteFacts>], except: &str) -> (usize, String) {
+/// How many namespaces `routes` (one route per namespace, by namespace) has other than
+/// `except`.
+fn count_except(routes: &[Arc<RouteFacts>], except: &str) -> usize {
     let mine = routes
         .binary_search_by(|r| (*r.namespace).cmp(except))
         .is_ok();
-    let n = routes.len() - usize::from(mine);
-    let first_two: BTreeSet<&str> = routes
+    routes.len() - usize::from(mine)
+}
+
+/// Those `n` namespaces ([`count_except`]) named: "a", "a and b", "a and 2 more". Only a
+/// warning that names them builds it.
+fn names_except(routes: &[Arc<RouteFacts>], except: &str, n: usize) -> String {
+    let mut it = routes
         .iter()
         .map(|r| &*r.namespace)
-        .filter(|ns| *ns != except)
-        .take(2)
-        .collect();
-    let text = match first_two.first() {
-        Some(a) if n > 2 => format!("{a} and {} more", n - 1),
-        _ => some_of(&first_two),
-    };
-    (n, text)
+        .filter(|ns| *ns != except);
+    match (it.next(), it.next()) {
+        (None, _) => String::new(),
+        (Some(a), None) => a.to_string(),
+        (Some(a), Some(b)) if n == 2 => concat(&[a, " and ", b]),
+        (Some(a), Some(_)) => concat(&[a, " and ", &(n - 1).to_string(), " more"]),
+    }
+}
+
+/// A warning's text from its pieces. Every warning given is built on the review's path;
+/// `format!` costs a few times the copy (bench/RESULTS.md, the 20,000-route profile).
+fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
 }
 
 /// Summaries of the Gateways that reviews asked about, each kept with a weak handle on the
@@ -351,23 +368,16 @@ impl std::fmt::Display for Gateway<'_> {
 }
 
 /// Its valid hostnames, each once, in order.
-fn valid_hostnames(r: &RouteFacts) -> BTreeSet<&str> {
-    r.hostnames
+fn valid_hostnames(r: &RouteFacts) -> Vec<&str> {
+    let mut v: Vec<&str> = r
+        .hostnames
         .iter()
         .map(String::as_str)
         .filter(|h| hostname::validate(h).is_ok())
-        .collect()
-}
-
-/// "a", "a and b", "a and 2 more".
-fn some_of(names: &BTreeSet<&str>) -> String {
-    let mut it = names.iter();
-    match (it.next(), names.len()) {
-        (None, _) => String::new(),
-        (Some(a), 1) => (*a).to_string(),
-        (Some(a), 2) => format!("{a} and {}", it.next().copied().unwrap_or_default()),
-        (Some(a), n) => format!("{a} and {} more", n - 1),
-    }
+        .collect();
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
 fn http_route(
@@ -382,44 +392,65 @@ fn http_route(
         // sectionName `http` or `tls-…`: no HTTPS listener, no hostname claimed.
         return;
     }
-    let mine = valid_hostnames(route);
     let me = claimant(route);
     let is_me = |r: &RouteFacts| r.kind == route.kind && same_route(r, route);
     // The summary counts the route itself when an earlier version of it is published here;
     // it is judged against the others only.
-    let others = |h: &str| {
-        summary
-            .https
-            .get(h)
-            .map(|c| c.ranked.iter().filter(|r| !is_me(r)))
-    };
-    let claimed_by_others = |h: &str| others(h).is_some_and(|mut it| it.next().is_some());
-    for h in &mine {
-        let Some(claims) = summary.https.get(*h) else {
+    let best_other = |claims: &'_ HostClaims| claims.ranked.iter().find(|r| !is_me(r)).cloned();
+    // Each of its hostnames looked up once: its claims here, and the best claimant other
+    // than this route (none: no one else claims it).
+    let mine: Vec<(&str, Option<&HostClaims>, Option<Arc<RouteFacts>>)> = valid_hostnames(route)
+        .into_iter()
+        .map(|h| {
+            let claims = summary.https.get(h);
+            (h, claims, claims.and_then(best_other))
+        })
+        .collect();
+    for (h, claims, best) in &mine {
+        let Some(claims) = claims else {
             continue;
         };
         // The route's own namespace shares the hostname: only other namespaces conflict.
-        let (foreign, names) = namespaces_except(&claims.namespaces, me.namespace);
+        let foreign = count_except(&claims.namespaces, me.namespace);
         if foreign == 0 {
             continue;
         }
-        let best_other = others(h).and_then(|mut it| it.next()).map(|r| claimant(r));
-        let Some(winner) = claims::winner(best_other.into_iter().chain([me]), system_prefix) else {
+        let best = best.as_deref().map(claimant);
+        let Some(winner) = claims::winner(best.into_iter().chain([me]), system_prefix) else {
             continue;
         };
         let text = if claims::shares_with(&me, &winner) {
-            format!("HostnameConflict for {names}: {h} is also on {on}; this route wins")
+            let names = names_except(&claims.namespaces, me.namespace, foreign);
+            concat(&[
+                "HostnameConflict for ",
+                &names,
+                ": ",
+                h,
+                " is also on ",
+                on.namespace,
+                "/",
+                on.name,
+                "; this route wins",
+            ])
         } else {
-            format!(
-                "HostnameConflict: {h} is already on {on} from {}, which wins",
-                winner.namespace
-            )
+            concat(&[
+                "HostnameConflict: ",
+                h,
+                " is already on ",
+                on.namespace,
+                "/",
+                on.name,
+                " from ",
+                winner.namespace,
+                ", which wins",
+            ])
         };
         out.push(RouteWarning {
             reason: Reason::HostnameConflict,
             text,
         });
     }
+    let claimed_by_others = |h: &str| summary.https.get(h).and_then(best_other).is_some();
 
     // The budget, as http01 counts it: hostnames only this route's published version claims
     // are the ones it would take over, not listeners in use by others.
@@ -447,7 +478,7 @@ fn http_route(
     let left = MAX_LISTENERS.saturating_sub(in_use);
     let new = mine
         .iter()
-        .filter(|h| !hostname::is_wildcard(h) && !claimed_by_others(h))
+        .filter(|(h, _, best)| !hostname::is_wildcard(h) && best.is_none())
         .count();
     if new == 0 || new < left {
         return;
@@ -457,15 +488,35 @@ fn http_route(
 
 /// The listener-budget warning: `new` hostnames need a listener, `left` are free (`new ≥ left`).
 fn budget_warning(on: &Gateway<'_>, left: usize, new: usize) -> RouteWarning {
+    let (left_s, max) = (left.to_string(), MAX_LISTENERS.to_string());
     let text = if new == left {
-        format!(
-            "Gateway {on}: this route takes the last {left} of {MAX_LISTENERS} listeners (http01); more need certMode dns01"
-        )
+        concat(&[
+            "Gateway ",
+            on.namespace,
+            "/",
+            on.name,
+            ": this route takes the last ",
+            &left_s,
+            " of ",
+            &max,
+            " listeners (http01); more need certMode dns01",
+        ])
     } else {
-        format!(
-            "Gateway {on}: {left} of {MAX_LISTENERS} listeners left, {new} needed, {} hostname(s) get none (http01); use certMode dns01",
-            new - left
-        )
+        concat(&[
+            "Gateway ",
+            on.namespace,
+            "/",
+            on.name,
+            ": ",
+            &left_s,
+            " of ",
+            &max,
+            " listeners left, ",
+            &new.to_string(),
+            " needed, ",
+            &(new - left).to_string(),
+            " hostname(s) get none (http01); use certMode dns01",
+        ])
     };
     RouteWarning {
         reason: Reason::ListenerBudget,
@@ -484,13 +535,23 @@ fn tls_route(
             continue;
         };
         // Its own namespace (the route itself included) shares a passthrough.
-        let (n, names) = namespaces_except(passing, &route.namespace);
+        let n = count_except(passing, &route.namespace);
         if n == 0 {
             continue;
         }
+        let names = names_except(passing, &route.namespace, n);
         out.push(RouteWarning {
             reason: Reason::PassthroughShared,
-            text: format!("{h} also passes through {on} from {names}; the data plane picks one"),
+            text: concat(&[
+                h,
+                " also passes through ",
+                on.namespace,
+                "/",
+                on.name,
+                " from ",
+                &names,
+                "; the data plane picks one",
+            ]),
         });
     }
 }
@@ -534,10 +595,7 @@ impl super::Admission {
         found
             .into_iter()
             .map(|w| {
-                self.metrics
-                    .admission_warnings
-                    .with_label_values(&[resource.resource(), w.reason.as_str()])
-                    .inc();
+                self.counters.warning(resource, w.reason);
                 w.text
             })
             .collect()
@@ -1583,6 +1641,26 @@ mod tests {
     mod old_scan {
         use super::super::*;
         use crate::cluster::routes::gateways_of;
+
+        /// Its valid hostnames, each once, in order.
+        fn valid_hostnames(r: &RouteFacts) -> BTreeSet<&str> {
+            r.hostnames
+                .iter()
+                .map(String::as_str)
+                .filter(|h| hostname::validate(h).is_ok())
+                .collect()
+        }
+
+        /// "a", "a and b", "a and 2 more".
+        fn some_of(names: &BTreeSet<&str>) -> String {
+            let mut it = names.iter();
+            match (it.next(), names.len()) {
+                (None, _) => String::new(),
+                (Some(a), 1) => (*a).to_string(),
+                (Some(a), 2) => format!("{a} and {}", it.next().copied().unwrap_or_default()),
+                (Some(a), n) => format!("{a} and {} more", n - 1),
+            }
+        }
         use std::collections::{BTreeMap, HashSet};
 
         pub fn warnings(
