@@ -25,11 +25,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::claims::{self, Claimant};
-use crate::cluster::routes::{
-    GatewayRoutes, ParentRefParts, RouteIndex, parent_gateways, spec_facts,
-};
+use crate::cluster::routes::{GatewayRoutes, RouteIndex};
 use crate::hostname;
-use crate::reconcile::inputs::{RouteFacts, RouteKind};
+use crate::platform::GATEWAY_API_GROUP;
+use crate::reconcile::inputs::{ParentRef, RouteFacts, RouteKind};
 use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https};
 
 /// Why a warning was given: the `reason` label of its counter (a closed set).
@@ -64,6 +63,103 @@ impl Reason {
 pub struct RouteWarning {
     pub reason: Reason,
     pub text: String,
+}
+
+/// The route being admitted, as the warnings read it: borrowed from the review's projected
+/// object ([`admitted`]) or from route facts ([`Admitted::of`]), so a review allocates
+/// nothing for it but two lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted<'a> {
+    pub kind: RouteKind,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub hostnames: Vec<&'a str>,
+    /// Those with a name (the index drops the others).
+    pub parent_refs: Vec<ParentOf<'a>>,
+}
+
+/// One parentRef of an [`Admitted`] route: [`ParentRef`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParentOf<'a> {
+    pub group: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub section_name: Option<&'a str>,
+    pub port: Option<i32>,
+}
+
+impl<'a> Admitted<'a> {
+    /// The route of `f` (its status left out: the admitted object's is not ours to read).
+    pub fn of(f: &'a RouteFacts) -> Admitted<'a> {
+        Admitted {
+            kind: f.kind,
+            namespace: &f.namespace,
+            name: &f.name,
+            hostnames: f.hostnames.iter().map(String::as_str).collect(),
+            parent_refs: f.parent_refs.iter().map(ParentOf::of).collect(),
+        }
+    }
+
+    fn claimant(&self) -> Claimant<'a> {
+        Claimant {
+            namespace: self.namespace,
+            name: self.name,
+        }
+    }
+
+    /// An indexed route is this one (an earlier version of it).
+    fn is(&self, r: &RouteFacts) -> bool {
+        (r.kind, r.namespace.as_str(), r.name.as_str()) == (self.kind, self.namespace, self.name)
+    }
+
+    /// The Gateways its parentRefs name, each once, in order (`cluster::routes::gateways_of`
+    /// without the status).
+    fn gateways(&self) -> Vec<(&'a str, &'a str)> {
+        let mut v: Vec<(&str, &str)> = self
+            .parent_refs
+            .iter()
+            .filter(|p| p.is_gateway())
+            .map(|p| (p.namespace.unwrap_or(self.namespace), p.name))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Its parentRefs that target Gateway `on`: their sectionNames.
+    fn sections_on<'s>(
+        &'s self,
+        on: &'s Gateway<'_>,
+    ) -> impl Iterator<Item = Option<&'a str>> + 's {
+        self.parent_refs
+            .iter()
+            .filter(|p| {
+                p.is_gateway()
+                    && p.namespace.unwrap_or(self.namespace) == on.namespace
+                    && p.name == on.name
+            })
+            .map(|p| p.section_name)
+    }
+}
+
+impl<'a> ParentOf<'a> {
+    fn of(p: &'a ParentRef) -> ParentOf<'a> {
+        ParentOf {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+            section_name: p.section_name.as_deref(),
+            port: p.port,
+        }
+    }
+
+    /// A Gateway once Gateway API's defaults apply (as `ParentRef::targets` reads it).
+    fn is_gateway(&self) -> bool {
+        self.group.unwrap_or(GATEWAY_API_GROUP) == GATEWAY_API_GROUP
+            && self.kind.unwrap_or("Gateway") == "Gateway"
+    }
 }
 
 /// The warnings for admitting `route`. `snapshot(namespace, name)` is the index's routes of
@@ -101,16 +197,30 @@ pub fn warnings_from(
     system_prefix: &str,
     publishes_through: Option<&str>,
 ) -> Vec<RouteWarning> {
+    warnings_for(
+        &Admitted::of(route),
+        summary,
+        system_prefix,
+        publishes_through,
+    )
+}
+
+/// [`warnings_from`] for a borrowed route (the server's path: [`admitted`]).
+pub fn warnings_for(
+    route: &Admitted<'_>,
+    summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
+    system_prefix: &str,
+    publishes_through: Option<&str>,
+) -> Vec<RouteWarning> {
     let mut out = Vec::new();
-    // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
-    for (gw_ns, gw_name) in parent_gateways(route) {
+    for (gw_ns, gw_name) in route.gateways() {
         if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
-        let (routes, summary) = summary(&gw_ns, &gw_name);
+        let (routes, summary) = summary(gw_ns, gw_name);
         let on = Gateway {
-            namespace: &gw_ns,
-            name: &gw_name,
+            namespace: gw_ns,
+            name: gw_name,
         };
         match route.kind {
             RouteKind::HttpRoute => {
@@ -368,11 +478,11 @@ impl std::fmt::Display for Gateway<'_> {
 }
 
 /// Its valid hostnames, each once, in order.
-fn valid_hostnames(r: &RouteFacts) -> Vec<&str> {
+fn valid_hostnames<'a>(r: &Admitted<'a>) -> Vec<&'a str> {
     let mut v: Vec<&str> = r
         .hostnames
         .iter()
-        .map(String::as_str)
+        .copied()
         .filter(|h| hostname::validate(h).is_ok())
         .collect();
     v.sort_unstable();
@@ -381,19 +491,19 @@ fn valid_hostnames(r: &RouteFacts) -> Vec<&str> {
 }
 
 fn http_route(
-    route: &RouteFacts,
+    route: &Admitted<'_>,
     on: &Gateway<'_>,
     routes: &GatewayRoutes,
     summary: &GatewaySummary,
     system_prefix: &str,
     out: &mut Vec<RouteWarning>,
 ) {
-    if !on.claimed_by(route) {
+    if route.kind != RouteKind::HttpRoute || !route.sections_on(on).any(section_claims_https) {
         // sectionName `http` or `tls-…`: no HTTPS listener, no hostname claimed.
         return;
     }
-    let me = claimant(route);
-    let is_me = |r: &RouteFacts| r.kind == route.kind && same_route(r, route);
+    let me = route.claimant();
+    let is_me = |r: &RouteFacts| route.is(r);
     // The summary counts the route itself when an earlier version of it is published here;
     // it is judged against the others only.
     let best_other = |claims: &'_ HostClaims| claims.ranked.iter().find(|r| !is_me(r)).cloned();
@@ -455,11 +565,7 @@ fn http_route(
     // The budget, as http01 counts it: hostnames only this route's published version claims
     // are the ones it would take over, not listeners in use by others.
     let own_only = routes
-        .get(&(
-            route.kind,
-            route.namespace.as_str().into(),
-            route.name.as_str().into(),
-        ))
+        .get(&(route.kind, route.namespace.into(), route.name.into()))
         .filter(|r| on.published_by(r) && on.claimed_by(r))
         .map_or(0, |r| {
             r.hostnames
@@ -525,7 +631,7 @@ fn budget_warning(on: &Gateway<'_>, left: usize, new: usize) -> RouteWarning {
 }
 
 fn tls_route(
-    route: &RouteFacts,
+    route: &Admitted<'_>,
     summary: &GatewaySummary,
     on: &Gateway<'_>,
     out: &mut Vec<RouteWarning>,
@@ -535,11 +641,11 @@ fn tls_route(
             continue;
         };
         // Its own namespace (the route itself included) shares a passthrough.
-        let n = count_except(passing, &route.namespace);
+        let n = count_except(passing, route.namespace);
         if n == 0 {
             continue;
         }
-        let names = names_except(passing, &route.namespace, n);
+        let names = names_except(passing, route.namespace, n);
         out.push(RouteWarning {
             reason: Reason::PassthroughShared,
             text: concat(&[
@@ -576,7 +682,14 @@ impl super::Admission {
         if self.routes.is_empty() {
             return Vec::new();
         }
-        let facts = admitted(kind, review);
+        let fallback;
+        let route = match read_admitted(kind, review) {
+            Some(route) => route,
+            None => {
+                fallback = admitted_through_index(kind, review);
+                Admitted::of(&fallback)
+            }
+        };
         let publishes_through = match ns {
             crate::policy::NamespaceContext::Found { labels } => Some(
                 labels
@@ -586,8 +699,8 @@ impl super::Admission {
             crate::policy::NamespaceContext::NotFound => None,
         };
         let prefix = &self.cfg.system_prefix;
-        let found = warnings_from(
-            &facts,
+        let found = warnings_for(
+            &route,
             |ns, name| self.summaries.get(&self.routes, ns, name, prefix),
             prefix,
             publishes_through,
@@ -602,55 +715,49 @@ impl super::Admission {
     }
 }
 
-/// The route being admitted as route facts: what the index's projection reads from the
-/// whole object (`cluster::routes::project`), read straight from the review's projected
-/// object (src/admission/project.rs kept `spec.hostnames` and `spec.parentRefs` with their
-/// JSON types). Parts of the wrong type are dropped as the index drops them; a shape only
-/// the index's serde reading knows how to take (a list where it reads a struct: serde
-/// takes its fields by position) goes through that reading itself, so every shape reads
-/// alike (`the_admitted_route_reads_as_the_whole_object`).
-fn admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
-    read_admitted(kind, review).unwrap_or_else(|| admitted_through_index(kind, review))
-}
-
-/// [`admitted`] without the text round trip; `None` for a shape it leaves to the index's
-/// reading.
-fn read_admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> Option<RouteFacts> {
+/// The route being admitted: what the index's projection reads from the whole object
+/// (`cluster::routes::project`), read straight from the review's projected object
+/// (src/admission/project.rs kept `spec.hostnames` and `spec.parentRefs` with their JSON
+/// types) and borrowed from it. Parts of the wrong type are dropped as the index drops them.
+/// `None` for a shape only the index's serde reading knows how to take (a list where it
+/// reads a struct: serde takes its fields by position): the caller reads that one through
+/// [`admitted_through_index`], so every shape reads alike
+/// (`the_admitted_route_reads_as_the_whole_object`).
+fn read_admitted<'a>(kind: RouteKind, review: &crate::policy::Review<'a>) -> Option<Admitted<'a>> {
     use serde_json::Value;
-    let no_spec = || spec_facts(kind, review.namespace, review.name, [], []);
-    let spec = match review.object.get("spec") {
+    let mut route = Admitted {
+        kind,
+        namespace: review.namespace,
+        name: review.name,
+        hostnames: Vec::new(),
+        parent_refs: Vec::new(),
+    };
+    let object: &'a Value = review.object;
+    let spec = match object.get("spec") {
         Some(Value::Object(spec)) => spec,
         Some(Value::Array(_)) => return None,
         // Absent, null or a scalar: the index reads no spec.
-        _ => return Some(no_spec()),
+        _ => return Some(route),
     };
-    let hostnames = match spec.get("hostnames") {
+    if let Some(Value::Array(hosts)) = spec.get("hostnames") {
         // Each element that is not a string is dropped; so is a list that is not one.
-        Some(Value::Array(hosts)) => hosts.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
-    let mut parent_refs = Vec::new();
+        route.hostnames = hosts.iter().filter_map(Value::as_str).collect();
+    }
     if let Some(Value::Array(refs)) = spec.get("parentRefs") {
         for r in refs {
             match r {
-                Value::Object(r) => parent_refs.extend(parent_ref(r)),
+                Value::Object(r) => route.parent_refs.extend(parent_ref(r)),
                 Value::Array(_) => return None,
                 _ => {}
             }
         }
     }
-    Some(spec_facts(
-        kind,
-        review.namespace,
-        review.name,
-        hostnames,
-        parent_refs,
-    ))
+    Some(route)
 }
 
-/// One parentRef object, or `None` when a field it reads has the wrong type: the index then
-/// drops the whole parentRef (`ParentRefView` does not decode).
-fn parent_ref(r: &serde_json::Map<String, serde_json::Value>) -> Option<ParentRefParts<'_>> {
+/// One parentRef object, or `None` when a field it reads has the wrong type (the index then
+/// drops the whole parentRef: `ParentRefView` does not decode) or its name is empty.
+fn parent_ref(r: &serde_json::Map<String, serde_json::Value>) -> Option<ParentOf<'_>> {
     use serde_json::Value;
     // An optional string: absent and null are none, a string is kept, anything else fails.
     let text = |key: &str| match r.get(key) {
@@ -659,16 +766,16 @@ fn parent_ref(r: &serde_json::Map<String, serde_json::Value>) -> Option<ParentRe
         Some(_) => None,
     };
     let name = match r.get("name") {
-        None => "",
-        Some(Value::String(s)) => s,
-        Some(_) => return None,
+        Some(Value::String(s)) if !s.is_empty() => s,
+        _ => return None,
     };
     let port = match r.get("port") {
         None | Some(Value::Null) => None,
-        Some(Value::Number(n)) => Some(n.as_i64()?),
+        // An integer outside i32 is kept as none, as the index keeps it.
+        Some(Value::Number(n)) => i32::try_from(n.as_i64()?).ok(),
         Some(_) => return None,
     };
-    Some(ParentRefParts {
+    Some(ParentOf {
         group: text("group")?,
         kind: text("kind")?,
         namespace: text("namespace")?,
@@ -1529,7 +1636,11 @@ mod tests {
             let whole: DynamicObject =
                 serde_json::from_value(object.clone()).expect("dynamic object");
             let want = project(RouteKind::HttpRoute, &whole);
-            assert_eq!(admitted(RouteKind::HttpRoute, &review), want, "{spec}");
+            assert_eq!(
+                admitted_through_index(RouteKind::HttpRoute, &review),
+                want,
+                "{spec}"
+            );
             // And from what the admission codec keeps of it, as the server reads it: the same
             // as the text round trip reads it there. (Not always `want`: arrays are transparent
             // to the codec, so a spec that is a list loses its elements' unread keys; the API
@@ -1544,13 +1655,12 @@ mod tests {
                 object: &kept,
                 ..review
             };
-            assert_eq!(
-                admitted(RouteKind::HttpRoute, &review_kept),
-                admitted_through_index(RouteKind::HttpRoute, &review_kept),
-                "{spec}"
-            );
+            let through = admitted_through_index(RouteKind::HttpRoute, &review_kept);
+            if let Some(read) = read_admitted(RouteKind::HttpRoute, &review_kept) {
+                assert_eq!(read, Admitted::of(&through), "kept: {spec}");
+            }
             if let Some(read) = read_admitted(RouteKind::HttpRoute, &review) {
-                assert_eq!(read, want, "read directly: {spec}");
+                assert_eq!(read, Admitted::of(&want), "read directly: {spec}");
                 direct += 1;
             }
         }
