@@ -285,89 +285,23 @@ pub fn project(kind: RouteKind, o: &DynamicObject) -> RouteFacts {
         .facts(kind)
 }
 
-/// One parentRef of a route as written, borrowed: the fields [`spec_facts`] keeps.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct ParentRefParts<'a> {
-    pub group: Option<&'a str>,
-    pub kind: Option<&'a str>,
-    pub namespace: Option<&'a str>,
-    pub name: &'a str,
-    pub section_name: Option<&'a str>,
-    pub port: Option<i64>,
-}
-
-/// The facts of a route known by its name and spec alone, with no status (an object being
-/// admitted): what [`project`] gives for such an object whose hostnames are `hostnames` and
-/// whose well-formed parentRefs are `parent_refs`. As there, a parentRef without a name is
-/// dropped and a port outside `i32` is none. The caller decides which parts are well-formed.
-pub fn spec_facts<'a>(
-    kind: RouteKind,
-    namespace: &str,
-    name: &str,
-    hostnames: impl IntoIterator<Item = &'a str>,
-    parent_refs: impl IntoIterator<Item = ParentRefParts<'a>>,
-) -> RouteFacts {
-    let own = |s: Option<&str>| s.map(str::to_string);
-    RouteFacts {
-        kind,
-        namespace: namespace.to_string(),
-        name: name.to_string(),
-        creation: None,
-        generation: None,
-        resource_version: None,
-        hostnames: hostnames.into_iter().map(str::to_string).collect(),
-        parent_refs: parent_refs
-            .into_iter()
-            .filter(|p| !p.name.is_empty())
-            .map(|p| ParentRef {
-                group: own(p.group),
-                kind: own(p.kind),
-                namespace: own(p.namespace),
-                name: p.name.to_string(),
-                section_name: own(p.section_name),
-                port: p.port.and_then(|p| i32::try_from(p).ok()),
-            })
-            .collect(),
-        our_status: Vec::new(),
-        // No `status` at all, as `RouteView::facts` records it.
-        parents_layout: Some(ParentsLayout::default()),
-    }
-}
-
 /// The Gateways a route is indexed under: those its parentRefs name, and those our status
 /// entries name (so the finalizer and a detaching route still find it).
 pub fn gateways_of(f: &RouteFacts) -> BTreeSet<Key> {
-    gateways_named(
-        &f.namespace,
-        f.parent_refs
-            .iter()
-            .chain(f.our_status.iter().map(|e| &e.parent_ref)),
-    )
-}
-
-/// The Gateways a route's parentRefs name, its status left out (what an object being admitted
-/// asks for: its status is not ours to read).
-pub fn parent_gateways(f: &RouteFacts) -> BTreeSet<Key> {
-    gateways_named(&f.namespace, f.parent_refs.iter())
-}
-
-fn gateways_named<'a>(
-    route_namespace: &str,
-    refs: impl Iterator<Item = &'a ParentRef>,
-) -> BTreeSet<Key> {
-    refs.filter(|p| {
-        p.group.as_deref().unwrap_or(GATEWAY_API_GROUP) == GATEWAY_API_GROUP
-            && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
-    })
-    .map(|p| {
-        (
-            p.namespace
-                .clone()
-                .unwrap_or_else(|| route_namespace.to_string()),
-            p.name.clone(),
-        )
-    })
-    .collect()
+    f.parent_refs
+        .iter()
+        .chain(f.our_status.iter().map(|e| &e.parent_ref))
+        .filter(|p| {
+            p.group.as_deref().unwrap_or(GATEWAY_API_GROUP) == GATEWAY_API_GROUP
+                && p.kind.as_deref().unwrap_or("Gateway") == "Gateway"
+        })
+        .map(|p| {
+            (
+                p.namespace.clone().unwrap_or_else(|| f.namespace.clone()),
+                p.name.clone(),
+            )
+        })
+        .collect()
 }
 
 #[derive(Default)]
@@ -537,56 +471,6 @@ mod tests {
         let gws = gateways_of(&f);
         assert_eq!(
             gws.into_iter().collect::<Vec<_>>(),
-            [
-                ("tenant-a".to_string(), "gw2".to_string()),
-                ("tenant-root".to_string(), "gw".to_string())
-            ]
-        );
-    }
-
-    /// A route known by its spec alone reads as the projection of that object.
-    #[test]
-    fn spec_facts_are_the_projection_of_the_spec() {
-        let o = obj(serde_json::json!({
-            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-            "metadata": {"name": "r", "namespace": "tenant-a"},
-            "spec": {"hostnames": ["a.example.org", "b.example.org"], "parentRefs": [
-                {"name": "gw", "namespace": "tenant-root", "sectionName": "https-a", "port": 443},
-                {"name": "", "kind": "Gateway"},
-                {"name": "gw2", "group": "gateway.networking.k8s.io", "port": 4_294_967_296_i64}
-            ]}
-        }));
-        let parts = [
-            ParentRefParts {
-                name: "gw",
-                namespace: Some("tenant-root"),
-                section_name: Some("https-a"),
-                port: Some(443),
-                ..ParentRefParts::default()
-            },
-            ParentRefParts {
-                kind: Some("Gateway"),
-                ..ParentRefParts::default()
-            },
-            ParentRefParts {
-                name: "gw2",
-                group: Some("gateway.networking.k8s.io"),
-                port: Some(4_294_967_296),
-                ..ParentRefParts::default()
-            },
-        ];
-        let f = spec_facts(
-            RouteKind::HttpRoute,
-            "tenant-a",
-            "r",
-            ["a.example.org", "b.example.org"],
-            parts,
-        );
-        assert_eq!(f, project(RouteKind::HttpRoute, &o));
-        assert_eq!(f.parent_refs.len(), 2, "the nameless parentRef is dropped");
-        assert_eq!(f.parent_refs[1].port, None, "not an i32");
-        assert_eq!(
-            parent_gateways(&f).into_iter().collect::<Vec<_>>(),
             [
                 ("tenant-a".to_string(), "gw2".to_string()),
                 ("tenant-root".to_string(), "gw".to_string())
