@@ -238,19 +238,24 @@ pub fn warnings_for(
     out
 }
 
+/// A summary's maps by hostname. Every review looks each of its hostnames up: foldhash (the
+/// hasher of `hashbrown`, seeded per process) costs a fraction of std's SipHash on these
+/// short keys (bench/RESULTS.md, the 20,000-route profile).
+type HostMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
+
 /// What the published routes of one Gateway claim, from one snapshot of its routes: what a
 /// review needs, gathered once instead of scanning every route on the Gateway per review.
 #[derive(Debug, Default)]
 pub struct GatewaySummary {
     /// Hostnames (as written) of the published HTTPRoutes that claim HTTPS listeners here.
-    https: HashMap<String, HostClaims>,
+    https: HostMap<HostClaims>,
     /// How many of those hostnames get a listener (valid, not a wildcard).
     listenable: usize,
     /// Distinct `tls-…` sections published TLSRoutes name here (one listener each).
     passthrough: usize,
     /// Hostnames of published TLSRoutes: one route per namespace passing each through, by
     /// namespace.
-    tls: HashMap<String, Vec<Arc<RouteFacts>>>,
+    tls: HostMap<Vec<Arc<RouteFacts>>>,
 }
 
 #[derive(Debug, Default)]
@@ -288,8 +293,8 @@ impl GatewaySummary {
         system_prefix: &str,
     ) -> GatewaySummary {
         let on = Gateway { namespace, name };
-        let mut https: HashMap<String, Vec<Arc<RouteFacts>>> = HashMap::new();
-        let mut tls: HashMap<String, Vec<Arc<RouteFacts>>> = HashMap::new();
+        let mut https: HostMap<Vec<Arc<RouteFacts>>> = HostMap::default();
+        let mut tls: HostMap<Vec<Arc<RouteFacts>>> = HostMap::default();
         let mut sections: BTreeSet<&str> = BTreeSet::new();
         for r in routes.values().filter(|r| on.published_by(r)) {
             match r.kind {
@@ -312,7 +317,7 @@ impl GatewaySummary {
                 }
             }
         }
-        let https: HashMap<String, HostClaims> = https
+        let https: HostMap<HostClaims> = https
             .into_iter()
             .map(|(h, mut ranked)| {
                 ranked.sort_by(|a, b| claims::compare(&claimant(a), &claimant(b), system_prefix));
@@ -388,7 +393,10 @@ type Cached = (Weak<GatewayRoutes>, Arc<GatewaySummary>);
 
 #[derive(Debug, Default)]
 struct CacheEntries {
-    by_gateway: HashMap<(String, String), Cached>,
+    /// By Gateway namespace, then name: looked up without building a key.
+    by_gateway: HashMap<String, HashMap<String, Cached>>,
+    /// Entries in `by_gateway`.
+    len: usize,
     /// At this many entries, the summaries of snapshots that are gone are dropped.
     sweep_at: usize,
 }
@@ -416,8 +424,11 @@ impl SummaryCache {
             let summary = GatewaySummary::of(&routes, namespace, name, system_prefix);
             return (routes, Arc::new(summary));
         }
-        let key = (namespace.to_string(), name.to_string());
-        if let Some((seen, summary)) = self.lock().by_gateway.get(&key)
+        if let Some((seen, summary)) = self
+            .lock()
+            .by_gateway
+            .get(namespace)
+            .and_then(|m| m.get(name))
             && std::ptr::eq(seen.as_ptr(), Arc::as_ptr(&routes))
         {
             return (routes, summary.clone());
@@ -425,18 +436,27 @@ impl SummaryCache {
         // Computed without the lock; reviews racing on a new snapshot each compute it once.
         let summary = Arc::new(GatewaySummary::of(&routes, namespace, name, system_prefix));
         let mut g = self.lock();
-        if g.by_gateway.len() >= g.sweep_at {
-            g.by_gateway.retain(|_, (seen, _)| seen.strong_count() > 0);
-            g.sweep_at = (2 * g.by_gateway.len()).max(64);
+        if g.len >= g.sweep_at {
+            g.by_gateway.retain(|_, m| {
+                m.retain(|_, (seen, _)| seen.strong_count() > 0);
+                !m.is_empty()
+            });
+            g.len = g.by_gateway.values().map(HashMap::len).sum();
+            g.sweep_at = (2 * g.len).max(64);
         }
-        g.by_gateway
-            .insert(key, (Arc::downgrade(&routes), summary.clone()));
+        let added = g
+            .by_gateway
+            .entry(namespace.to_string())
+            .or_default()
+            .insert(name.to_string(), (Arc::downgrade(&routes), summary.clone()))
+            .is_none();
+        g.len += usize::from(added);
         (routes, summary)
     }
 
     /// Gateways with a summary kept (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.lock().by_gateway.len()
+        self.lock().len
     }
 
     pub fn is_empty(&self) -> bool {
@@ -479,12 +499,13 @@ impl std::fmt::Display for Gateway<'_> {
 
 /// Its valid hostnames, each once, in order.
 fn valid_hostnames<'a>(r: &Admitted<'a>) -> Vec<&'a str> {
-    let mut v: Vec<&str> = r
-        .hostnames
-        .iter()
-        .copied()
-        .filter(|h| hostname::validate(h).is_ok())
-        .collect();
+    let mut v: Vec<&str> = Vec::with_capacity(r.hostnames.len());
+    v.extend(
+        r.hostnames
+            .iter()
+            .copied()
+            .filter(|h| hostname::validate(h).is_ok()),
+    );
     v.sort_unstable();
     v.dedup();
     v
@@ -1745,6 +1766,41 @@ mod tests {
         idx.delete(RouteKind::HttpRoute, "cozy-dashboard", "dashboard");
         assert!(run().is_empty());
         assert_eq!(cache.len(), 1);
+    }
+
+    /// Summaries of Gateways that are gone from the index are dropped once the cache has
+    /// grown to twice what it kept at its last sweep.
+    #[test]
+    fn the_cache_drops_gateways_that_are_gone() {
+        let idx = RouteIndex::default();
+        let on = |gw: usize, i: usize| {
+            let mut r = http("tenant-root", &format!("r{gw}-{i}"), &["a.example.org"]);
+            let name = format!("gw{gw}");
+            r.parent_refs[0].name = name.clone();
+            r.our_status[0].parent_ref.name = name;
+            r
+        };
+        let cache = SummaryCache::default();
+        for gw in 0..70 {
+            for i in 0..CACHE_FROM {
+                idx.apply(on(gw, i));
+            }
+            cache.get(&idx, "tenant-root", &format!("gw{gw}"), "cozy-");
+        }
+        assert_eq!(cache.len(), 70);
+        for gw in 0..70 {
+            for i in 0..CACHE_FROM {
+                idx.delete(RouteKind::HttpRoute, "tenant-root", &format!("r{gw}-{i}"));
+            }
+        }
+        for gw in 100..200 {
+            for i in 0..CACHE_FROM {
+                idx.apply(on(gw, i));
+            }
+            cache.get(&idx, "tenant-root", &format!("gw{gw}"), "cozy-");
+        }
+        // Swept at 128 entries (twice the 64 of the first sweep): the 70 gone ones left.
+        assert_eq!(cache.len(), 100);
     }
 
     /// The scan every review did before [`GatewaySummary`] (kept as the oracle).
