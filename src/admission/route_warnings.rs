@@ -528,16 +528,25 @@ fn http_route(
     // The summary counts the route itself when an earlier version of it is published here;
     // it is judged against the others only.
     let best_other = |claims: &'_ HostClaims| claims.ranked.iter().find(|r| !is_me(r)).cloned();
-    // Each of its hostnames looked up once: its claims here, and the best claimant other
-    // than this route (none: no one else claims it).
-    let mine: Vec<(&str, Option<&HostClaims>, Option<Arc<RouteFacts>>)> = valid_hostnames(route)
+    /// One of its hostnames, looked up once: its claims here, and the best claimant other
+    /// than this route (none: no one else claims it).
+    struct Mine<'h, 's> {
+        h: &'h str,
+        claims: Option<&'s HostClaims>,
+        best: Option<Arc<RouteFacts>>,
+    }
+    let mine: Vec<Mine<'_, '_>> = valid_hostnames(route)
         .into_iter()
         .map(|h| {
             let claims = summary.https.get(h);
-            (h, claims, claims.and_then(best_other))
+            Mine {
+                h,
+                claims,
+                best: claims.and_then(best_other),
+            }
         })
         .collect();
-    for (h, claims, best) in &mine {
+    for Mine { h, claims, best } in &mine {
         let Some(claims) = claims else {
             continue;
         };
@@ -605,7 +614,7 @@ fn http_route(
     let left = MAX_LISTENERS.saturating_sub(in_use);
     let new = mine
         .iter()
-        .filter(|(h, _, best)| !hostname::is_wildcard(h) && best.is_none())
+        .filter(|m| !hostname::is_wildcard(m.h) && m.best.is_none())
         .count();
     if new == 0 || new < left {
         return;
