@@ -708,8 +708,9 @@ impl super::Admission {
             _ => return Vec::new(),
         };
         // Nothing indexed (a snapshot without routes, no reconciler, `--namespaces` mode):
-        // no work on the hot path.
-        if self.routes.is_empty() {
+        // no work on the hot path. Without an index attached, not even the index's lock:
+        // both server threads taking it on every review bounce its cache line.
+        if !self.warns || self.routes.is_empty() {
             return Vec::new();
         }
         let fallback;
