@@ -511,11 +511,11 @@ fn valid_hostnames<'a>(r: &Admitted<'a>) -> Vec<&'a str> {
     v
 }
 
-fn http_route(
+fn http_route<'g>(
     route: &Admitted<'_>,
     on: &Gateway<'_>,
     routes: &GatewayRoutes,
-    summary: &GatewaySummary,
+    summary: &'g GatewaySummary,
     system_prefix: &str,
     out: &mut Vec<RouteWarning>,
 ) {
@@ -527,13 +527,14 @@ fn http_route(
     let is_me = |r: &RouteFacts| route.is(r);
     // The summary counts the route itself when an earlier version of it is published here;
     // it is judged against the others only.
-    let best_other = |claims: &'_ HostClaims| claims.ranked.iter().find(|r| !is_me(r)).cloned();
+    let best_other =
+        |claims: &'g HostClaims| claims.ranked.iter().find(|r| !is_me(r)).map(|r| &**r);
     /// One of its hostnames, looked up once: its claims here, and the best claimant other
     /// than this route (none: no one else claims it).
     struct Mine<'h, 's> {
         h: &'h str,
         claims: Option<&'s HostClaims>,
-        best: Option<Arc<RouteFacts>>,
+        best: Option<&'s RouteFacts>,
     }
     let mine: Vec<Mine<'_, '_>> = valid_hostnames(route)
         .into_iter()
@@ -555,7 +556,7 @@ fn http_route(
         if foreign == 0 {
             continue;
         }
-        let best = best.as_deref().map(claimant);
+        let best = best.map(claimant);
         let Some(winner) = claims::winner(best.into_iter().chain([me]), system_prefix) else {
             continue;
         };
