@@ -124,8 +124,13 @@ fn managed_fields(target_bytes: usize) -> serde_json::Value {
     serde_json::Value::Array(entries)
 }
 
-/// The review body of `shape` with a uid slot.
+/// The review body of `shape` with a uid slot, its route on the root Gateway.
 pub fn review(shape: Shape) -> Review {
+    review_on(shape, "tenant-root")
+}
+
+/// [`review`] with the route on Gateway `gateway/gateway`.
+pub fn review_on(shape: Shape, gateway: &str) -> Review {
     let hostnames: Vec<String> = ["shop", "www", "api", "admin", "static", "grafana"]
         .iter()
         .map(|h| format!("{h}.{TENANT_APEX}"))
@@ -220,7 +225,7 @@ pub fn review(shape: Shape) -> Review {
         "spec": {
             "parentRefs": [
                 {"group": "gateway.networking.k8s.io", "kind": "Gateway",
-                 "name": "tenant-root", "namespace": "tenant-root", "sectionName": "https"}
+                 "name": gateway, "namespace": gateway, "sectionName": "https"}
             ],
             "hostnames": hostnames,
             "rules": rules

@@ -8,6 +8,7 @@ use std::sync::OnceLock;
 
 use prometheus::{Histogram, IntCounter};
 
+use super::route_warnings::Reason;
 use super::{DecisionKind, WebhookResource};
 use crate::metrics::Metrics;
 use crate::policy::{Layer, Operation};
@@ -35,7 +36,12 @@ pub struct Counters {
     metrics: Metrics,
     requests: Box<[OnceLock<IntCounter>]>,
     durations: Box<[OnceLock<Histogram>]>,
+    /// `admission_warnings` by resource and reason (the 20,000-route bench gives two
+    /// warnings on every review).
+    warnings: Box<[OnceLock<IntCounter>]>,
 }
+
+const REASONS: usize = Reason::ALL.len();
 
 fn resource_index(label: &str) -> usize {
     WebhookResource::ALL
@@ -66,7 +72,21 @@ impl Counters {
             metrics,
             requests: (0..R * O * L * K).map(|_| OnceLock::new()).collect(),
             durations: (0..R).map(|_| OnceLock::new()).collect(),
+            warnings: (0..R * REASONS).map(|_| OnceLock::new()).collect(),
         }
+    }
+
+    /// `tenant_gateway_admission_warnings_total{resource,reason}` += 1.
+    pub fn warning(&self, resource: WebhookResource, reason: Reason) {
+        let r = resource_index(resource.resource());
+        let i = r * REASONS + Reason::ALL.iter().position(|x| *x == reason).unwrap_or(0);
+        self.warnings[i]
+            .get_or_init(|| {
+                self.metrics
+                    .admission_warnings
+                    .with_label_values(&[resource.resource(), reason.as_str()])
+            })
+            .inc();
     }
 
     /// `tenant_gateway_admission_requests_total{resource,operation,layer,decision}` += 1.
@@ -170,6 +190,27 @@ mod tests {
                 .get(),
             1
         );
+        // Warnings: a distinct count per resource and reason.
+        let mut n = 0u64;
+        for r in WebhookResource::ALL {
+            for reason in Reason::ALL {
+                n += 1;
+                for _ in 0..n {
+                    c.warning(r, reason);
+                }
+            }
+        }
+        let mut n = 0u64;
+        for r in WebhookResource::ALL {
+            for reason in Reason::ALL {
+                n += 1;
+                let got = metrics
+                    .admission_warnings
+                    .with_label_values(&[r.resource(), reason.as_str()])
+                    .get();
+                assert_eq!(got, n, "{r:?} {reason:?}");
+            }
+        }
         c.duration("httproutes", 0.001);
         c.duration("httproutes", 0.002);
         c.duration("weird", 0.002);

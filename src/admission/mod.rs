@@ -967,7 +967,12 @@ pub fn review_body(uid: &str, d: &Decision) -> Vec<u8> {
             warnings: &d.warnings,
         },
     };
-    let mut body = Vec::with_capacity(160 + uid.len() + d.message.as_ref().map_or(0, String::len));
+    // Sized for the whole answer (a warning's text is quoted, plus its escapes, rare), so
+    // that an answer with warnings is not grown twice on the way.
+    let warnings: usize = d.warnings.iter().map(|w| w.len() + 3).sum();
+    let mut body = Vec::with_capacity(
+        160 + uid.len() + d.message.as_ref().map_or(0, String::len) + warnings + 16,
+    );
     // Serializing plain structs of strings, a bool and an integer into a Vec cannot fail
     // (serde_json errors only on I/O errors and on non-string map keys).
     if serde_json::to_writer(&mut body, &out).is_err() {

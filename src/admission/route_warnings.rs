@@ -25,9 +25,10 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::claims::{self, Claimant};
-use crate::cluster::routes::{GatewayRoutes, RouteIndex, gateways_of};
+use crate::cluster::routes::{GatewayRoutes, RouteIndex};
 use crate::hostname;
-use crate::reconcile::inputs::{RouteFacts, RouteKind};
+use crate::platform::GATEWAY_API_GROUP;
+use crate::reconcile::inputs::{ParentRef, RouteFacts, RouteKind};
 use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https};
 
 /// Why a warning was given: the `reason` label of its counter (a closed set).
@@ -62,6 +63,103 @@ impl Reason {
 pub struct RouteWarning {
     pub reason: Reason,
     pub text: String,
+}
+
+/// The route being admitted, as the warnings read it: borrowed from the review's projected
+/// object ([`admitted`]) or from route facts ([`Admitted::of`]), so a review allocates
+/// nothing for it but two lists.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Admitted<'a> {
+    pub kind: RouteKind,
+    pub namespace: &'a str,
+    pub name: &'a str,
+    pub hostnames: Vec<&'a str>,
+    /// Those with a name (the index drops the others).
+    pub parent_refs: Vec<ParentOf<'a>>,
+}
+
+/// One parentRef of an [`Admitted`] route: [`ParentRef`], borrowed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ParentOf<'a> {
+    pub group: Option<&'a str>,
+    pub kind: Option<&'a str>,
+    pub namespace: Option<&'a str>,
+    pub name: &'a str,
+    pub section_name: Option<&'a str>,
+    pub port: Option<i32>,
+}
+
+impl<'a> Admitted<'a> {
+    /// The route of `f` (its status left out: the admitted object's is not ours to read).
+    pub fn of(f: &'a RouteFacts) -> Admitted<'a> {
+        Admitted {
+            kind: f.kind,
+            namespace: &f.namespace,
+            name: &f.name,
+            hostnames: f.hostnames.iter().map(String::as_str).collect(),
+            parent_refs: f.parent_refs.iter().map(ParentOf::of).collect(),
+        }
+    }
+
+    fn claimant(&self) -> Claimant<'a> {
+        Claimant {
+            namespace: self.namespace,
+            name: self.name,
+        }
+    }
+
+    /// An indexed route is this one (an earlier version of it).
+    fn is(&self, r: &RouteFacts) -> bool {
+        (r.kind, r.namespace.as_str(), r.name.as_str()) == (self.kind, self.namespace, self.name)
+    }
+
+    /// The Gateways its parentRefs name, each once, in order (`cluster::routes::gateways_of`
+    /// without the status).
+    fn gateways(&self) -> Vec<(&'a str, &'a str)> {
+        let mut v: Vec<(&str, &str)> = self
+            .parent_refs
+            .iter()
+            .filter(|p| p.is_gateway())
+            .map(|p| (p.namespace.unwrap_or(self.namespace), p.name))
+            .collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+
+    /// Its parentRefs that target Gateway `on`: their sectionNames.
+    fn sections_on<'s>(
+        &'s self,
+        on: &'s Gateway<'_>,
+    ) -> impl Iterator<Item = Option<&'a str>> + 's {
+        self.parent_refs
+            .iter()
+            .filter(|p| {
+                p.is_gateway()
+                    && p.namespace.unwrap_or(self.namespace) == on.namespace
+                    && p.name == on.name
+            })
+            .map(|p| p.section_name)
+    }
+}
+
+impl<'a> ParentOf<'a> {
+    fn of(p: &'a ParentRef) -> ParentOf<'a> {
+        ParentOf {
+            group: p.group.as_deref(),
+            kind: p.kind.as_deref(),
+            namespace: p.namespace.as_deref(),
+            name: &p.name,
+            section_name: p.section_name.as_deref(),
+            port: p.port,
+        }
+    }
+
+    /// A Gateway once Gateway API's defaults apply (as `ParentRef::targets` reads it).
+    fn is_gateway(&self) -> bool {
+        self.group.unwrap_or(GATEWAY_API_GROUP) == GATEWAY_API_GROUP
+            && self.kind.unwrap_or("Gateway") == "Gateway"
+    }
 }
 
 /// The warnings for admitting `route`. `snapshot(namespace, name)` is the index's routes of
@@ -99,20 +197,30 @@ pub fn warnings_from(
     system_prefix: &str,
     publishes_through: Option<&str>,
 ) -> Vec<RouteWarning> {
-    // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
-    let targets = RouteFacts {
-        our_status: Vec::new(),
-        ..route.clone()
-    };
+    warnings_for(
+        &Admitted::of(route),
+        summary,
+        system_prefix,
+        publishes_through,
+    )
+}
+
+/// [`warnings_from`] for a borrowed route (the server's path: [`admitted`]).
+pub fn warnings_for(
+    route: &Admitted<'_>,
+    summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
+    system_prefix: &str,
+    publishes_through: Option<&str>,
+) -> Vec<RouteWarning> {
     let mut out = Vec::new();
-    for (gw_ns, gw_name) in gateways_of(&targets) {
+    for (gw_ns, gw_name) in route.gateways() {
         if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
-        let (routes, summary) = summary(&gw_ns, &gw_name);
+        let (routes, summary) = summary(gw_ns, gw_name);
         let on = Gateway {
-            namespace: &gw_ns,
-            name: &gw_name,
+            namespace: gw_ns,
+            name: gw_name,
         };
         match route.kind {
             RouteKind::HttpRoute => {
@@ -122,24 +230,32 @@ pub fn warnings_from(
         }
     }
     for w in &mut out {
-        w.text = super::truncate_warning(&w.text);
+        // Within the bound in bytes is within it in characters: no copy.
+        if w.text.len() > super::MAX_WARNING_LEN {
+            w.text = super::truncate_warning(&w.text);
+        }
     }
     out
 }
+
+/// A summary's maps by hostname. Every review looks each of its hostnames up: foldhash (the
+/// hasher of `hashbrown`, seeded per process) costs a fraction of std's SipHash on these
+/// short keys (bench/RESULTS.md, the 20,000-route profile).
+type HostMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
 /// What the published routes of one Gateway claim, from one snapshot of its routes: what a
 /// review needs, gathered once instead of scanning every route on the Gateway per review.
 #[derive(Debug, Default)]
 pub struct GatewaySummary {
     /// Hostnames (as written) of the published HTTPRoutes that claim HTTPS listeners here.
-    https: HashMap<String, HostClaims>,
+    https: HostMap<HostClaims>,
     /// How many of those hostnames get a listener (valid, not a wildcard).
     listenable: usize,
     /// Distinct `tls-…` sections published TLSRoutes name here (one listener each).
     passthrough: usize,
     /// Hostnames of published TLSRoutes: one route per namespace passing each through, by
     /// namespace.
-    tls: HashMap<String, Vec<Arc<RouteFacts>>>,
+    tls: HostMap<Vec<Arc<RouteFacts>>>,
 }
 
 #[derive(Debug, Default)]
@@ -177,8 +293,8 @@ impl GatewaySummary {
         system_prefix: &str,
     ) -> GatewaySummary {
         let on = Gateway { namespace, name };
-        let mut https: HashMap<String, Vec<Arc<RouteFacts>>> = HashMap::new();
-        let mut tls: HashMap<String, Vec<Arc<RouteFacts>>> = HashMap::new();
+        let mut https: HostMap<Vec<Arc<RouteFacts>>> = HostMap::default();
+        let mut tls: HostMap<Vec<Arc<RouteFacts>>> = HostMap::default();
         let mut sections: BTreeSet<&str> = BTreeSet::new();
         for r in routes.values().filter(|r| on.published_by(r)) {
             match r.kind {
@@ -201,7 +317,7 @@ impl GatewaySummary {
                 }
             }
         }
-        let https: HashMap<String, HostClaims> = https
+        let https: HostMap<HostClaims> = https
             .into_iter()
             .map(|(h, mut ranked)| {
                 ranked.sort_by(|a, b| claims::compare(&claimant(a), &claimant(b), system_prefix));
@@ -226,24 +342,38 @@ fn listenable(h: &str) -> bool {
     !hostname::is_wildcard(h) && hostname::validate(h).is_ok()
 }
 
-/// The namespaces of `routes` (one route per namespace, by namespace) other than `except`:
-/// how many, and how [`some_of`] names them ("a", "a and b", "a and 2 more").
-fn namespaces_except(routes: &[Arc<RouteFacts>], except: &str) -> (usize, String) {
+/// How many namespaces `routes` (one route per namespace, by namespace) has other than
+/// `except`.
+fn count_except(routes: &[Arc<RouteFacts>], except: &str) -> usize {
     let mine = routes
         .binary_search_by(|r| (*r.namespace).cmp(except))
         .is_ok();
-    let n = routes.len() - usize::from(mine);
-    let first_two: BTreeSet<&str> = routes
+    routes.len() - usize::from(mine)
+}
+
+/// Those `n` namespaces ([`count_except`]) named: "a", "a and b", "a and 2 more". Only a
+/// warning that names them builds it.
+fn names_except(routes: &[Arc<RouteFacts>], except: &str, n: usize) -> String {
+    let mut it = routes
         .iter()
         .map(|r| &*r.namespace)
-        .filter(|ns| *ns != except)
-        .take(2)
-        .collect();
-    let text = match first_two.first() {
-        Some(a) if n > 2 => format!("{a} and {} more", n - 1),
-        _ => some_of(&first_two),
-    };
-    (n, text)
+        .filter(|ns| *ns != except);
+    match (it.next(), it.next()) {
+        (None, _) => String::new(),
+        (Some(a), None) => a.to_string(),
+        (Some(a), Some(b)) if n == 2 => concat(&[a, " and ", b]),
+        (Some(a), Some(_)) => concat(&[a, " and ", &(n - 1).to_string(), " more"]),
+    }
+}
+
+/// A warning's text from its pieces. Every warning given is built on the review's path;
+/// `format!` costs a few times the copy (bench/RESULTS.md, the 20,000-route profile).
+fn concat(parts: &[&str]) -> String {
+    let mut s = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        s.push_str(p);
+    }
+    s
 }
 
 /// Summaries of the Gateways that reviews asked about, each kept with a weak handle on the
@@ -263,7 +393,10 @@ type Cached = (Weak<GatewayRoutes>, Arc<GatewaySummary>);
 
 #[derive(Debug, Default)]
 struct CacheEntries {
-    by_gateway: HashMap<(String, String), Cached>,
+    /// By Gateway namespace, then name: looked up without building a key.
+    by_gateway: HashMap<String, HashMap<String, Cached>>,
+    /// Entries in `by_gateway`.
+    len: usize,
     /// At this many entries, the summaries of snapshots that are gone are dropped.
     sweep_at: usize,
 }
@@ -291,8 +424,11 @@ impl SummaryCache {
             let summary = GatewaySummary::of(&routes, namespace, name, system_prefix);
             return (routes, Arc::new(summary));
         }
-        let key = (namespace.to_string(), name.to_string());
-        if let Some((seen, summary)) = self.lock().by_gateway.get(&key)
+        if let Some((seen, summary)) = self
+            .lock()
+            .by_gateway
+            .get(namespace)
+            .and_then(|m| m.get(name))
             && std::ptr::eq(seen.as_ptr(), Arc::as_ptr(&routes))
         {
             return (routes, summary.clone());
@@ -300,18 +436,27 @@ impl SummaryCache {
         // Computed without the lock; reviews racing on a new snapshot each compute it once.
         let summary = Arc::new(GatewaySummary::of(&routes, namespace, name, system_prefix));
         let mut g = self.lock();
-        if g.by_gateway.len() >= g.sweep_at {
-            g.by_gateway.retain(|_, (seen, _)| seen.strong_count() > 0);
-            g.sweep_at = (2 * g.by_gateway.len()).max(64);
+        if g.len >= g.sweep_at {
+            g.by_gateway.retain(|_, m| {
+                m.retain(|_, (seen, _)| seen.strong_count() > 0);
+                !m.is_empty()
+            });
+            g.len = g.by_gateway.values().map(HashMap::len).sum();
+            g.sweep_at = (2 * g.len).max(64);
         }
-        g.by_gateway
-            .insert(key, (Arc::downgrade(&routes), summary.clone()));
+        let added = g
+            .by_gateway
+            .entry(namespace.to_string())
+            .or_default()
+            .insert(name.to_string(), (Arc::downgrade(&routes), summary.clone()))
+            .is_none();
+        g.len += usize::from(added);
         (routes, summary)
     }
 
     /// Gateways with a summary kept (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.lock().by_gateway.len()
+        self.lock().len
     }
 
     pub fn is_empty(&self) -> bool {
@@ -353,84 +498,105 @@ impl std::fmt::Display for Gateway<'_> {
 }
 
 /// Its valid hostnames, each once, in order.
-fn valid_hostnames(r: &RouteFacts) -> BTreeSet<&str> {
-    r.hostnames
-        .iter()
-        .map(String::as_str)
-        .filter(|h| hostname::validate(h).is_ok())
-        .collect()
+fn valid_hostnames<'a>(r: &Admitted<'a>) -> Vec<&'a str> {
+    let mut v: Vec<&str> = Vec::with_capacity(r.hostnames.len());
+    v.extend(
+        r.hostnames
+            .iter()
+            .copied()
+            .filter(|h| hostname::validate(h).is_ok()),
+    );
+    v.sort_unstable();
+    v.dedup();
+    v
 }
 
-/// "a", "a and b", "a and 2 more".
-fn some_of(names: &BTreeSet<&str>) -> String {
-    let mut it = names.iter();
-    match (it.next(), names.len()) {
-        (None, _) => String::new(),
-        (Some(a), 1) => (*a).to_string(),
-        (Some(a), 2) => format!("{a} and {}", it.next().copied().unwrap_or_default()),
-        (Some(a), n) => format!("{a} and {} more", n - 1),
-    }
-}
-
-fn http_route(
-    route: &RouteFacts,
+fn http_route<'g>(
+    route: &Admitted<'_>,
     on: &Gateway<'_>,
     routes: &GatewayRoutes,
-    summary: &GatewaySummary,
+    summary: &'g GatewaySummary,
     system_prefix: &str,
     out: &mut Vec<RouteWarning>,
 ) {
-    if !on.claimed_by(route) {
+    if route.kind != RouteKind::HttpRoute || !route.sections_on(on).any(section_claims_https) {
         // sectionName `http` or `tls-…`: no HTTPS listener, no hostname claimed.
         return;
     }
-    let mine = valid_hostnames(route);
-    let me = claimant(route);
-    let is_me = |r: &RouteFacts| r.kind == route.kind && same_route(r, route);
+    let me = route.claimant();
+    let is_me = |r: &RouteFacts| route.is(r);
     // The summary counts the route itself when an earlier version of it is published here;
     // it is judged against the others only.
-    let others = |h: &str| {
-        summary
-            .https
-            .get(h)
-            .map(|c| c.ranked.iter().filter(|r| !is_me(r)))
-    };
-    let claimed_by_others = |h: &str| others(h).is_some_and(|mut it| it.next().is_some());
-    for h in &mine {
-        let Some(claims) = summary.https.get(*h) else {
+    let best_other =
+        |claims: &'g HostClaims| claims.ranked.iter().find(|r| !is_me(r)).map(|r| &**r);
+    /// One of its hostnames, looked up once: its claims here, and the best claimant other
+    /// than this route (none: no one else claims it).
+    struct Mine<'h, 's> {
+        h: &'h str,
+        claims: Option<&'s HostClaims>,
+        best: Option<&'s RouteFacts>,
+    }
+    let mine: Vec<Mine<'_, '_>> = valid_hostnames(route)
+        .into_iter()
+        .map(|h| {
+            let claims = summary.https.get(h);
+            Mine {
+                h,
+                claims,
+                best: claims.and_then(best_other),
+            }
+        })
+        .collect();
+    for Mine { h, claims, best } in &mine {
+        let Some(claims) = claims else {
             continue;
         };
         // The route's own namespace shares the hostname: only other namespaces conflict.
-        let (foreign, names) = namespaces_except(&claims.namespaces, me.namespace);
+        let foreign = count_except(&claims.namespaces, me.namespace);
         if foreign == 0 {
             continue;
         }
-        let best_other = others(h).and_then(|mut it| it.next()).map(|r| claimant(r));
-        let Some(winner) = claims::winner(best_other.into_iter().chain([me]), system_prefix) else {
+        let best = best.map(claimant);
+        let Some(winner) = claims::winner(best.into_iter().chain([me]), system_prefix) else {
             continue;
         };
         let text = if claims::shares_with(&me, &winner) {
-            format!("HostnameConflict for {names}: {h} is also on {on}; this route wins")
+            let names = names_except(&claims.namespaces, me.namespace, foreign);
+            concat(&[
+                "HostnameConflict for ",
+                &names,
+                ": ",
+                h,
+                " is also on ",
+                on.namespace,
+                "/",
+                on.name,
+                "; this route wins",
+            ])
         } else {
-            format!(
-                "HostnameConflict: {h} is already on {on} from {}, which wins",
-                winner.namespace
-            )
+            concat(&[
+                "HostnameConflict: ",
+                h,
+                " is already on ",
+                on.namespace,
+                "/",
+                on.name,
+                " from ",
+                winner.namespace,
+                ", which wins",
+            ])
         };
         out.push(RouteWarning {
             reason: Reason::HostnameConflict,
             text,
         });
     }
+    let claimed_by_others = |h: &str| summary.https.get(h).and_then(best_other).is_some();
 
     // The budget, as http01 counts it: hostnames only this route's published version claims
     // are the ones it would take over, not listeners in use by others.
     let own_only = routes
-        .get(&(
-            route.kind,
-            route.namespace.as_str().into(),
-            route.name.as_str().into(),
-        ))
+        .get(&(route.kind, route.namespace.into(), route.name.into()))
         .filter(|r| on.published_by(r) && on.claimed_by(r))
         .map_or(0, |r| {
             r.hostnames
@@ -449,7 +615,7 @@ fn http_route(
     let left = MAX_LISTENERS.saturating_sub(in_use);
     let new = mine
         .iter()
-        .filter(|h| !hostname::is_wildcard(h) && !claimed_by_others(h))
+        .filter(|m| !hostname::is_wildcard(m.h) && m.best.is_none())
         .count();
     if new == 0 || new < left {
         return;
@@ -459,15 +625,35 @@ fn http_route(
 
 /// The listener-budget warning: `new` hostnames need a listener, `left` are free (`new ≥ left`).
 fn budget_warning(on: &Gateway<'_>, left: usize, new: usize) -> RouteWarning {
+    let (left_s, max) = (left.to_string(), MAX_LISTENERS.to_string());
     let text = if new == left {
-        format!(
-            "Gateway {on}: this route takes the last {left} of {MAX_LISTENERS} listeners (http01); more need certMode dns01"
-        )
+        concat(&[
+            "Gateway ",
+            on.namespace,
+            "/",
+            on.name,
+            ": this route takes the last ",
+            &left_s,
+            " of ",
+            &max,
+            " listeners (http01); more need certMode dns01",
+        ])
     } else {
-        format!(
-            "Gateway {on}: {left} of {MAX_LISTENERS} listeners left, {new} needed, {} hostname(s) get none (http01); use certMode dns01",
-            new - left
-        )
+        concat(&[
+            "Gateway ",
+            on.namespace,
+            "/",
+            on.name,
+            ": ",
+            &left_s,
+            " of ",
+            &max,
+            " listeners left, ",
+            &new.to_string(),
+            " needed, ",
+            &(new - left).to_string(),
+            " hostname(s) get none (http01); use certMode dns01",
+        ])
     };
     RouteWarning {
         reason: Reason::ListenerBudget,
@@ -476,7 +662,7 @@ fn budget_warning(on: &Gateway<'_>, left: usize, new: usize) -> RouteWarning {
 }
 
 fn tls_route(
-    route: &RouteFacts,
+    route: &Admitted<'_>,
     summary: &GatewaySummary,
     on: &Gateway<'_>,
     out: &mut Vec<RouteWarning>,
@@ -486,13 +672,23 @@ fn tls_route(
             continue;
         };
         // Its own namespace (the route itself included) shares a passthrough.
-        let (n, names) = namespaces_except(passing, &route.namespace);
+        let n = count_except(passing, route.namespace);
         if n == 0 {
             continue;
         }
+        let names = names_except(passing, route.namespace, n);
         out.push(RouteWarning {
             reason: Reason::PassthroughShared,
-            text: format!("{h} also passes through {on} from {names}; the data plane picks one"),
+            text: concat(&[
+                h,
+                " also passes through ",
+                on.namespace,
+                "/",
+                on.name,
+                " from ",
+                &names,
+                "; the data plane picks one",
+            ]),
         });
     }
 }
@@ -513,11 +709,19 @@ impl super::Admission {
             _ => return Vec::new(),
         };
         // Nothing indexed (a snapshot without routes, no reconciler, `--namespaces` mode):
-        // no work on the hot path.
-        if self.routes.is_empty() {
+        // no work on the hot path. Without an index attached, not even the index's lock:
+        // both server threads taking it on every review bounce its cache line.
+        if !self.warns || self.routes.is_empty() {
             return Vec::new();
         }
-        let facts = admitted(kind, review);
+        let fallback;
+        let route = match read_admitted(kind, review) {
+            Some(route) => route,
+            None => {
+                fallback = admitted_through_index(kind, review);
+                Admitted::of(&fallback)
+            }
+        };
         let publishes_through = match ns {
             crate::policy::NamespaceContext::Found { labels } => Some(
                 labels
@@ -527,8 +731,8 @@ impl super::Admission {
             crate::policy::NamespaceContext::NotFound => None,
         };
         let prefix = &self.cfg.system_prefix;
-        let found = warnings_from(
-            &facts,
+        let found = warnings_for(
+            &route,
             |ns, name| self.summaries.get(&self.routes, ns, name, prefix),
             prefix,
             publishes_through,
@@ -536,18 +740,86 @@ impl super::Admission {
         found
             .into_iter()
             .map(|w| {
-                self.metrics
-                    .admission_warnings
-                    .with_label_values(&[resource.resource(), w.reason.as_str()])
-                    .inc();
+                self.counters.warning(resource, w.reason);
                 w.text
             })
             .collect()
     }
 }
 
-/// The route being admitted as route facts, through the index's own projection.
-fn admitted(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
+/// The route being admitted: what the index's projection reads from the whole object
+/// (`cluster::routes::project`), read straight from the review's projected object
+/// (src/admission/project.rs kept `spec.hostnames` and `spec.parentRefs` with their JSON
+/// types) and borrowed from it. Parts of the wrong type are dropped as the index drops them.
+/// `None` for a shape only the index's serde reading knows how to take (a list where it
+/// reads a struct: serde takes its fields by position): the caller reads that one through
+/// [`admitted_through_index`], so every shape reads alike
+/// (`the_admitted_route_reads_as_the_whole_object`).
+fn read_admitted<'a>(kind: RouteKind, review: &crate::policy::Review<'a>) -> Option<Admitted<'a>> {
+    use serde_json::Value;
+    let mut route = Admitted {
+        kind,
+        namespace: review.namespace,
+        name: review.name,
+        hostnames: Vec::new(),
+        parent_refs: Vec::new(),
+    };
+    let object: &'a Value = review.object;
+    let spec = match object.get("spec") {
+        Some(Value::Object(spec)) => spec,
+        Some(Value::Array(_)) => return None,
+        // Absent, null or a scalar: the index reads no spec.
+        _ => return Some(route),
+    };
+    if let Some(Value::Array(hosts)) = spec.get("hostnames") {
+        // Each element that is not a string is dropped; so is a list that is not one.
+        route.hostnames = hosts.iter().filter_map(Value::as_str).collect();
+    }
+    if let Some(Value::Array(refs)) = spec.get("parentRefs") {
+        for r in refs {
+            match r {
+                Value::Object(r) => route.parent_refs.extend(parent_ref(r)),
+                Value::Array(_) => return None,
+                _ => {}
+            }
+        }
+    }
+    Some(route)
+}
+
+/// One parentRef object, or `None` when a field it reads has the wrong type (the index then
+/// drops the whole parentRef: `ParentRefView` does not decode) or its name is empty.
+fn parent_ref(r: &serde_json::Map<String, serde_json::Value>) -> Option<ParentOf<'_>> {
+    use serde_json::Value;
+    // An optional string: absent and null are none, a string is kept, anything else fails.
+    let text = |key: &str| match r.get(key) {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(s)) => Some(Some(s.as_str())),
+        Some(_) => None,
+    };
+    let name = match r.get("name") {
+        Some(Value::String(s)) if !s.is_empty() => s,
+        _ => return None,
+    };
+    let port = match r.get("port") {
+        None | Some(Value::Null) => None,
+        // An integer outside i32 is kept as none, as the index keeps it.
+        Some(Value::Number(n)) => i32::try_from(n.as_i64()?).ok(),
+        Some(_) => return None,
+    };
+    Some(ParentOf {
+        group: text("group")?,
+        kind: text("kind")?,
+        namespace: text("namespace")?,
+        name,
+        section_name: text("sectionName")?,
+        port,
+    })
+}
+
+/// The route being admitted through the index's own projection: object to JSON text, read
+/// as a watched route is.
+fn admitted_through_index(kind: RouteKind, review: &crate::policy::Review<'_>) -> RouteFacts {
     // The admission codec kept only the fields a layer reads (src/admission/project.rs):
     // this spec is hostnames and parentRefs, not the rules.
     let spec = review
@@ -1331,6 +1603,7 @@ mod tests {
     fn the_admitted_route_reads_as_the_whole_object() {
         let rules = json!([{"matches": [{"path": {"type": "PathPrefix", "value": "/"}}],
                             "backendRefs": [{"name": "web", "port": 80}]}]);
+        let big = json!(u64::MAX);
         let specs = [
             json!({"parentRefs": [{"name": "gw", "sectionName": "https"}],
                    "hostnames": ["a.example.org", 7, "b.example.org"], "rules": rules}),
@@ -1339,7 +1612,44 @@ mod tests {
             json!({"rules": rules}),
             json!("not an object"),
             Value::Null,
+            json!(7),
+            json!({"hostnames": "a.example.org", "parentRefs": {"name": "gw"}}),
+            json!({"hostnames": [null, ["a.example.org"], {"h": 1}, true, "b.example.org"],
+                   "parentRefs": null}),
+            json!({"hostnames": null, "parentRefs": [null, "gw", 5, {"name": "gw"}]}),
+            // Each field of a parentRef with every type: a wrong one drops that parentRef.
+            json!({"parentRefs": [
+                {"name": "a", "group": null, "kind": null, "namespace": null,
+                 "sectionName": null, "port": null},
+                {"name": "b", "group": "gateway.networking.k8s.io", "kind": "Gateway",
+                 "namespace": "tenant-root", "sectionName": "https-x", "port": 443},
+                {"name": "c", "group": 5},
+                {"name": "d", "kind": ["Gateway"]},
+                {"name": "e", "namespace": {"x": 1}},
+                {"name": "f", "sectionName": true},
+                {"name": "g", "port": "443"},
+                {"name": "h", "port": 443.0},
+                {"name": "i", "port": -1},
+                {"name": "j", "port": 4_294_967_296_i64},
+                {"name": "k", "port": big},
+                {"name": null},
+                {"name": 5},
+                {"name": ""},
+                {"namespace": "tenant-root"},
+                {"name": "l", "unknown": [1, 2], "Name": "m"},
+                {"name": "n", "kind": "ListenerSet", "group": "x.io"}
+            ], "hostnames": ["a.example.org", "", "*.example.org", "A.Example.Org"]}),
+            // Lists where a struct is read: serde takes a struct's fields by position.
+            json!([["a.example.org"], [{"name": "gw"}]]),
+            json!([["a.example.org"]]),
+            json!([["a.example.org"], [], 1]),
+            json!([]),
+            json!({"parentRefs": [["g", "Gateway", "tenant-root", "gw"], {"name": "x"}]}),
+            json!({"parentRefs": [[null, null, null, "gw", "https", 443]]}),
+            json!({"parentRefs": [[]]}),
         ];
+        let mut direct = 0;
+        let n = specs.len();
         for spec in specs {
             let object = json!({"apiVersion": "gateway.networking.k8s.io/v1",
                                 "kind": "HTTPRoute",
@@ -1357,12 +1667,37 @@ mod tests {
             };
             let whole: DynamicObject =
                 serde_json::from_value(object.clone()).expect("dynamic object");
+            let want = project(RouteKind::HttpRoute, &whole);
             assert_eq!(
-                admitted(RouteKind::HttpRoute, &review),
-                project(RouteKind::HttpRoute, &whole),
+                admitted_through_index(RouteKind::HttpRoute, &review),
+                want,
                 "{spec}"
             );
+            // And from what the admission codec keeps of it, as the server reads it: the same
+            // as the text round trip reads it there. (Not always `want`: arrays are transparent
+            // to the codec, so a spec that is a list loses its elements' unread keys; the API
+            // server's schema refuses such a spec before any webhook sees it.)
+            let raw = serde_json::value::to_raw_value(&object).expect("raw");
+            let kept = crate::admission::project::project(
+                &raw,
+                crate::admission::project::layer_paths(crate::policy::Layer::Route),
+            )
+            .expect("projects");
+            let review_kept = crate::policy::Review {
+                object: &kept,
+                ..review
+            };
+            let through = admitted_through_index(RouteKind::HttpRoute, &review_kept);
+            if let Some(read) = read_admitted(RouteKind::HttpRoute, &review_kept) {
+                assert_eq!(read, Admitted::of(&through), "kept: {spec}");
+            }
+            if let Some(read) = read_admitted(RouteKind::HttpRoute, &review) {
+                assert_eq!(read, Admitted::of(&want), "read directly: {spec}");
+                direct += 1;
+            }
         }
+        // Only the list-for-a-struct shapes (seven) take the text round trip.
+        assert_eq!(direct, n - 7);
     }
 
     /// An UPDATE is counted against the others: the listeners its own published version
@@ -1444,9 +1779,65 @@ mod tests {
         assert_eq!(cache.len(), 1);
     }
 
+    /// Summaries of Gateways that are gone from the index are dropped once the cache has
+    /// grown to twice what it kept at its last sweep.
+    #[test]
+    fn the_cache_drops_gateways_that_are_gone() {
+        let idx = RouteIndex::default();
+        let on = |gw: usize, i: usize| {
+            let mut r = http("tenant-root", &format!("r{gw}-{i}"), &["a.example.org"]);
+            let name = format!("gw{gw}");
+            r.parent_refs[0].name = name.clone();
+            r.our_status[0].parent_ref.name = name;
+            r
+        };
+        let cache = SummaryCache::default();
+        for gw in 0..70 {
+            for i in 0..CACHE_FROM {
+                idx.apply(on(gw, i));
+            }
+            cache.get(&idx, "tenant-root", &format!("gw{gw}"), "cozy-");
+        }
+        assert_eq!(cache.len(), 70);
+        for gw in 0..70 {
+            for i in 0..CACHE_FROM {
+                idx.delete(RouteKind::HttpRoute, "tenant-root", &format!("r{gw}-{i}"));
+            }
+        }
+        for gw in 100..200 {
+            for i in 0..CACHE_FROM {
+                idx.apply(on(gw, i));
+            }
+            cache.get(&idx, "tenant-root", &format!("gw{gw}"), "cozy-");
+        }
+        // Swept at 128 entries (twice the 64 of the first sweep): the 70 gone ones left.
+        assert_eq!(cache.len(), 100);
+    }
+
     /// The scan every review did before [`GatewaySummary`] (kept as the oracle).
     mod old_scan {
         use super::super::*;
+        use crate::cluster::routes::gateways_of;
+
+        /// Its valid hostnames, each once, in order.
+        fn valid_hostnames(r: &RouteFacts) -> BTreeSet<&str> {
+            r.hostnames
+                .iter()
+                .map(String::as_str)
+                .filter(|h| hostname::validate(h).is_ok())
+                .collect()
+        }
+
+        /// "a", "a and b", "a and 2 more".
+        fn some_of(names: &BTreeSet<&str>) -> String {
+            let mut it = names.iter();
+            match (it.next(), names.len()) {
+                (None, _) => String::new(),
+                (Some(a), 1) => (*a).to_string(),
+                (Some(a), 2) => format!("{a} and {}", it.next().copied().unwrap_or_default()),
+                (Some(a), n) => format!("{a} and {} more", n - 1),
+            }
+        }
         use std::collections::{BTreeMap, HashSet};
 
         pub fn warnings(
