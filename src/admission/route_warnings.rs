@@ -401,9 +401,11 @@ struct CacheEntries {
     sweep_at: usize,
 }
 
-/// Gateways with fewer routes are summarised on each review (about what the lookup costs),
-/// which keeps the thousands of small tenant Gateways out of the cache.
-const CACHE_FROM: usize = 32;
+/// Gateways with fewer routes are summarised on each review, which keeps the thousands of
+/// small tenant Gateways out of the cache. Summarising costs ~2–3 k instructions per route
+/// (callgrind, bench/RESULTS.md session 15), so below 8 routes it stays under ~20 k, a sixth of
+/// a review; from 8 routes up the summary is kept (its size is proportional to the routes).
+const CACHE_FROM: usize = 8;
 
 impl SummaryCache {
     fn lock(&self) -> std::sync::MutexGuard<'_, CacheEntries> {
