@@ -96,7 +96,7 @@ impl Holder {
             }
             Kind::TenantGateway => {
                 let mut t: TenantGateway = serde_json::from_str(text).expect("a TenantGateway");
-                t.metadata.managed_fields = None;
+                tenant_gateway::cluster::watch::trim_tenant_gateway(&mut t);
                 self.tgws.borrow_mut().apply_watcher_event(&Event::Apply(t));
             }
         }

@@ -40,7 +40,7 @@ use tenant_gateway::reconcile::api::{
 use tenant_gateway::reconcile::diff::{Object, Write};
 use tenant_gateway::reconcile::inputs::{
     AttachClaim, Inputs, NamespaceFacts, Observed, ParentRef, RouteFacts, RouteKind,
-    RouteParentStatus, Sibling, TgwFacts,
+    RouteParentStatus, SharedRef, Sibling, TgwFacts,
 };
 use tenant_gateway::reconcile::labels::NamespaceWrite;
 use tenant_gateway::reconcile::render::RenderOptions;
@@ -283,8 +283,8 @@ fn namespace_facts(u: &mut Unstructured<'_>) -> Result<NamespaceFacts> {
     Ok(ns)
 }
 
-fn parent_ref(u: &mut Unstructured<'_>, gw: &str) -> Result<ParentRef> {
-    Ok(ParentRef {
+fn parent_ref(u: &mut Unstructured<'_>, gw: &str) -> Result<SharedRef> {
+    Ok(SharedRef::from(ParentRef {
         group: match u.choose_index(6)? {
             0 => Some("gateway.networking.k8s.io".to_string()),
             1 => Some(u.arbitrary()?),
@@ -316,7 +316,7 @@ fn parent_ref(u: &mut Unstructured<'_>, gw: &str) -> Result<ParentRef> {
             _ => None,
         },
         port: u.arbitrary()?,
-    })
+    }))
 }
 
 fn route(u: &mut Unstructured<'_>, i: usize, gw: &str) -> Result<RouteFacts> {

@@ -1,47 +1,111 @@
-//! Shared copies of the short strings repeated across tens of thousands of cached objects
-//! (namespaces, Gateway names, owner uids, condition types and reasons): one allocation per
-//! distinct value instead of one per object.
+//! Shared copies of the values repeated across tens of thousands of cached objects
+//! (namespaces, Gateway names, owner uids, condition types and reasons, the parentRefs routes
+//! name): one allocation per distinct value instead of one per object.
 //!
-//! The table only grows by values a cached object holds, and it forgets a value once no
+//! Each table only grows by values a cached object holds, and it forgets a value once no
 //! object holds it any more (checked whenever the table has doubled since the last sweep),
-//! so objects that come and go with fresh names do not leave their strings behind.
+//! so objects that come and go with fresh names do not leave their values behind.
 
+use std::borrow::Borrow;
 use std::collections::HashSet;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex, OnceLock};
+
+use crate::reconcile::inputs::ParentRef;
 
 /// Values longer than this are rarely shared (messages, hostnames): kept as they are.
 pub const MAX_INTERNED_LEN: usize = 128;
 
-#[derive(Default)]
-struct Table {
-    values: HashSet<Arc<str>>,
+struct Table<T: ?Sized> {
+    values: HashSet<Arc<T>>,
     /// Size after the last sweep.
     swept_at: usize,
 }
 
-fn table() -> &'static Mutex<Table> {
-    static TABLE: OnceLock<Mutex<Table>> = OnceLock::new();
-    TABLE.get_or_init(Mutex::default)
+impl<T: ?Sized> Default for Table<T> {
+    fn default() -> Self {
+        Table {
+            values: HashSet::new(),
+            swept_at: 0,
+        }
+    }
 }
+
+impl<T: ?Sized + Eq + Hash> Table<T> {
+    fn shared<Q>(&mut self, v: &Q, make: impl FnOnce(&Q) -> Arc<T>) -> Arc<T>
+    where
+        Arc<T>: Borrow<Q>,
+        Q: ?Sized + Eq + Hash,
+    {
+        if let Some(v) = self.values.get(v) {
+            return v.clone();
+        }
+        if self.values.len() >= 2 * self.swept_at.max(1024) {
+            // Only the table holds these: no cached object uses them any more.
+            self.values.retain(|v| Arc::strong_count(v) > 1);
+            self.swept_at = self.values.len();
+        }
+        let v = make(v);
+        self.values.insert(v.clone());
+        v
+    }
+}
+
+/// A table of shared values of one type, for a `static`.
+pub struct Interner<T: ?Sized>(OnceLock<Mutex<Table<T>>>);
+
+impl<T: ?Sized + Eq + Hash> Interner<T> {
+    pub const fn new() -> Self {
+        Interner(OnceLock::new())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Table<T>> {
+        // A panic while holding the lock leaves a plain set behind: still usable.
+        self.0
+            .get_or_init(Mutex::default)
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The shared copy of `v`, made by `make` when there is none yet.
+    pub fn shared<Q>(&self, v: &Q, make: impl FnOnce(&Q) -> Arc<T>) -> Arc<T>
+    where
+        Arc<T>: Borrow<Q>,
+        Q: ?Sized + Eq + Hash,
+    {
+        self.lock().shared(v, make)
+    }
+}
+
+impl<T: ?Sized + Eq + Hash> Default for Interner<T> {
+    fn default() -> Self {
+        Interner::new()
+    }
+}
+
+static STRINGS: Interner<str> = Interner::new();
+static PARENT_REFS: Interner<ParentRef> = Interner::new();
 
 /// The shared copy of `s` (a fresh one when it is too long to be worth sharing).
 pub fn intern(s: &str) -> Arc<str> {
     if s.len() > MAX_INTERNED_LEN {
         return Arc::from(s);
     }
-    // A panic while holding the lock leaves a plain set behind: still usable.
-    let mut t = table().lock().unwrap_or_else(|p| p.into_inner());
-    if let Some(v) = t.values.get(s) {
-        return v.clone();
+    STRINGS.shared(s, |s: &str| Arc::<str>::from(s))
+}
+
+/// The shared copy of a parentRef: the 20,000 routes of a large world name a few hundred
+/// Gateways and listeners between them.
+pub fn intern_parent_ref(p: &ParentRef) -> Arc<ParentRef> {
+    let long = [&p.group, &p.kind, &p.namespace, &p.section_name]
+        .into_iter()
+        .filter_map(Option::as_deref)
+        .chain([p.name.as_str()])
+        .any(|s| s.len() > MAX_INTERNED_LEN);
+    if long {
+        return Arc::new(p.clone());
     }
-    if t.values.len() >= 2 * t.swept_at.max(1024) {
-        // Only the table holds these: no cached object uses them any more.
-        t.values.retain(|v| Arc::strong_count(v) > 1);
-        t.swept_at = t.values.len();
-    }
-    let v: Arc<str> = Arc::from(s);
-    t.values.insert(v.clone());
-    v
+    PARENT_REFS.shared(p, |p| Arc::new(p.clone()))
 }
 
 #[cfg(test)]
@@ -77,12 +141,32 @@ mod tests {
         for i in 0..20_000 {
             drop(intern(&format!("intern-test-gone-again-{i}")));
         }
-        let len = table().lock().map(|t| t.values.len()).unwrap_or(usize::MAX);
+        let len = STRINGS.lock().values.len();
         // Other tests intern a few values at the same time; far fewer than the 40,000 made.
         assert!(len < 10_000, "table holds {len}");
         assert!(
             Arc::ptr_eq(&kept, &intern("intern-test-kept")),
             "a held value stays"
         );
+    }
+
+    #[test]
+    fn equal_parent_refs_share_one_allocation() {
+        let p = |name: &str, section: Option<&str>| ParentRef {
+            name: name.to_string(),
+            section_name: section.map(str::to_string),
+            ..ParentRef::default()
+        };
+        let a = intern_parent_ref(&p("intern-test-gw", Some("https-a")));
+        let b = intern_parent_ref(&p("intern-test-gw", Some("https-a")));
+        assert!(Arc::ptr_eq(&a, &b));
+        let c = intern_parent_ref(&p("intern-test-gw", Some("https-b")));
+        assert!(!Arc::ptr_eq(&a, &c), "another section is another value");
+        assert_eq!(c.section_name.as_deref(), Some("https-b"));
+        let long = p(&"g".repeat(MAX_INTERNED_LEN + 1), None);
+        assert!(!Arc::ptr_eq(
+            &intern_parent_ref(&long),
+            &intern_parent_ref(&long)
+        ));
     }
 }

@@ -21,7 +21,7 @@ use crate::platform::{
     CONTROLLER_NAME, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND,
 };
 use crate::reconcile::inputs::{
-    ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus,
+    ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
 };
 
 /// `(kind, namespace, name)` of a route. The namespace is interned and the name shared by
@@ -85,14 +85,16 @@ struct ParentRefView {
 }
 
 impl ParentRefView {
-    fn into_ref(self) -> Option<ParentRef> {
-        (!self.name.is_empty()).then(|| ParentRef {
-            group: self.group,
-            kind: self.kind,
-            namespace: self.namespace,
-            name: self.name,
-            section_name: self.section_name,
-            port: self.port.and_then(|p| i32::try_from(p).ok()),
+    fn into_ref(self) -> Option<SharedRef> {
+        (!self.name.is_empty()).then(|| {
+            SharedRef::new(&ParentRef {
+                group: self.group,
+                kind: self.kind,
+                namespace: self.namespace,
+                name: self.name,
+                section_name: self.section_name,
+                port: self.port.and_then(|p| i32::try_from(p).ok()),
+            })
         })
     }
 }
@@ -249,7 +251,7 @@ impl RouteView {
         // serde grows a list to four entries at its first push; routes have one or two of
         // each, and there are tens of thousands of routes.
         let mut hostnames: Vec<String> = hostnames;
-        let mut parent_refs: Vec<ParentRef> = parent_refs;
+        let mut parent_refs: Vec<SharedRef> = parent_refs;
         hostnames.shrink_to_fit();
         parent_refs.shrink_to_fit();
         our_status.shrink_to_fit();
@@ -578,6 +580,53 @@ mod tests {
         assert_eq!(idx.for_gateway("n", "gw2").len(), 1);
         assert_eq!(idx.delete(RouteKind::HttpRoute, "n", "r").len(), 1);
         assert!(idx.is_empty());
+    }
+
+    #[test]
+    fn routes_share_equal_parent_refs_and_a_change_is_seen() {
+        let parent = serde_json::json!({"name": "gw-shared", "namespace": "tenant-root",
+            "group": "gateway.networking.k8s.io", "kind": "Gateway"});
+        let ours = serde_json::json!({"parents": [{"controllerName": CONTROLLER_NAME,
+            "parentRef": parent.clone(), "conditions": [{"type": "Accepted", "status": "True",
+            "reason": "Accepted", "message": "m", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}]});
+        let a = project(
+            RouteKind::HttpRoute,
+            &route("tenant-a", "a", parent.clone(), ours.clone()),
+        );
+        let b = project(
+            RouteKind::HttpRoute,
+            &route("tenant-b", "b", parent.clone(), ours.clone()),
+        );
+        let shared = |x: &SharedRef, y: &SharedRef| std::ptr::eq(&**x, &**y);
+        assert!(shared(&a.parent_refs[0], &b.parent_refs[0]));
+        assert!(shared(&a.parent_refs[0], &a.our_status[0].parent_ref));
+        // Changing one route's copy leaves the shared value alone.
+        let mut c = a.clone();
+        c.parent_refs[0].section_name = Some("https-x".into());
+        assert_eq!(a.parent_refs[0].section_name, None);
+        assert_eq!(b.parent_refs[0].section_name, None);
+        assert_ne!(a, c);
+
+        let idx = RouteIndex::default();
+        assert_eq!(idx.apply(a.clone()).len(), 1);
+        assert!(
+            idx.apply(a.clone()).is_empty(),
+            "equal facts: nothing to do"
+        );
+        let mut status_changed = a.clone();
+        status_changed.our_status[0].conditions[0].reason = "HostnameConflict".into();
+        assert_eq!(
+            idx.apply(status_changed).len(),
+            1,
+            "a changed entry of ours is seen"
+        );
+        let mut section_changed = a;
+        section_changed.parent_refs[0].section_name = Some("https-y".into());
+        assert_eq!(
+            idx.apply(section_changed).len(),
+            1,
+            "a changed parentRef too"
+        );
     }
 
     #[test]

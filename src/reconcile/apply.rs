@@ -528,7 +528,8 @@ mod tests {
                 name: "gw".into(),
                 section_name: None,
                 port: None,
-            },
+            }
+            .into(),
             conditions: vec![Condition {
                 type_: "Accepted".into(),
                 status: "True".into(),

@@ -253,13 +253,7 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         tgw_writer,
         watcher::watcher(tgw_api, watcher::Config::default())
             .default_backoff()
-            // managedFields of a status with one entry per listener is most of the object.
-            .modify(|t: &mut TenantGateway| {
-                t.metadata.managed_fields = None;
-                if let Some(a) = t.metadata.annotations.as_mut() {
-                    a.remove("kubectl.kubernetes.io/last-applied-configuration");
-                }
-            }),
+            .modify(crate::cluster::watch::trim_tenant_gateway),
     )
     .touched_objects()
     .inspect(move |r| {

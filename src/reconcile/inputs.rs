@@ -9,6 +9,8 @@
 //! it or share a name with one it renders.
 
 use std::collections::BTreeMap;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
@@ -116,7 +118,7 @@ pub struct RouteFacts {
     pub generation: Option<i64>,
     pub resource_version: Option<String>,
     pub hostnames: Vec<String>,
-    pub parent_refs: Vec<ParentRef>,
+    pub parent_refs: Vec<SharedRef>,
     /// The route's `status.parents` entries whose controllerName is ours (any Gateway).
     pub our_status: Vec<RouteParentStatus>,
     /// Where those entries sit in `status.parents`, so a status write can edit the list in
@@ -196,10 +198,53 @@ impl ParentRef {
     }
 }
 
+/// A [`ParentRef`] as routes hold it: one shared copy per distinct value (tens of thousands of
+/// routes name the same few Gateways and listeners), read through `Deref`; changing one
+/// (tests) copies it first.
+#[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
+pub struct SharedRef(Arc<ParentRef>);
+
+impl SharedRef {
+    pub fn new(p: &ParentRef) -> SharedRef {
+        SharedRef(crate::cluster::intern::intern_parent_ref(p))
+    }
+}
+
+impl From<ParentRef> for SharedRef {
+    fn from(p: ParentRef) -> SharedRef {
+        SharedRef::new(&p)
+    }
+}
+
+impl Deref for SharedRef {
+    type Target = ParentRef;
+    fn deref(&self) -> &ParentRef {
+        &self.0
+    }
+}
+
+impl DerefMut for SharedRef {
+    fn deref_mut(&mut self) -> &mut ParentRef {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl PartialEq<ParentRef> for SharedRef {
+    fn eq(&self, other: &ParentRef) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl std::fmt::Debug for SharedRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
 /// One `status.parents` entry under our controllerName.
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteParentStatus {
-    pub parent_ref: ParentRef,
+    pub parent_ref: SharedRef,
     pub conditions: Vec<Condition>,
 }
 

@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::inputs::{Inputs, ModeSettings, ParentRef, RouteFacts, RouteKind, Settings};
+use super::inputs::{Inputs, ModeSettings, RouteFacts, RouteKind, Settings, SharedRef};
 use super::names;
 use crate::claims::{self, Claimant};
 use crate::hostname;
@@ -40,7 +40,7 @@ pub struct RouteVerdict {
     pub namespace: String,
     pub name: String,
     /// Its parentRefs to this Gateway, as written, each with whether it claims HTTPS.
-    pub parents: Vec<(ParentRef, bool)>,
+    pub parents: Vec<(SharedRef, bool)>,
     /// Hostnames that can have no listener, with the reason (`hostname::NotListenable` text).
     pub not_listenable: BTreeMap<String, String>,
     /// Hostnames won by another namespace, with the winner's namespace.
@@ -114,7 +114,7 @@ pub fn analyse(
     // hostname -> indexes of the claiming routes
     let mut claims: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for r in &attaching {
-        let mut parents: Vec<(ParentRef, bool)> = Vec::new();
+        let mut parents: Vec<(SharedRef, bool)> = Vec::new();
         for p in r
             .parent_refs
             .iter()

@@ -477,7 +477,8 @@ mod tests {
                 ParentRef {
                     name: "gw".into(),
                     ..Default::default()
-                },
+                }
+                .into(),
                 true,
             )],
             not_listenable: BTreeMap::new(),
@@ -546,7 +547,8 @@ mod tests {
                     name: "gw".into(),
                     section_name: Some("http".into()),
                     ..Default::default()
-                },
+                }
+                .into(),
                 false,
             ),
             (
@@ -554,7 +556,8 @@ mod tests {
                     name: "gw".into(),
                     section_name: Some("tls-nope".into()),
                     ..Default::default()
-                },
+                }
+                .into(),
                 false,
             ),
         ];

@@ -59,10 +59,13 @@ pub fn route(ns: &str, name: &str, hostnames: &[&str]) -> RouteFacts {
         generation: Some(1),
         resource_version: Some("1".to_string()),
         hostnames: hostnames.iter().map(|h| h.to_string()).collect(),
-        parent_refs: vec![ParentRef {
-            name: "gw".to_string(),
-            ..ParentRef::default()
-        }],
+        parent_refs: vec![
+            ParentRef {
+                name: "gw".to_string(),
+                ..ParentRef::default()
+            }
+            .into(),
+        ],
         our_status: Vec::new(),
         parents_layout: Some(Default::default()),
     }

@@ -457,10 +457,13 @@ fn cleanup_removes_what_it_wrote() {
     w.routes
         .push(route("tenant-alice", "a", &["a.alice.example.org"]));
     let mut other = route("tenant-alice", "b", &["b.alice.example.org"]);
-    other.parent_refs.push(super::inputs::ParentRef {
-        name: "other-gw".into(),
-        ..Default::default()
-    });
+    other.parent_refs.push(
+        super::inputs::ParentRef {
+            name: "other-gw".into(),
+            ..Default::default()
+        }
+        .into(),
+    );
     w.routes.push(other);
     let (mut w, _) = settle(w);
     // Another TenantGateway's entry on the same route must survive.
@@ -470,7 +473,8 @@ fn cleanup_removes_what_it_wrote() {
             parent_ref: super::inputs::ParentRef {
                 name: "other-gw".into(),
                 ..Default::default()
-            },
+            }
+            .into(),
             conditions: Vec::new(),
         });
     let writes = cleanup(&w);
