@@ -97,7 +97,7 @@ impl<'a> Admitted<'a> {
             namespace: &f.namespace,
             name: &f.name,
             hostnames: f.hostnames.iter().map(String::as_str).collect(),
-            parent_refs: f.parent_refs.iter().map(ParentOf::of).collect(),
+            parent_refs: f.parent_refs.iter().map(|p| ParentOf::of(p)).collect(),
         }
     }
 
