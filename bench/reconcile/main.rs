@@ -9,6 +9,7 @@
 //!   reconcile-load add-route --kubeconfig F --routes R --metrics HOST:PORT
 //!   reconcile-load writeloop --kubeconfig F [--seconds S] [--concurrency C]
 //!   reconcile-load costs --kubeconfig F --cp-pid PID [--routes N] [--listeners L] [--concurrency C]
+//!   reconcile-load cpu-ms --kubeconfig F --cp-pid PID   (CPU ms of PID and its descendants)
 
 use std::time::{Duration, Instant};
 
@@ -776,6 +777,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "add-route" => add_route(&client, &a).await?,
         "writeloop" => writeloop(&client, &a).await?,
         "costs" => costs(&client, &a).await?,
+        "cpu-ms" => println!("{}", tree_cpu_ms(a.cp_pid)),
         other => return Err(format!("unknown command {other}").into()),
     }
     Ok(())
