@@ -132,7 +132,9 @@ pub struct Caches {
     pub certificates: ObjectCache<Kept<Certificate>>,
     /// HTTPRoutes that may be our redirect route (ours, or named like one), typed.
     pub redirects: ObjectCache<Kept<HttpRoute>>,
+    /// Their objects without status: the statuses are kept in `tgw_statuses`.
     pub tgws: Store<TenantGateway>,
+    pub tgw_statuses: crate::cluster::watch::TgwStatuses,
     pub http_route: ApiResource,
     /// Set once the TLSRoute CRD is served.
     pub tls_route: RwLock<Option<ApiResource>>,
@@ -184,8 +186,6 @@ pub struct Context {
     pub metrics: Metrics,
     pub recorder: Recorder,
     pub state: Mutex<HashMap<ObjectRef<TenantGateway>, TgwState>>,
-    /// Published per Gateway for admission warnings (SPEC §3.4, next issue).
-    pub summaries: RwLock<HashMap<(String, String), Arc<super::Summary>>>,
     /// One permit per write in flight, shared by every reconcile: the API server is kept
     /// busy at the window it sustains (its write rate stops growing past ~64 in flight on
     /// two cores, `bench/reconcile` step 4), whatever the number of reconciles and the size

@@ -16,8 +16,8 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use futures::StreamExt;
 use futures::channel::mpsc::{UnboundedSender, unbounded};
+use futures::{StreamExt, TryStreamExt};
 use gateway_api::apis::experimental::gateways::{Gateway, GatewaySpec, GatewayStatus};
 use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec, HttpRouteStatus};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
@@ -158,6 +158,7 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         certificates: ObjectCache::default(),
         redirects: ObjectCache::default(),
         tgws: tgw_store.clone(),
+        tgw_statuses: Default::default(),
         http_route: http_route.clone(),
         tls_route: RwLock::new(None),
         synced: ["HTTPRoute", "TLSRoute", "Gateway", "Issuer", "Certificate"]
@@ -180,7 +181,6 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         metrics: metrics.clone(),
         recorder,
         state: Mutex::new(Default::default()),
-        summaries: RwLock::new(Default::default()),
         write_slots: tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1)),
     });
     let (trigger, triggers) = unbounded::<ObjectRef<TenantGateway>>();
@@ -249,11 +249,12 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
 
     let fanout_store = tgw_store.clone();
     let fanout = trigger.clone();
+    let stash = caches.clone();
     let tgw_stream = reflector::reflector(
         tgw_writer,
         watcher::watcher(tgw_api, watcher::Config::default())
             .default_backoff()
-            .modify(crate::cluster::watch::trim_tenant_gateway),
+            .map_ok(move |ev| stash.tgw_statuses.stash(ev)),
     )
     .touched_objects()
     .inspect(move |r| {
@@ -556,6 +557,7 @@ fn mode_label(tgw: &TenantGateway, ctx: &Context) -> &'static str {
 
 async fn reconcile(tgw: Arc<TenantGateway>, ctx: Arc<Context>) -> Result<Action, Error> {
     let started = Instant::now();
+    let tgw = ctx.caches.tgw_statuses.restore(tgw);
     let key = ObjectRef::from(tgw.as_ref());
     let result = reconcile_inner(&tgw, &ctx, &key).await;
     ctx.metrics
@@ -616,13 +618,6 @@ async fn reconcile_inner(
         }
     });
     ctx.publish_gauges();
-    ctx.summaries
-        .write()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(
-            (inputs.tgw.namespace.clone(), inputs.tgw.name.clone()),
-            Arc::new(p.summary.clone()),
-        );
     if !ctx.leader.is_leader() {
         // Computed, not written: gaining the Lease reconciles everything.
         return Ok(Action::requeue(RESYNC));
@@ -659,10 +654,6 @@ async fn reconcile_inner(
                 let issued = apply::execute(&ctx2, &inputs, &writes).await?;
                 tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued,
                     "cleaned up namespace labels and route status entries");
-                ctx2.summaries
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .remove(&(inputs.tgw.namespace.clone(), inputs.tgw.name.clone()));
                 ctx2.forget(&ObjectRef::from(t.as_ref()));
                 Ok(Action::await_change())
             }
@@ -696,6 +687,7 @@ async fn settle(ctx: &Context, key: &ObjectRef<TenantGateway>, now: &Time, issue
         let Some(tgw) = ctx.caches.tgws.get(key) else {
             return;
         };
+        let tgw = ctx.caches.tgw_statuses.restore(tgw);
         let again = plan(&gather(&tgw, &ctx.caches, now.clone()), &ctx.cfg.plan).writes;
         let pending = again.iter().filter(|w| issued.contains(w)).count();
         if pending == 0 {

@@ -22,8 +22,10 @@ use super::ServerError;
 use crate::metrics::Metrics;
 use crate::readiness::Readiness;
 
-/// Sessions remembered for TLS 1.2 resumption by id; TLS 1.3 uses stateless tickets.
-const SESSION_CACHE_SIZE: usize = 4096;
+/// Sessions remembered for resumption by id. The cache is allocated whole at start (4,096
+/// held 400 KB); the webhook's clients are the API servers' connection pools, a few
+/// connections each, so rustls's default of 256 covers them with room to spare.
+const SESSION_CACHE_SIZE: usize = 256;
 
 pub(crate) fn provider() -> Arc<CryptoProvider> {
     Arc::new(rustls::crypto::ring::default_provider())
