@@ -349,7 +349,7 @@ fn route(u: &mut Unstructured<'_>, i: usize, gw: &str) -> Result<RouteFacts> {
             // A stale entry of ours from an earlier life of the Gateway.
             vec![RouteParentStatus {
                 parent_ref: parent_ref(u, gw)?,
-                conditions: Vec::new(),
+                conditions: Vec::new().into(),
             }]
         } else {
             Vec::new()

@@ -139,7 +139,7 @@ impl<'de> Deserialize<'de> for EntryView {
                 .map(|parent_ref| RouteParentStatus {
                     parent_ref,
                     // Conditions that do not decode are rewritten by the next status write.
-                    conditions: e.conditions.ok().unwrap_or_default(),
+                    conditions: e.conditions.ok().unwrap_or_default().into(),
                 }),
         ))
     }
@@ -255,9 +255,6 @@ impl RouteView {
         hostnames.shrink_to_fit();
         parent_refs.shrink_to_fit();
         our_status.shrink_to_fit();
-        for e in &mut our_status {
-            e.conditions.shrink_to_fit();
-        }
         let layout = layout.map(|mut l| {
             l.ours_at.shrink_to_fit();
             l
@@ -468,7 +465,7 @@ mod tests {
         assert_eq!(f.parent_refs[0].section_name.as_deref(), Some("https-a"));
         assert_eq!(f.our_status.len(), 1, "only our well-formed entries");
         assert_eq!(f.our_status[0].parent_ref.name, "gw2");
-        assert_eq!(f.our_status[0].conditions[0].reason, "Accepted");
+        assert_eq!(f.our_status[0].conditions.to_vec()[0].reason, "Accepted");
         assert_eq!(f.resource_version.as_deref(), Some("7"));
         let gws = gateways_of(&f);
         assert_eq!(
@@ -614,7 +611,9 @@ mod tests {
             "equal facts: nothing to do"
         );
         let mut status_changed = a.clone();
-        status_changed.our_status[0].conditions[0].reason = "HostnameConflict".into();
+        let mut c = status_changed.our_status[0].conditions.to_vec();
+        c[0].reason = "HostnameConflict".into();
+        status_changed.our_status[0].conditions = c.into();
         assert_eq!(
             idx.apply(status_changed).len(),
             1,

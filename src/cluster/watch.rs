@@ -233,6 +233,14 @@ impl<T: Serialize + DeserializeOwned> KeptJson<T> {
         })
     }
 
+    /// Keeps `text`, which must be `T`'s JSON (what `serde_json` writes for it).
+    pub fn of_text(text: String) -> Self {
+        KeptJson {
+            body: Body::new(text),
+            kind: std::marker::PhantomData,
+        }
+    }
+
     /// The value; `None` (logged) when the kept text does not decode, which only a bug can
     /// cause: the text is what `new` wrote.
     pub fn get(&self) -> Option<T> {
@@ -440,6 +448,11 @@ const FRAGMENTS: &[&str] = &[
     "\"parentRefs\":[{",
     "\"sectionName\":\"",
     "\"namespace\":\"",
+    // Our route status conditions (`reconcile::status`).
+    "\"type\":\"Accepted\"",
+    "\"reason\":\"Accepted\"",
+    "\"message\":\"hostname(s) \\\"",
+    "\\\" served by TenantGateway ",
 ];
 
 const PACK_MARK: u8 = 0xFF;

@@ -319,7 +319,7 @@ fn entry_json(e: &RouteParentStatus) -> Result<Value, Error> {
     Ok(json!({
         "parentRef": parent_ref_json(&e.parent_ref),
         "controllerName": CONTROLLER_NAME,
-        "conditions": serde_json::to_value(&e.conditions).map_err(|source| Error::Encode {
+        "conditions": serde_json::to_value(e.conditions.to_vec()).map_err(|source| Error::Encode {
             what: "route status conditions".into(),
             source,
         })?,
@@ -537,7 +537,8 @@ mod tests {
                 message: "ok".into(),
                 observed_generation: Some(1),
                 last_transition_time: Time(Timestamp::from_second(100).expect("ts")),
-            }],
+            }]
+            .into(),
         }
     }
 
@@ -599,7 +600,9 @@ mod tests {
         other_gw.parent_ref.name = "gw2".into();
         let ours_other_gw = entry_json(&other_gw).expect("encodes");
         let mut changed = ours();
-        changed.conditions[0].reason = "HostnameConflict".into();
+        let mut c = changed.conditions.to_vec();
+        c[0].reason = "HostnameConflict".into();
+        changed.conditions = c.into();
         let layouts: Vec<(Value, Vec<RouteParentStatus>)> = vec![
             (json!({}), vec![]),
             (json!({"status": {}}), vec![]),

@@ -245,7 +245,49 @@ impl std::fmt::Debug for SharedRef {
 #[derive(Debug, Clone, PartialEq)]
 pub struct RouteParentStatus {
     pub parent_ref: SharedRef,
-    pub conditions: Vec<Condition>,
+    pub conditions: Conditions,
+}
+
+/// The conditions of one of our route status entries, held as their JSON text with its
+/// common fragments packed (`cluster::watch::KeptJson`): the route index keeps one entry per
+/// route, tens of thousands of them, and a decoded condition is ~250 bytes of struct and
+/// small strings where its packed text is about half that. Read by decoding
+/// ([`Conditions::to_vec`]); equal exactly when the conditions are (the text is a function of
+/// them).
+#[derive(Clone, PartialEq)]
+pub struct Conditions(crate::cluster::watch::KeptJson<Vec<Condition>>);
+
+impl Conditions {
+    pub fn new(conditions: &[Condition]) -> Conditions {
+        Conditions(crate::cluster::watch::KeptJson::of_text(
+            // Cannot fail: a Condition is strings, an integer and a timestamp.
+            serde_json::to_string(conditions).unwrap_or_else(|_| "[]".to_string()),
+        ))
+    }
+
+    /// The conditions; none when the kept text does not decode (logged; only a bug can cause
+    /// it, and the entry is then rewritten as any changed entry is).
+    pub fn to_vec(&self) -> Vec<Condition> {
+        self.0.get().unwrap_or_default()
+    }
+}
+
+impl Default for Conditions {
+    fn default() -> Self {
+        Conditions::new(&[])
+    }
+}
+
+impl From<Vec<Condition>> for Conditions {
+    fn from(c: Vec<Condition>) -> Conditions {
+        Conditions::new(&c)
+    }
+}
+
+impl std::fmt::Debug for Conditions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.to_vec().fmt(f)
+    }
 }
 
 /// Objects of the owned kinds found in the TenantGateway's namespace.

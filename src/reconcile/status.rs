@@ -357,13 +357,14 @@ pub fn route_entries(
         let prev: Vec<Condition> = previous
             .iter()
             .find(|e| &e.parent_ref == p)
-            .map(|e| e.conditions.clone())
+            .map(|e| e.conditions.to_vec())
             .unwrap_or_default();
         out.push(RouteParentStatus {
             parent_ref: p.clone(),
             conditions: vec![condition(
                 ACCEPTED, ok, reason, message, generation, now, &prev,
-            )],
+            )]
+            .into(),
         });
     }
     out
@@ -488,10 +489,10 @@ mod tests {
         }
     }
 
-    fn accepted(e: &[RouteParentStatus]) -> (&str, &str, &str) {
-        let c = &e[0].conditions[0];
+    fn accepted(e: &[RouteParentStatus]) -> (String, String, String) {
+        let c = e[0].conditions.to_vec().swap_remove(0);
         assert_eq!(c.type_, ACCEPTED);
-        (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+        (c.status, c.reason, c.message)
     }
 
     #[test]
@@ -502,7 +503,7 @@ mod tests {
         v.served.insert("a.alice.example.org".into());
         let e = route_entries(&v, gw, &[], Some(3), &now, &[]);
         assert_eq!(accepted(&e).0, "True");
-        assert_eq!(e[0].conditions[0].observed_generation, Some(3));
+        assert_eq!(e[0].conditions.to_vec()[0].observed_generation, Some(3));
 
         v.conflicts
             .insert("z.alice.example.org".into(), "cozy-harbor".into());
@@ -513,7 +514,10 @@ mod tests {
             .insert("*.alice.example.org".into(), "is a wildcard".into());
         let e = route_entries(&v, gw, &[], Some(3), &now, &[]);
         let (status, reason, msg) = accepted(&e);
-        assert_eq!((status, reason), ("False", "HostnameConflict"));
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "HostnameConflict")
+        );
         assert!(
             msg.contains("\"b.alice.example.org\", \"z.alice.example.org\" already published by namespace cozy-harbor on TenantGateway tenant-alice/gw"),
             "{msg}"
@@ -562,7 +566,7 @@ mod tests {
             ),
         ];
         let e = route_entries(&v, gw, &["tls-api".to_string()], None, &now, &[]);
-        assert_eq!(e[0].conditions[0].status, "True");
-        assert_eq!(e[1].conditions[0].reason, "NoMatchingParent");
+        assert_eq!(e[0].conditions.to_vec()[0].status, "True");
+        assert_eq!(e[1].conditions.to_vec()[0].reason, "NoMatchingParent");
     }
 }

@@ -52,11 +52,11 @@ fn cert_names(w: &Inputs) -> Vec<String> {
     v
 }
 
-fn accepted<'a>(w: &'a Inputs, ns: &str, name: &str) -> (&'a str, &'a str, &'a str) {
+fn accepted(w: &Inputs, ns: &str, name: &str) -> (String, String, String) {
     let e = testing::entries(w, ns, name);
     assert_eq!(e.len(), 1, "{ns}/{name}: {e:?}");
-    let c = &e[0].conditions[0];
-    (c.status.as_str(), c.reason.as_str(), c.message.as_str())
+    let c = e[0].conditions.to_vec().swap_remove(0);
+    (c.status, c.reason, c.message)
 }
 
 fn condition<'a>(
@@ -149,7 +149,10 @@ fn a_bad_hostname_refuses_only_its_route() {
         .push(route("tenant-alice", "fine", &["fine.alice.example.org"]));
     let (w, _) = settle(w);
     let (status, reason, msg) = accepted(&w, "tenant-alice", "wild");
-    assert_eq!((status, reason), ("False", "HostnameNotListenable"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HostnameNotListenable")
+    );
     assert!(
         msg.contains("\"*.alice.example.org\" is a wildcard"),
         "{msg}"
@@ -185,7 +188,10 @@ fn cozy_wins_a_conflict_and_the_loser_recovers() {
     let (w, p) = settle(w);
     assert_eq!(accepted(&w, "cozy-harbor", "harbor").0, "True");
     let (status, reason, msg) = accepted(&w, "tenant-alice-x", "harbor");
-    assert_eq!((status, reason), ("False", "HostnameConflict"));
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HostnameConflict")
+    );
     assert!(
         msg.contains("cozy-harbor") && msg.contains("tenant-alice/gw"),
         "{msg}"
@@ -246,7 +252,11 @@ fn seventy_routes_make_sixty_four_listeners_and_route_71_evicts_nothing() {
     );
     for i in 63..70 {
         let (status, reason, _) = accepted(&w, "tenant-alice", &format!("r{i:02}"));
-        assert_eq!((status, reason), ("False", "ListenerLimitReached"), "r{i}");
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "ListenerLimitReached"),
+            "r{i}"
+        );
     }
     let before = listener_names(&w);
 
@@ -475,7 +485,7 @@ fn cleanup_removes_what_it_wrote() {
                 ..Default::default()
             }
             .into(),
-            conditions: Vec::new(),
+            conditions: Vec::new().into(),
         });
     let writes = cleanup(&w);
     let p = Plan {
