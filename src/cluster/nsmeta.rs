@@ -8,14 +8,22 @@ use std::sync::{Arc, RwLock};
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
+use super::intern::intern;
 use crate::platform::ATTACHED_BY_ANNOTATION;
+
+/// The label the API server sets on every namespace to its name.
+const NAME_LABEL: &str = "kubernetes.io/metadata.name";
 
 /// One namespace as the index keeps it.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct NamespaceMeta {
     name: Box<str>,
-    /// Sorted by key.
-    labels: Box<[(Box<str>, Box<str>)]>,
+    /// Sorted by key; keys and values are the shared copies of `cluster::intern` (10,000
+    /// namespaces spell the same few keys and values), and the label the API server puts on
+    /// every namespace, `kubernetes.io/metadata.name` = its name, is not among them when it
+    /// says just that (`name_label`).
+    labels: Box<[(Arc<str>, Arc<str>)]>,
+    name_label: bool,
     attached_by: Option<Box<str>>,
     /// `metadata.deletionTimestamp` is set (the replicator skips terminating namespaces).
     terminating: bool,
@@ -23,15 +31,23 @@ pub struct NamespaceMeta {
 
 impl NamespaceMeta {
     pub fn from_meta(meta: &ObjectMeta) -> NamespaceMeta {
+        let name = meta.name.as_deref().unwrap_or_default();
+        let name_label = meta
+            .labels
+            .as_ref()
+            .and_then(|l| l.get(NAME_LABEL))
+            .is_some_and(|v| v == name);
         NamespaceMeta {
-            name: meta.name.as_deref().unwrap_or_default().into(),
+            name: name.into(),
             // A BTreeMap iterates in key order: the slice is sorted.
             labels: meta
                 .labels
                 .iter()
                 .flatten()
-                .map(|(k, v)| (k.as_str().into(), v.as_str().into()))
+                .filter(|(k, _)| !(name_label && k.as_str() == NAME_LABEL))
+                .map(|(k, v)| (intern(k), intern(v)))
                 .collect(),
+            name_label,
             attached_by: meta
                 .annotations
                 .as_ref()
@@ -50,6 +66,9 @@ impl NamespaceMeta {
     }
 
     pub fn label(&self, key: &str) -> Option<&str> {
+        if self.name_label && key == NAME_LABEL {
+            return Some(&self.name);
+        }
         self.labels
             .binary_search_by(|(k, _)| (**k).cmp(key))
             .ok()
@@ -58,10 +77,15 @@ impl NamespaceMeta {
 
     /// The labels as a map (what the admission layers read).
     pub fn labels(&self) -> BTreeMap<String, String> {
-        self.labels
+        let mut out: BTreeMap<String, String> = self
+            .labels
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+            .collect();
+        if self.name_label {
+            out.insert(NAME_LABEL.to_string(), self.name.to_string());
+        }
+        out
     }
 
     /// Our attached-by annotation (the mark on a gateway label the reconciler wrote).
@@ -169,6 +193,31 @@ mod tests {
         assert_eq!(m.label("b"), None);
         assert_eq!(m.labels().len(), 3);
         assert_eq!(m.attached_by(), Some("tenant-root"));
+        // The name label reads as it was, whether it names the namespace or not.
+        let named = NamespaceMeta::from_meta(&meta(
+            "tenant-b",
+            &[(NAME_LABEL, "tenant-b"), ("k", "v")],
+            &[],
+        ));
+        assert_eq!(named.label(NAME_LABEL), Some("tenant-b"));
+        assert_eq!(named.label("k"), Some("v"));
+        assert_eq!(
+            named.labels(),
+            BTreeMap::from([
+                (NAME_LABEL.to_string(), "tenant-b".to_string()),
+                ("k".to_string(), "v".to_string())
+            ])
+        );
+        let odd = NamespaceMeta::from_meta(&meta("tenant-c", &[(NAME_LABEL, "other")], &[]));
+        assert_eq!(odd.label(NAME_LABEL), Some("other"));
+        assert_eq!(odd.labels().len(), 1);
+        assert_ne!(named, odd);
+        let unnamed = NamespaceMeta::from_meta(&meta("tenant-b", &[("k", "v")], &[]));
+        assert_eq!(unnamed.label(NAME_LABEL), None);
+        assert_ne!(
+            named, unnamed,
+            "a namespace without the label is not one with it"
+        );
         let bare = NamespaceMeta::from_meta(&meta("n", &[], &[("other", "x")]));
         assert!(bare.labels().is_empty());
         assert_eq!(bare.attached_by(), None);
