@@ -80,10 +80,7 @@ pub struct Watched<T> {
 impl<T> Watched<T> {
     /// `(namespace, name)`.
     pub fn key(&self) -> Key {
-        (
-            self.meta.namespace.clone().unwrap_or_default(),
-            self.meta.name.clone().unwrap_or_default(),
-        )
+        key_of(&self.meta)
     }
 
     /// The decoded object; one that did not decode is logged (fix or delete it) and `None`.
@@ -227,10 +224,7 @@ pub struct KeptJson<T> {
 
 impl<T: Serialize + DeserializeOwned> KeptJson<T> {
     pub fn new(value: &T) -> Result<Self, serde_json::Error> {
-        Ok(KeptJson {
-            body: Body::new(serde_json::to_string(value)?),
-            kind: std::marker::PhantomData,
-        })
+        Ok(KeptJson::of_text(serde_json::to_string(value)?))
     }
 
     /// Keeps `text`, which must be `T`'s JSON (what `serde_json` writes for it).
