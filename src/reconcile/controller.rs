@@ -252,9 +252,12 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
     let stash = caches.clone();
     let tgw_stream = reflector::reflector(
         tgw_writer,
-        watcher::watcher(tgw_api, watcher::Config::default())
-            .default_backoff()
-            .map_ok(move |ev| stash.tgw_statuses.stash(ev)),
+        watcher::watcher(
+            tgw_api,
+            watcher::Config::default().page_size(cw::LARGE_OBJECT_PAGE_SIZE),
+        )
+        .default_backoff()
+        .map_ok(move |ev| stash.tgw_statuses.stash(ev)),
     )
     .touched_objects()
     .inspect(move |r| {
@@ -443,7 +446,12 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
             let _ = trigger.unbounded_send(tgw_ref(&ns, &name));
         }
     };
-    let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(client, &ar, kind.as_str()));
+    let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(
+        client,
+        &ar,
+        kind.as_str(),
+        cw::PAGE_SIZE
+    ));
     while let Some(ev) = stream.next().await {
         match ev {
             Event::Init => {
@@ -507,7 +515,12 @@ async fn watch_owned<T>(
     Kept<T>: Send + Sync,
 {
     let ar = wait_served(&client, &caches, group, kind).await;
-    let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind));
+    let page = if kind == "Gateway" {
+        cw::LARGE_OBJECT_PAGE_SIZE
+    } else {
+        cw::PAGE_SIZE
+    };
+    let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind, page));
     let target = |key: &Key, o: Option<&T>| {
         // A Gateway is named like its TenantGateway; other kinds carry our ownerReference.
         if kind == "Gateway" {

@@ -206,6 +206,12 @@ async fn accept_loop(
         let accepted = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
+            // A finished connection is reaped as it ends, not at the next accept: after a
+            // burst its task's memory would otherwise wait for the next client.
+            Some(res) = conns.join_next(), if !conns.is_empty() => {
+                log_task_end(settings.name, res);
+                continue;
+            }
             a = listener.accept() => a,
         };
         let (stream, peer) = match accepted {
