@@ -430,11 +430,15 @@ const HARD_DEADLINE_MARGIN: Duration = Duration::from_millis(700);
 /// TenantGateways reconciled at once. Their writes share [`WRITES_IN_FLIGHT`], so this only
 /// has to be large enough to keep that window full while some reconciles plan or wait for
 /// the watches to deliver their own writes.
-const RECONCILE_CONCURRENCY: u16 = 32;
+const RECONCILE_CONCURRENCY: u16 = 16;
 
-/// Writes in flight to the API server across all reconciles (`bench/reconcile` step 4: the
-/// API server's write rate stops growing at about this window on two cores).
-const WRITES_IN_FLIGHT: usize = 64;
+/// Writes in flight to the API server across all reconciles. The API server is CPU-bound well
+/// below this window on two cores (`bench/reconcile`: the cold start runs at its floor), and
+/// each write in flight is an HTTP/1.1 connection of the kube client (it does not speak
+/// HTTP/2), kept idle for 90 s after a burst with its TLS state and buffers: 64 of them held
+/// ~3.5 MB more heap after a burst of Certificate creates than the 15 connections of the
+/// watches do.
+const WRITES_IN_FLIGHT: usize = 16;
 
 /// End the process after `after`, whatever the runtime is doing: a plain thread, so no
 /// task, blocked worker or connection can hold it up.

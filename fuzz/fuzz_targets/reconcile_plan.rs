@@ -329,12 +329,12 @@ fn route(u: &mut Unstructured<'_>, i: usize, gw: &str) -> Result<RouteFacts> {
     parent_refs.extend(list(u, 2, |u| parent_ref(u, gw))?);
     Ok(RouteFacts {
         kind,
-        namespace: namespace(u)?,
+        namespace: namespace(u)?.into(),
         // Mostly distinct names; sometimes a repeat (the same route listed twice).
         name: if u.ratio(1, 16)? {
-            "r0".to_string()
+            "r0".into()
         } else {
-            format!("r{i}")
+            format!("r{i}").into()
         },
         creation: if u.ratio(7, 8)? {
             Some(at(i64::from(u.int_in_range(0..=60u8)?)))
@@ -342,17 +342,18 @@ fn route(u: &mut Unstructured<'_>, i: usize, gw: &str) -> Result<RouteFacts> {
             None
         },
         generation: Some(i64::from(u.int_in_range(1..=3u8)?)),
-        resource_version: Some(format!("{}", u.int_in_range(1..=9u8)?)),
-        hostnames: list(u, 4, hostname)?,
-        parent_refs,
+        resource_version: Some(format!("{}", u.int_in_range(1..=9u8)?).into()),
+        hostnames: list(u, 4, hostname)?.into(),
+        parent_refs: parent_refs.into(),
         our_status: if u.ratio(1, 8)? {
             // A stale entry of ours from an earlier life of the Gateway.
-            vec![RouteParentStatus {
+            [RouteParentStatus {
                 parent_ref: parent_ref(u, gw)?,
                 conditions: Vec::new().into(),
             }]
+            .into()
         } else {
-            Vec::new()
+            Box::default()
         },
         // The planner does not read where the entries sit (only the status write does).
         parents_layout: None,
@@ -703,8 +704,8 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             Write::RouteStatus(rs) => {
                 assert!(
                     w.routes.iter().any(|r| r.kind == rs.kind
-                        && r.namespace == rs.namespace
-                        && r.name == rs.name),
+                        && *r.namespace == *rs.namespace
+                        && *r.name == *rs.name),
                     "status write to an unknown route"
                 );
                 assert_eq!(

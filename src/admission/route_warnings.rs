@@ -110,7 +110,7 @@ impl<'a> Admitted<'a> {
 
     /// An indexed route is this one (an earlier version of it).
     fn is(&self, r: &RouteFacts) -> bool {
-        (r.kind, r.namespace.as_str(), r.name.as_str()) == (self.kind, self.namespace, self.name)
+        (r.kind, &*r.namespace, &*r.name) == (self.kind, self.namespace, self.name)
     }
 
     /// The Gateways its parentRefs name, each once, in order (`cluster::routes::gateways_of`
@@ -214,7 +214,7 @@ pub fn warnings_for(
 ) -> Vec<RouteWarning> {
     let mut out = Vec::new();
     for (gw_ns, gw_name) in route.gateways() {
-        if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
+        if *gw_ns != *route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
         let (routes, summary) = summary(gw_ns, gw_name);
@@ -1299,7 +1299,7 @@ mod tests {
         let mut route = http("tenant-alice", "web", &[h]);
         let mut second = route.parent_refs[0].clone();
         second.name = "gw2".into();
-        route.parent_refs.push(second);
+        crate::reconcile::testing::push(&mut route.parent_refs, second);
         let got = run(&index, &route);
         let texts: Vec<&str> = got.iter().map(|w| w.text.as_str()).collect();
         assert_eq!(got.len(), 2, "{texts:?}");
@@ -1566,7 +1566,9 @@ mod tests {
                     } else {
                         let extra = route.hostnames.first().cloned();
                         route = o.clone();
-                        route.hostnames.extend(extra);
+                        if let Some(h) = extra {
+                            crate::reconcile::testing::push(&mut route.hostnames, h);
+                        }
                     }
                 }
                 for through in [None, Some("tenant-root"), Some("")] {
@@ -1850,12 +1852,12 @@ mod tests {
         ) -> Vec<RouteWarning> {
             // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
             let targets = RouteFacts {
-                our_status: Vec::new(),
+                our_status: Box::default(),
                 ..route.clone()
             };
             let mut out = Vec::new();
             for (gw_ns, gw_name) in gateways_of(&targets) {
-                if gw_ns != route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
+                if *gw_ns != *route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
                     continue;
                 }
                 let routes = snapshot(&gw_ns, &gw_name);
@@ -1988,7 +1990,7 @@ mod tests {
                     .iter()
                     .filter(|r| r.kind == RouteKind::TlsRoute && r.namespace != route.namespace)
                     .filter(|r| r.hostnames.iter().any(|x| x == h))
-                    .map(|r| r.namespace.as_str())
+                    .map(|r| &*r.namespace)
                     .collect();
                 if others.is_empty() {
                     continue;

@@ -243,32 +243,21 @@ impl RouteView {
                     (exact && u32::try_from(len).is_ok()).then(|| ParentsLayout {
                         status: true,
                         parents: u32::try_from(len).ok(),
-                        ours_at,
+                        ours_at: ours_at.into(),
                     })
                 }
             },
         };
-        // serde grows a list to four entries at its first push; routes have one or two of
-        // each, and there are tens of thousands of routes.
-        let mut hostnames: Vec<String> = hostnames;
-        let mut parent_refs: Vec<SharedRef> = parent_refs;
-        hostnames.shrink_to_fit();
-        parent_refs.shrink_to_fit();
-        our_status.shrink_to_fit();
-        let layout = layout.map(|mut l| {
-            l.ours_at.shrink_to_fit();
-            l
-        });
         RouteFacts {
             kind,
-            namespace: m.namespace,
-            name: m.name,
+            namespace: intern(&m.namespace),
+            name: Arc::from(m.name),
             creation: m.creation_timestamp,
             generation: m.generation,
-            resource_version: m.resource_version,
+            resource_version: m.resource_version.map(String::into_boxed_str),
             hostnames,
             parent_refs,
-            our_status,
+            our_status: our_status.into(),
             parents_layout: layout,
         }
     }
@@ -296,7 +285,9 @@ pub fn gateways_of(f: &RouteFacts) -> BTreeSet<Key> {
         })
         .map(|p| {
             (
-                p.namespace.clone().unwrap_or_else(|| f.namespace.clone()),
+                p.namespace
+                    .clone()
+                    .unwrap_or_else(|| f.namespace.to_string()),
                 p.name.clone(),
             )
         })
@@ -344,18 +335,16 @@ impl RouteIndex {
     }
 
     /// Insert or replace a route; returns the Gateways whose routes changed.
-    pub fn apply(&self, facts: RouteFacts) -> BTreeSet<Key> {
+    pub fn apply(&self, mut facts: RouteFacts) -> BTreeSet<Key> {
         let mut g = self.write();
-        let fresh: RouteKey = (
-            facts.kind,
-            intern(&facts.namespace),
-            Arc::from(facts.name.as_str()),
-        );
-        // The key already indexed, so both maps share its strings.
+        let fresh: RouteKey = (facts.kind, intern(&facts.namespace), facts.name.clone());
+        // The key already indexed, so both maps and the facts share its strings.
         let key = g
             .routes
             .get_key_value(&fresh)
-            .map_or(fresh.clone(), |(k, _)| k.clone());
+            .map_or(fresh, |(k, _)| k.clone());
+        facts.namespace = key.1.clone();
+        facts.name = key.2.clone();
         if let Some(seen) = g.relist.get_mut(&facts.kind) {
             seen.insert(key.clone());
         }
@@ -457,7 +446,7 @@ mod tests {
         );
         let f = project(RouteKind::HttpRoute, &o);
         assert_eq!(
-            f.hostnames,
+            *f.hostnames,
             ["a.example.org"],
             "a non-string hostname is dropped"
         );
@@ -527,7 +516,7 @@ mod tests {
             facts(serde_json::json!({"parents": [other.clone(), ours("gw"), other, ours("gw2")]}));
         let layout = f.parents_layout.expect("exact");
         assert_eq!((layout.status, layout.parents), (true, Some(4)));
-        assert_eq!(layout.ours_at, [1, 3]);
+        assert_eq!(*layout.ours_at, [1, 3]);
         assert_eq!(f.our_status.len(), 2);
         assert_eq!(
             facts(Value::Null).parents_layout,

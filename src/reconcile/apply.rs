@@ -631,11 +631,11 @@ mod tests {
                     .map(|(i, _)| i as u32)
                     .collect();
                 let facts = crate::reconcile::inputs::RouteFacts {
-                    our_status: our_status.clone(),
+                    our_status: our_status.clone().into(),
                     parents_layout: Some(crate::reconcile::inputs::ParentsLayout {
                         status: doc.get("status").is_some(),
                         parents: doc["status"]["parents"].as_array().map(|a| a.len() as u32),
-                        ours_at,
+                        ours_at: ours_at.into(),
                     }),
                     namespace: "tenant-a".into(),
                     resource_version: Some("5".into()),

@@ -393,12 +393,12 @@ fn route_writes(
     let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
     ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
     for r in ordered {
-        if !seen.insert((r.kind, r.namespace.as_str(), r.name.as_str())) {
+        if !seen.insert((r.kind, &*r.namespace, &*r.name)) {
             continue;
         }
         if r.kind == inputs::RouteKind::HttpRoute
-            && r.namespace == tgw.namespace
-            && r.name == redirect_name
+            && *r.namespace == *tgw.namespace
+            && &*r.name == redirect_name
         {
             continue;
         }
@@ -410,7 +410,7 @@ fn route_writes(
         let want = analysis
             .routes
             .iter()
-            .find(|v| v.kind == r.kind && v.namespace == r.namespace && v.name == r.name)
+            .find(|v| v.kind == r.kind && *v.namespace == *r.namespace && *v.name == *r.name)
             .map(|v| {
                 status::route_entries(v, gw, listener_names, r.generation, &inputs.now, &current)
             })
@@ -419,9 +419,9 @@ fn route_writes(
         if status::sorted(current) != want {
             out.push(Write::RouteStatus(RouteStatusWrite {
                 kind: r.kind,
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-                resource_version: r.resource_version.clone(),
+                namespace: r.namespace.to_string(),
+                name: r.name.to_string(),
+                resource_version: r.resource_version.as_deref().map(str::to_string),
                 gateway_namespace: gw.0.to_string(),
                 gateway_name: gw.1.to_string(),
                 entries: want,
@@ -470,15 +470,15 @@ pub fn cleanup(inputs: &Inputs) -> Vec<Write> {
     let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
     ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
     for r in ordered {
-        if !seen.insert((r.kind, r.namespace.as_str(), r.name.as_str())) {
+        if !seen.insert((r.kind, &*r.namespace, &*r.name)) {
             continue;
         }
         if !status::entries_for(&r.our_status, &r.namespace, gw).is_empty() {
             writes.push(Write::RouteStatus(RouteStatusWrite {
                 kind: r.kind,
-                namespace: r.namespace.clone(),
-                name: r.name.clone(),
-                resource_version: r.resource_version.clone(),
+                namespace: r.namespace.to_string(),
+                name: r.name.to_string(),
+                resource_version: r.resource_version.as_deref().map(str::to_string),
                 gateway_namespace: gw.0.to_string(),
                 gateway_name: gw.1.to_string(),
                 entries: Vec::new(),

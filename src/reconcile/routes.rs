@@ -97,10 +97,8 @@ pub fn analyse(
     let mut attaching: Vec<&RouteFacts> = inputs
         .routes
         .iter()
-        .filter(|r| allowed.contains(&r.namespace))
-        .filter(|r| {
-            !(r.kind == RouteKind::HttpRoute && (r.namespace.as_str(), r.name.as_str()) == skip)
-        })
+        .filter(|r| allowed.contains(&*r.namespace))
+        .filter(|r| !(r.kind == RouteKind::HttpRoute && (&*r.namespace, &*r.name) == skip))
         .filter(|r| {
             r.parent_refs
                 .iter()
@@ -129,8 +127,8 @@ pub fn analyse(
         let claiming = parents.iter().any(|(_, c)| *c);
         let mut v = RouteVerdict {
             kind: r.kind,
-            namespace: r.namespace.clone(),
-            name: r.name.clone(),
+            namespace: r.namespace.to_string(),
+            name: r.name.to_string(),
             parents,
             not_listenable: BTreeMap::new(),
             conflicts: BTreeMap::new(),
@@ -398,7 +396,7 @@ mod tests {
         assert!(verdict(&a, "cozy-harbor", "y").conflicts.is_empty());
 
         // Without the cozy claimant the smaller namespace wins.
-        w.routes.retain(|r| r.namespace != "cozy-harbor");
+        w.routes.retain(|r| &*r.namespace != "cozy-harbor");
         let a = testing::analyse(&w);
         assert_eq!(a.owners[h], "tenant-alice");
         assert_eq!(

@@ -49,24 +49,30 @@ pub fn tenant(name: &str, apex: &str, gateway: &str) -> NamespaceFacts {
     namespace(name, &[(HOST_LABEL, apex), (GATEWAY_LABEL, gateway)], &[])
 }
 
+/// Append to one of [`RouteFacts`]'s lists (kept at their length, so not growable in place).
+pub fn push<T>(list: &mut Box<[T]>, item: T) {
+    let mut v = std::mem::take(list).into_vec();
+    v.push(item);
+    *list = v.into();
+}
+
 /// An HTTPRoute with one parentRef `{name: gw}` (all defaults).
 pub fn route(ns: &str, name: &str, hostnames: &[&str]) -> RouteFacts {
     RouteFacts {
         kind: RouteKind::HttpRoute,
-        namespace: ns.to_string(),
-        name: name.to_string(),
+        namespace: ns.into(),
+        name: name.into(),
         creation: Some(at(500)),
         generation: Some(1),
-        resource_version: Some("1".to_string()),
+        resource_version: Some("1".into()),
         hostnames: hostnames.iter().map(|h| h.to_string()).collect(),
-        parent_refs: vec![
-            ParentRef {
-                name: "gw".to_string(),
-                ..ParentRef::default()
-            }
-            .into(),
-        ],
-        our_status: Vec::new(),
+        parent_refs: [ParentRef {
+            name: "gw".to_string(),
+            ..ParentRef::default()
+        }
+        .into()]
+        .into(),
+        our_status: Box::default(),
         parents_layout: Some(Default::default()),
     }
 }
@@ -275,14 +281,16 @@ pub fn converge(inputs: &Inputs, plan: &Plan) -> Inputs {
             }
             Write::RouteStatus(rs) => {
                 for r in next.routes.iter_mut().filter(|r| {
-                    r.kind == rs.kind && r.namespace == rs.namespace && r.name == rs.name
+                    r.kind == rs.kind && *r.namespace == *rs.namespace && *r.name == *rs.name
                 }) {
                     let ns = r.namespace.clone();
-                    r.our_status.retain(|e| {
+                    let mut entries = std::mem::take(&mut r.our_status).into_vec();
+                    entries.retain(|e| {
                         !e.parent_ref
                             .targets(&ns, &rs.gateway_namespace, &rs.gateway_name)
                     });
-                    r.our_status.extend(rs.entries.iter().cloned());
+                    entries.extend(rs.entries.iter().cloned());
+                    r.our_status = entries.into();
                 }
             }
             Write::Status(s) => next.tgw.status = Some(s.clone()),
@@ -488,7 +496,7 @@ pub fn entries<'a>(inputs: &'a Inputs, ns: &str, name: &str) -> &'a [RouteParent
     inputs
         .routes
         .iter()
-        .find(|r| r.namespace == ns && r.name == name)
-        .map(|r| r.our_status.as_slice())
+        .find(|r| &*r.namespace == ns && &*r.name == name)
+        .map(|r| &*r.our_status)
         .unwrap_or(&[])
 }

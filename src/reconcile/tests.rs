@@ -111,7 +111,7 @@ fn http01_listener_certificate_and_route_status() {
 
     // Changing the hostname swaps listener and Certificate.
     let mut w2 = w.clone();
-    w2.routes[0].hostnames = vec!["registry.alice.example.org".into()];
+    w2.routes[0].hostnames = ["registry.alice.example.org".into()].into();
     w2.routes[0].generation = Some(2);
     let p = plan(&w2, &cfg());
     assert!(p.writes.contains(&Write::Delete {
@@ -129,7 +129,7 @@ fn http01_listener_certificate_and_route_status() {
 
     // Deleting the route removes both.
     let mut w3 = w.clone();
-    w3.routes.retain(|r| r.name != "harbor");
+    w3.routes.retain(|r| &*r.name != "harbor");
     let (w3, _) = settle(w3);
     assert!(!listener_names(&w3).contains(&"https-harbor".to_string()));
     assert_eq!(cert_names(&w3), [format!("gw-{deep}-tls")]);
@@ -218,7 +218,7 @@ fn cozy_wins_a_conflict_and_the_loser_recovers() {
     );
 
     let mut w = w;
-    w.routes.retain(|r| r.namespace != "cozy-harbor");
+    w.routes.retain(|r| &*r.namespace != "cozy-harbor");
     let (w, _) = settle(w);
     assert_eq!(accepted(&w, "tenant-alice-x", "harbor").0, "True");
     // The winner's entry went with it; the route index no longer lists it.
@@ -467,7 +467,8 @@ fn cleanup_removes_what_it_wrote() {
     w.routes
         .push(route("tenant-alice", "a", &["a.alice.example.org"]));
     let mut other = route("tenant-alice", "b", &["b.alice.example.org"]);
-    other.parent_refs.push(
+    testing::push(
+        &mut other.parent_refs,
         super::inputs::ParentRef {
             name: "other-gw".into(),
             ..Default::default()
@@ -477,16 +478,17 @@ fn cleanup_removes_what_it_wrote() {
     w.routes.push(other);
     let (mut w, _) = settle(w);
     // Another TenantGateway's entry on the same route must survive.
-    w.routes[1]
-        .our_status
-        .push(super::inputs::RouteParentStatus {
+    testing::push(
+        &mut w.routes[1].our_status,
+        super::inputs::RouteParentStatus {
             parent_ref: super::inputs::ParentRef {
                 name: "other-gw".into(),
                 ..Default::default()
             }
             .into(),
             conditions: Vec::new().into(),
-        });
+        },
+    );
     let writes = cleanup(&w);
     let p = Plan {
         desired: None,
