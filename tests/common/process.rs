@@ -143,6 +143,7 @@ pub struct Serve {
 pub const STDERR_KEEP: usize = 4 << 20;
 
 /// The serving pair `serve` is started with.
+#[derive(Clone, Copy)]
 pub struct Tls<'a> {
     pub cert: &'a std::path::Path,
     pub key: &'a std::path::Path,
@@ -215,16 +216,34 @@ pub fn serve_command_with(dir: &std::path::Path, tls: Option<Tls<'_>>) -> ServeC
 /// Wait until `/readyz` on `metrics` answers 200; panics with `log()` if the process exits
 /// first or `within` passes.
 pub fn wait_ready(child: &mut Child, metrics: &str, within: Duration, log: impl Fn() -> String) {
+    if let Err(exited) = ready_or_exited(child, metrics, within, log) {
+        panic!("{exited}");
+    }
+}
+
+/// [`wait_ready`], but a process that exits first is an `Err` with its status and log (so a
+/// caller can start it again when a port it was given was taken meanwhile).
+fn ready_or_exited(
+    child: &mut Child,
+    metrics: &str,
+    within: Duration,
+    log: impl Fn() -> String,
+) -> Result<(), String> {
     let deadline = Instant::now() + within;
     while http_status(metrics, "/readyz") != Some(200) {
         if let Ok(Some(st)) = child.try_wait() {
-            panic!("serve exited with {st}: {}", log());
+            return Err(format!("serve exited with {st}: {}", log()));
         }
         assert!(Instant::now() < deadline, "serve not ready: {}", log());
         // Polling interval, not synchronisation: readiness is re-checked each time.
         std::thread::sleep(Duration::from_millis(50));
     }
+    Ok(())
 }
+
+/// Starts of one `serve` when its free ports were taken between the pick and the bind (by
+/// another test's process or an outgoing connection's ephemeral port).
+const PORT_RACE_ATTEMPTS: usize = 3;
 
 pub fn start_with_env(extra: &[&str], env: &[(&str, &str)]) -> Serve {
     start_full(extra, env, None)
@@ -236,6 +255,21 @@ pub fn start_with_tls(extra: &[&str], tls: Tls<'_>) -> Serve {
 }
 
 fn start_full(extra: &[&str], env: &[(&str, &str)], tls: Option<Tls<'_>>) -> Serve {
+    let mut attempt = 1;
+    loop {
+        match try_start(extra, env, tls) {
+            Ok(s) => return s,
+            Err(exited)
+                if attempt < PORT_RACE_ATTEMPTS && exited.contains("Address already in use") =>
+            {
+                attempt += 1;
+            }
+            Err(exited) => panic!("{exited}"),
+        }
+    }
+}
+
+fn try_start(extra: &[&str], env: &[(&str, &str)], tls: Option<Tls<'_>>) -> Result<Serve, String> {
     let dir = tempfile::tempdir().expect("tmp");
     let ServeCommand {
         mut cmd,
@@ -273,7 +307,7 @@ fn start_full(extra: &[&str], env: &[(&str, &str)], tls: Option<Tls<'_>>) -> Ser
         }
         err
     };
-    wait_ready(&mut s.child, &s.metrics.clone(), DEADLINE, log);
+    ready_or_exited(&mut s.child, &s.metrics.clone(), DEADLINE, log)?;
     s.child.stderr = stderr.into_inner();
     // Drain stderr so the server never blocks on a full pipe; keep the start for the tests
     // that look at the log.
@@ -292,7 +326,7 @@ fn start_full(extra: &[&str], env: &[(&str, &str)], tls: Option<Tls<'_>>) -> Ser
             }
         });
     }
-    s
+    Ok(s)
 }
 
 impl Serve {
