@@ -356,30 +356,29 @@ impl RouteIndex {
     pub fn apply(&self, mut facts: RouteFacts) -> BTreeSet<Key> {
         let mut g = self.write();
         let hash = key_hash(facts.kind, &facts.namespace, &facts.name);
-        // The strings already indexed, so the facts and the per-Gateway keys share them.
-        let key: RouteKey = match g
-            .routes
-            .find(hash, is_route(facts.kind, &facts.namespace, &facts.name))
-        {
-            Some(f) => (f.kind, f.namespace.clone(), f.name.clone()),
-            None => (facts.kind, intern(&facts.namespace), facts.name.clone()),
-        };
-        facts.namespace = key.1.clone();
-        facts.name = key.2.clone();
-        if let Some(seen) = g.relist.get_mut(&facts.kind) {
-            seen.insert(key.clone());
-        }
-        let facts = Arc::new(facts);
-        let old = match g
-            .routes
-            .entry(hash, is_route(key.0, &key.1, &key.2), hash_of)
-        {
-            Entry::Occupied(mut o) => Some(std::mem::replace(o.get_mut(), facts.clone())),
+        let found = is_route(facts.kind, &facts.namespace, &facts.name);
+        let (key, facts, old) = match g.routes.entry(hash, found, hash_of) {
+            // The strings already indexed, so the facts and the per-Gateway keys share them.
+            Entry::Occupied(mut o) => {
+                let seen = o.get();
+                let key: RouteKey = (seen.kind, seen.namespace.clone(), seen.name.clone());
+                facts.namespace = key.1.clone();
+                facts.name = key.2.clone();
+                let facts = Arc::new(facts);
+                let old = std::mem::replace(o.get_mut(), facts.clone());
+                (key, facts, Some(old))
+            }
             Entry::Vacant(v) => {
+                facts.namespace = intern(&facts.namespace);
+                let key: RouteKey = (facts.kind, facts.namespace.clone(), facts.name.clone());
+                let facts = Arc::new(facts);
                 v.insert(facts.clone());
-                None
+                (key, facts, None)
             }
         };
+        if let Some(seen) = g.relist.get_mut(&key.0) {
+            seen.insert(key.clone());
+        }
         if old.as_deref() == Some(&*facts) {
             return BTreeSet::new();
         }

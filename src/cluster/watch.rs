@@ -792,7 +792,7 @@ impl<T: Named> ObjectCache<T> {
         match value {
             Some(v) => {
                 let list = g.by_ns.entry(key.0.into_boxed_str()).or_default();
-                match list.binary_search_by(|o| o.name().cmp(v.name())) {
+                match position(list, v.name()) {
                     Ok(i) => list[i] = Arc::new(v),
                     Err(i) => list.insert(i, Arc::new(v)),
                 }
@@ -851,9 +851,14 @@ impl<T: Named> ObjectCache<T> {
     }
 }
 
+/// Where `name` is in a namespace's sorted list (`Err`: where it would go).
+fn position<T: Named>(list: &[Arc<T>], name: &str) -> Result<usize, usize> {
+    list.binary_search_by(|o| o.name().cmp(name))
+}
+
 fn remove<T: Named>(by_ns: &mut HashMap<Box<str>, Vec<Arc<T>>>, key: &Key) {
     if let Some(list) = by_ns.get_mut(key.0.as_str()) {
-        if let Ok(i) = list.binary_search_by(|o| o.name().cmp(&key.1)) {
+        if let Ok(i) = position(list, &key.1) {
             list.remove(i);
         }
         if list.is_empty() {
