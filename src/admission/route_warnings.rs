@@ -393,8 +393,9 @@ type Cached = (Weak<GatewayRoutes>, Arc<GatewaySummary>);
 
 #[derive(Debug, Default)]
 struct CacheEntries {
-    /// By Gateway namespace, then name: looked up without building a key.
-    by_gateway: HashMap<String, HashMap<String, Cached>>,
+    /// By Gateway namespace, then name: looked up without building a key, with foldhash
+    /// (every review with warnings on looks its Gateways up here).
+    by_gateway: HostMap<HostMap<Cached>>,
     /// Entries in `by_gateway`.
     len: usize,
     /// At this many entries, the summaries of snapshots that are gone are dropped.
@@ -443,7 +444,7 @@ impl SummaryCache {
                 m.retain(|_, (seen, _)| seen.strong_count() > 0);
                 !m.is_empty()
             });
-            g.len = g.by_gateway.values().map(HashMap::len).sum();
+            g.len = g.by_gateway.values().map(HostMap::len).sum();
             g.sweep_at = (2 * g.len).max(64);
         }
         let added = g
@@ -775,9 +776,13 @@ fn read_admitted<'a>(kind: RouteKind, review: &crate::policy::Review<'a>) -> Opt
     };
     if let Some(Value::Array(hosts)) = spec.get("hostnames") {
         // Each element that is not a string is dropped; so is a list that is not one.
-        route.hostnames = hosts.iter().filter_map(Value::as_str).collect();
+        route.hostnames.reserve_exact(hosts.len());
+        route
+            .hostnames
+            .extend(hosts.iter().filter_map(Value::as_str));
     }
     if let Some(Value::Array(refs)) = spec.get("parentRefs") {
+        route.parent_refs.reserve_exact(refs.len());
         for r in refs {
             match r {
                 Value::Object(r) => route.parent_refs.extend(parent_ref(r)),

@@ -303,8 +303,24 @@ struct Inner {
     /// (8 bytes a slot) rather than a map from a copy of the key (48 bytes a slot; the table
     /// has a power of two of them, 16,384 for 12,300 routes).
     routes: HashTable<Arc<RouteFacts>>,
-    by_gateway: HashMap<Key, Arc<GatewayRoutes>>,
+    by_gateway: ByGateway,
     relist: HashMap<RouteKind, HashSet<RouteKey>>,
+}
+
+/// Each Gateway's routes. Every review with warnings on looks its Gateways up here, so the
+/// map is found by a borrowed key ([`GatewayOf`]) with foldhash: no two `String`s built and
+/// no SipHash per lookup.
+type ByGateway = hashbrown::HashMap<Key, Arc<GatewayRoutes>, foldhash::fast::RandomState>;
+
+/// A Gateway's `(namespace, name)` borrowed. It hashes as the owned [`Key`] does: a tuple
+/// and a tuple struct hash their fields in order, and `String` hashes as `str`.
+#[derive(Hash)]
+struct GatewayOf<'a>(&'a str, &'a str);
+
+impl hashbrown::Equivalent<Key> for GatewayOf<'_> {
+    fn equivalent(&self, k: &Key) -> bool {
+        self.0 == k.0 && self.1 == k.1
+    }
 }
 
 fn key_hash(kind: RouteKind, namespace: &str, name: &str) -> u64 {
@@ -335,7 +351,7 @@ impl RouteIndex {
     pub fn for_gateway(&self, namespace: &str, name: &str) -> Arc<GatewayRoutes> {
         let g = self.inner.read().unwrap_or_else(|p| p.into_inner());
         g.by_gateway
-            .get(&(namespace.to_string(), name.to_string()))
+            .get(&GatewayOf(namespace, name))
             .cloned()
             .unwrap_or_default()
     }
@@ -435,7 +451,7 @@ impl RouteIndex {
     }
 }
 
-fn unindex(by_gateway: &mut HashMap<Key, Arc<GatewayRoutes>>, gw: &Key, key: &RouteKey) {
+fn unindex(by_gateway: &mut ByGateway, gw: &Key, key: &RouteKey) {
     if let Some(m) = by_gateway.get_mut(gw) {
         Arc::make_mut(m).remove(key);
         if m.is_empty() {
@@ -449,6 +465,27 @@ mod tests {
     use super::*;
 
     use serde_json::Value;
+
+    #[test]
+    fn a_gateway_is_found_by_its_borrowed_key() {
+        let s = foldhash::fast::RandomState::default();
+        for (ns, name) in [
+            ("a", "b"),
+            ("", ""),
+            ("ab", ""),
+            ("", "ab"),
+            ("tenant-root", "gw"),
+        ] {
+            let owned: Key = (ns.to_string(), name.to_string());
+            assert_eq!(s.hash_one(GatewayOf(ns, name)), s.hash_one(&owned));
+        }
+        // Moving a character between the two parts changes the hash and the answer.
+        let mut m = ByGateway::default();
+        m.insert(("ab".to_string(), "c".to_string()), Arc::default());
+        assert!(m.get(&GatewayOf("ab", "c")).is_some());
+        assert!(m.get(&GatewayOf("a", "bc")).is_none());
+        assert!(m.get(&GatewayOf("ab", "")).is_none());
+    }
 
     fn obj(v: Value) -> DynamicObject {
         serde_json::from_value(v).expect("dynamic object")
