@@ -325,10 +325,34 @@ pub fn uid_and_operation(body: &str) -> (Option<String>, Option<String>) {
             d.deserialize_any(self)
         }
     }
+    // Anything but an object is skipped, not an error: a later `request` (a duplicate key;
+    // the last one is the one a JSON reader keeps) may still carry the uid.
     impl<'de> Visitor<'de> for Seed<'_> {
         type Value = ();
         fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-            f.write_str("an object")
+            f.write_str("any value")
+        }
+        fn visit_str<E>(self, _: &str) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_bool<E>(self, _: bool) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_i64<E>(self, _: i64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_u64<E>(self, _: u64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_f64<E>(self, _: f64) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_unit<E>(self) -> Result<(), E> {
+            Ok(())
+        }
+        fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
+            while a.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(())
         }
         fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<(), A::Error> {
             while let Some(key) = a.next_key::<std::borrow::Cow<'de, str>>()? {
@@ -387,6 +411,21 @@ mod tests {
             "only request.uid, escapes decoded"
         );
         assert_eq!(uid_and_operation("[1]"), (None, None));
+        // Found by fuzzing (fuzz/seeds/admission_decode/dup-request.bin): a first `request` that
+        // is not an object ended the scan before the second one, which has the uid.
+        for first in [r#""s""#, "1", "-1", "1.5", "true", "null", "[1, {}]"] {
+            let body = format!(r#"{{"request": {first}, "request": {{"uid": "u-2"}}}}"#);
+            assert_eq!(
+                uid_and_operation(&body),
+                (Some("u-2".to_string()), None),
+                "{body}"
+            );
+        }
+        // Duplicates: the last one read wins, as in a JSON reader.
+        assert_eq!(
+            uid_and_operation(r#"{"request": {"uid": "a"}, "request": {"uid": "b"}}"#).0,
+            Some("b".to_string())
+        );
     }
 
     #[test]
