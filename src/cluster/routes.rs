@@ -441,8 +441,9 @@ impl RouteIndex {
             };
             g.routes
                 .iter()
+                .filter(|f| f.kind == kind)
                 .map(|f| (f.kind, f.namespace.clone(), f.name.clone()))
-                .filter(|k| k.0 == kind && !seen.contains(k))
+                .filter(|k| !seen.contains(k))
                 .collect()
         };
         gone.iter()
