@@ -697,6 +697,11 @@ mod tests {
                 &route("n", n, serde_json::json!({"name": "gw"}), Value::Null),
             ));
         }
+        // A route of the other kind, same name, not seen by this relist: it stays.
+        idx.apply(project(
+            RouteKind::TlsRoute,
+            &route("n", "b", serde_json::json!({"name": "gw"}), Value::Null),
+        ));
         idx.relist_started(RouteKind::HttpRoute);
         idx.apply(project(
             RouteKind::HttpRoute,
@@ -704,7 +709,14 @@ mod tests {
         ));
         let touched = idx.relist_done(RouteKind::HttpRoute);
         assert_eq!(touched.len(), 1);
-        assert_eq!(idx.len(), 1);
-        assert_eq!(idx.for_gateway("n", "gw").len(), 1);
+        assert_eq!(idx.len(), 2);
+        let left: Vec<_> = idx.for_gateway("n", "gw").keys().cloned().collect();
+        assert_eq!(
+            left,
+            [
+                (RouteKind::HttpRoute, "n".into(), "a".into()),
+                (RouteKind::TlsRoute, "n".into(), "b".into()),
+            ]
+        );
     }
 }
