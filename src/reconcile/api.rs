@@ -28,7 +28,11 @@ use serde::{Deserialize, Serialize};
 #[serde(rename_all = "camelCase")]
 pub struct TenantGatewaySpec {
     /// The tenant's apex domain (its namespace's namespace.cozystack.io/host).
+    // Bounds (SPEC §3.1): a DNS-1123 subdomain of at most 253 characters. Uppercase passes
+    // the schema because the namespace label it must equal may carry it (SPEC §2.2); the
+    // reconciler lowercases both sides.
     #[x_kube(validation = Rule::new("self != ''").message("apex must not be empty"))]
+    #[schemars(length(min = 1, max = 253), regex(pattern = APEX_PATTERN))]
     pub apex: String,
     /// Where TLS certificates come from.
     #[serde(default)]
@@ -44,14 +48,31 @@ pub struct TenantGatewaySpec {
     pub wildcard_secret_ref: Option<LocalSecretRef>,
     /// Extra namespaces whose routes may attach (never tenant namespaces).
     #[serde(default)]
+    #[schemars(
+        length(max = MAX_ATTACHED_NAMESPACES),
+        inner(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))
+    )]
     pub attached_namespaces: Vec<String>,
     /// Services published by TLS passthrough (one `tls-<svc>` listener each).
     #[serde(default)]
+    #[schemars(
+        length(max = MAX_PASSTHROUGH_SERVICES),
+        inner(length(min = 1, max = 63), regex(pattern = DNS_LABEL_PATTERN))
+    )]
     pub tls_passthrough_services: Vec<String>,
     /// GatewayClass of the rendered Gateway.
     #[serde(default = "default_gateway_class")]
     pub gateway_class_name: String,
 }
+
+/// Most attachedNamespaces entries a TenantGateway may list (SPEC §3.1).
+pub const MAX_ATTACHED_NAMESPACES: usize = 128;
+/// Most tlsPassthroughServices entries (SPEC §3.1).
+pub const MAX_PASSTHROUGH_SERVICES: usize = 16;
+/// A DNS-1123 label (namespace and Service names).
+pub const DNS_LABEL_PATTERN: &str = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$";
+/// A DNS-1123 subdomain whose labels are at most 63 characters, in either case.
+pub const APEX_PATTERN: &str = "^[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?(\\.[a-zA-Z0-9]([-a-zA-Z0-9]{0,61}[a-zA-Z0-9])?)*$";
 
 fn default_gateway_class() -> String {
     "cilium".to_string()

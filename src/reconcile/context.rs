@@ -17,7 +17,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 
 use super::api::TenantGateway;
 use super::certmanager::{Certificate, Issuer};
-use super::inputs::{AttachClaim, Inputs, NamespaceFacts, Observed, Sibling, TgwFacts};
+use super::inputs::{Inputs, NamespaceFacts, Observed, Sibling, TgwFacts};
 use super::{Config, Notice};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::lease::Leader;
@@ -26,6 +26,7 @@ use crate::cluster::routes::RouteIndex;
 use crate::cluster::watch::{Kept, ObjectCache};
 use crate::metrics::Metrics;
 use crate::platform;
+use crate::platform::Scope;
 
 /// Settings of the controller edge.
 #[derive(Debug, Clone, Default)]
@@ -243,6 +244,16 @@ pub fn now() -> Time {
     Time(Timestamp::from_second(t.as_second()).unwrap_or(t))
 }
 
+/// The order that picks the one reconciled TenantGateway of a namespace (SPEC §3.7): oldest,
+/// then smallest name; an object without a creation time (not stored yet) sorts last.
+fn sibling_key(t: &TenantGateway) -> (bool, Option<Time>, Option<&str>) {
+    (
+        t.metadata.creation_timestamp.is_none(),
+        t.metadata.creation_timestamp.clone(),
+        t.metadata.name.as_deref(),
+    )
+}
+
 pub fn tgw_facts(tgw: &TenantGateway) -> TgwFacts {
     TgwFacts {
         namespace: tgw.metadata.namespace.clone().unwrap_or_default(),
@@ -256,7 +267,7 @@ pub fn tgw_facts(tgw: &TenantGateway) -> TgwFacts {
 }
 
 /// The inputs of one reconcile of `tgw`, from the caches only.
-pub fn gather(tgw: &TenantGateway, caches: &Caches, now: Time) -> Inputs {
+pub fn gather(tgw: &TenantGateway, caches: &Caches, scope: &Scope, now: Time) -> Inputs {
     let facts = tgw_facts(tgw);
     let ns = facts.namespace.clone();
     let all = caches.tgws.state();
@@ -268,15 +279,38 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, now: Time) -> Inputs {
             creation: t.metadata.creation_timestamp.clone(),
         })
         .collect();
+    // Only TenantGateways that list one of our targets can contest them; of those only the
+    // valid ones claim (SPEC §3.5): a blocked or dying one never makes us give a namespace up.
+    let targets: BTreeSet<&str> = std::iter::once(ns.as_str())
+        .chain(facts.spec.attached_namespaces.iter().map(String::as_str))
+        .collect();
     let other_claims = all
         .iter()
         .filter(|t| t.metadata.uid != tgw.metadata.uid)
-        .filter(|t| t.metadata.deletion_timestamp.is_none())
-        .map(|t| AttachClaim {
-            namespace: t.metadata.namespace.clone().unwrap_or_default(),
-            name: t.metadata.name.clone().unwrap_or_default(),
-            apex: t.spec.apex.clone(),
-            attached_namespaces: t.spec.attached_namespaces.clone(),
+        .filter(|t| {
+            t.spec
+                .attached_namespaces
+                .iter()
+                .any(|a| targets.contains(a.as_str()))
+        })
+        .filter_map(|t| {
+            let older_sibling = all.iter().any(|s| {
+                s.metadata.namespace == t.metadata.namespace
+                    && s.metadata.uid != t.metadata.uid
+                    && sibling_key(s) < sibling_key(t)
+            });
+            let f = tgw_facts(t);
+            let label = caches.namespaces.cached(&f.namespace);
+            super::labels::valid_claim(
+                &f,
+                t.metadata.deletion_timestamp.is_some(),
+                older_sibling,
+                label
+                    .as_deref()
+                    .and_then(|m| m.label(platform::HOST_LABEL))
+                    .filter(|l| !l.is_empty()),
+                scope,
+            )
         })
         .collect();
     let mut names: BTreeSet<String> = BTreeSet::from([ns.clone()]);

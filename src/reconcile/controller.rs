@@ -616,7 +616,7 @@ async fn reconcile_inner(
     ctx: &Arc<Context>,
     key: &ObjectRef<TenantGateway>,
 ) -> Result<Action, Error> {
-    let inputs = gather(tgw, &ctx.caches, now());
+    let inputs = gather(tgw, &ctx.caches, &ctx.cfg.plan.scope, now());
     let p = plan(&inputs, &ctx.cfg.plan);
     let mode = mode_label(tgw, ctx);
     let new_notices = ctx.with_state(key, |s| {
@@ -663,7 +663,7 @@ async fn reconcile_inner(
                 Ok(Action::requeue(RESYNC))
             }
             Finalizer::Cleanup(t) => {
-                let writes = cleanup(&inputs);
+                let writes = cleanup(&inputs, &ctx2.cfg.plan.scope);
                 let issued = apply::execute(&ctx2, &inputs, &writes).await?;
                 tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued,
                     "cleaned up namespace labels and route status entries");
@@ -701,7 +701,11 @@ async fn settle(ctx: &Context, key: &ObjectRef<TenantGateway>, now: &Time, issue
             return;
         };
         let tgw = ctx.caches.tgw_statuses.restore(tgw);
-        let again = plan(&gather(&tgw, &ctx.caches, now.clone()), &ctx.cfg.plan).writes;
+        let again = plan(
+            &gather(&tgw, &ctx.caches, &ctx.cfg.plan.scope, now.clone()),
+            &ctx.cfg.plan,
+        )
+        .writes;
         let pending = again.iter().filter(|w| issued.contains(w)).count();
         if pending == 0 {
             return;

@@ -20,7 +20,7 @@ use super::api::{
     CertMode, Dns01, Dns01Provider, IssuerName, TenantGatewaySpec, TenantGatewayStatus,
 };
 use super::certmanager::{Certificate, Issuer};
-use crate::platform::{self, GATEWAY_API_GROUP};
+use crate::platform::{self, GATEWAY_API_GROUP, Scope};
 
 /// Everything one reconcile reads.
 #[derive(Debug, Clone, PartialEq)]
@@ -398,6 +398,24 @@ impl TgwFacts {
                 }
             },
         };
+        // The schema's list bounds (SPEC §3.1) again: an object stored before the CRD carried
+        // them, or written with the schema bypassed, must not make a reconcile plan past what
+        // the schema allows. Too long is fatal (which entries to drop would be a guess); a
+        // single malformed entry only skips that entry, as below.
+        if spec.attached_namespaces.len() > super::api::MAX_ATTACHED_NAMESPACES {
+            fatal.push(format!(
+                "spec.attachedNamespaces has {} entries; at most {} are allowed",
+                spec.attached_namespaces.len(),
+                super::api::MAX_ATTACHED_NAMESPACES
+            ));
+        }
+        if spec.tls_passthrough_services.len() > super::api::MAX_PASSTHROUGH_SERVICES {
+            fatal.push(format!(
+                "spec.tlsPassthroughServices has {} entries; at most {} are allowed",
+                spec.tls_passthrough_services.len(),
+                super::api::MAX_PASSTHROUGH_SERVICES
+            ));
+        }
         let mut skipped = Vec::new();
         let mut attached: Vec<String> = Vec::new();
         for ns in &spec.attached_namespaces {
@@ -446,12 +464,73 @@ impl TgwFacts {
     }
 }
 
+/// Why a TenantGateway in `namespace` (whose host label is `label`) may not use the lowercased
+/// `apex`, or `None` when it may. Pure, shared by the plan and by the claim filter of the edge.
+pub fn apex_problem(
+    namespace: &str,
+    label: Option<&str>,
+    apex: &str,
+    scope: &Scope,
+) -> Option<String> {
+    if !scope.is_tenant(namespace) {
+        return None;
+    }
+    match label {
+        Some(l) if l.eq_ignore_ascii_case(apex) => None,
+        Some(l) => Some(format!(
+            "spec.apex {apex} is not this namespace's apex (its {} label is {l}); in a tenant \
+             namespace spec.apex must equal it: set spec.apex to {l}",
+            platform::HOST_LABEL
+        )),
+        None => Some(format!(
+            "namespace {namespace} has no {} label; the webhook denies Gateways in tenant \
+             namespaces without one (retry once the namespace is labelled)",
+            platform::HOST_LABEL
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     /// The index holds one `Arc<RouteFacts>` per route: 16 bytes of counts and the facts
     /// must stay within jemalloc's 192-byte size class (they took a 256-byte one before).
+    #[test]
+    fn list_bounds_are_checked_again() {
+        use crate::reconcile::testing;
+        let base = testing::world().tgw;
+        let names = |n: usize, p: &str| (0..n).map(|i| format!("{p}{i}")).collect::<Vec<_>>();
+        // (attachedNamespaces, tlsPassthroughServices, expected fatal fragment)
+        let cases: [(usize, usize, Option<&str>); 4] = [
+            (128, 16, None),
+            (
+                129,
+                0,
+                Some("spec.attachedNamespaces has 129 entries; at most 128"),
+            ),
+            (
+                0,
+                17,
+                Some("spec.tlsPassthroughServices has 17 entries; at most 16"),
+            ),
+            (0, 0, None),
+        ];
+        for (a, t, want) in cases {
+            let mut f = base.clone();
+            f.spec.attached_namespaces = names(a, "cozy-n");
+            f.spec.tls_passthrough_services = names(t, "svc");
+            let got = f.settings(&Default::default());
+            match want {
+                None => assert!(got.is_ok(), "{a}/{t}: {got:?}"),
+                Some(w) => {
+                    let e = got.expect_err("over the bound");
+                    assert!(e.iter().any(|m| m.contains(w)), "{a}/{t}: {e:?}");
+                }
+            }
+        }
+    }
+
     #[test]
     fn facts_fit_their_size_class() {
         let arc_inner = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<RouteFacts>();

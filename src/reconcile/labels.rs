@@ -4,12 +4,27 @@
 //! `namespace.cozystack.io/gateway=<ns>` plus the annotation
 //! `gateway.cozystack.io/attached-by=<ns>`, which marks the label as ours. Only marked labels
 //! are ever changed or removed: a gateway label the platform wrote (no annotation) is never
-//! touched. A namespace listed by several TenantGateways is not stolen: the claim closest to
-//! the root (shortest apex, then namespace name) holds it, and the others report it.
+//! touched.
+//!
+//! Everything here is hostile input a tenant may have written (a TenantGateway, an annotation),
+//! so the rules hold without the webhook:
+//! - only valid TenantGateways claim: the edge passes only those in `other_claims`, and `plan`
+//!   runs only for a valid one;
+//! - the reconciler never writes or removes labels on a tenant-scope namespace other than its
+//!   own TenantGateway's (tenant entries are skipped by `settings`, and a forged attached-by
+//!   annotation on a tenant namespace is ignored);
+//! - an existing attachment is never stolen: a namespace whose annotation names another valid
+//!   TenantGateway that still lists it stays there, and ours stays ours;
+//! - between new claims the TenantGateway whose apex contains the other's wins, then the
+//!   smaller namespace name;
+//! - messages never name the TenantGateway or namespace that holds an entry (a tenant may not
+//!   be able to read it).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
-use super::inputs::{Inputs, Settings};
+use super::inputs::{AttachClaim, Inputs, Settings, TgwFacts};
+use crate::hostname;
+use crate::platform::Scope;
 
 /// A change to one namespace's metadata.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
@@ -40,35 +55,95 @@ pub struct LabelPlan {
     pub problems: Vec<String>,
 }
 
+/// The attach claim another TenantGateway makes, when it may make one (SPEC §3.5): not being
+/// deleted, not a Duplicate, a spec that passes its checks, and in tenant scope the apex of
+/// its own namespace. Its usable entries only: tenant-scope entries are never honoured.
+pub fn valid_claim(
+    facts: &TgwFacts,
+    deleting: bool,
+    older_sibling: bool,
+    namespace_apex: Option<&str>,
+    scope: &Scope,
+) -> Option<AttachClaim> {
+    if deleting || older_sibling {
+        return None;
+    }
+    let settings = facts.settings(scope).ok()?;
+    if super::inputs::apex_problem(&facts.namespace, namespace_apex, &settings.apex, scope)
+        .is_some()
+    {
+        return None;
+    }
+    Some(AttachClaim {
+        namespace: facts.namespace.clone(),
+        name: facts.name.clone(),
+        apex: settings.apex,
+        attached_namespaces: settings.attached,
+    })
+}
+
+/// True when a claim from `a` (namespace, apex) beats one from `b` for a namespace nobody
+/// holds yet: the apex that strictly contains the other's, then the smaller namespace.
+fn beats(a: (&str, &str), b: (&str, &str)) -> bool {
+    let (a_ns, a_apex) = a;
+    let (b_ns, b_apex) = b;
+    let a_contains_b = hostname::within(b_apex, a_apex);
+    let b_contains_a = hostname::within(a_apex, b_apex);
+    match (a_contains_b, b_contains_a) {
+        (true, false) => true,
+        (false, true) => false,
+        _ => a_ns < b_ns,
+    }
+}
+
 /// Plan the labels for `inputs.tgw` with checked `settings`.
-pub fn plan(inputs: &Inputs, settings: &Settings) -> LabelPlan {
+pub fn plan(inputs: &Inputs, settings: &Settings, scope: &Scope) -> LabelPlan {
     let own = inputs.tgw.namespace.as_str();
     let mut out = LabelPlan::default();
     let mut targets: Vec<&str> = vec![own];
     targets.extend(settings.attached.iter().map(String::as_str));
     let mut keep: BTreeSet<&str> = BTreeSet::new();
 
+    // namespace -> the rival claims listing it; built once, so the plan stays linear in the
+    // claims' entries rather than targets × claims.
+    let wanted: BTreeSet<&str> = targets.iter().copied().collect();
+    let mut rivals: BTreeMap<&str, Vec<&AttachClaim>> = BTreeMap::new();
+    for c in inputs.other_claims.iter().filter(|c| c.namespace != own) {
+        for a in c.attached_namespaces.iter().map(String::as_str) {
+            if wanted.contains(a) {
+                rivals.entry(a).or_default().push(c);
+            }
+        }
+    }
+    let namespaces: BTreeMap<&str, &super::inputs::NamespaceFacts> = inputs
+        .namespaces
+        .iter()
+        .map(|n| (n.name.as_str(), n))
+        .collect();
+
     for t in targets {
+        let ns = namespaces.get(t).copied();
         if t != own {
-            // Closest to the root first: shortest apex, then namespace name.
-            let rival = inputs
-                .other_claims
-                .iter()
-                .filter(|c| c.namespace != own && c.attached_namespaces.iter().any(|a| a == t))
-                .map(|c| (c.apex.len(), c.namespace.as_str(), c.name.as_str()))
-                .min();
-            if let Some(rival) = rival
-                && (rival.0, rival.1) < (settings.apex.len(), own)
-            {
+            let claims = rivals.get(t).map(Vec::as_slice).unwrap_or_default();
+            let holder = ns.and_then(|n| n.attached_by());
+            let held_elsewhere = match holder {
+                // Ours already: never given up to a later claim.
+                Some(h) if h == own => false,
+                Some(h) if claims.iter().any(|c| c.namespace == h) => true,
+                // Nobody (valid) holds it: the best new claim takes it.
+                _ => claims
+                    .iter()
+                    .any(|c| beats((&c.namespace, &c.apex), (own, &settings.apex))),
+            };
+            if held_elsewhere {
                 out.problems.push(format!(
-                    "namespace {t} is attached to TenantGateway {}/{} (closer to the root); \
-                     not attached here",
-                    rival.1, rival.2
+                    "attachedNamespaces entry {t} is attached to another TenantGateway; not \
+                     attached here"
                 ));
                 continue;
             }
         }
-        let Some(ns) = inputs.namespaces.iter().find(|n| n.name == t) else {
+        let Some(ns) = ns else {
             // Not created yet: admit its routes now, label it when it appears.
             if t != own {
                 out.held.insert(t.to_string());
@@ -79,10 +154,11 @@ pub fn plan(inputs: &Inputs, settings: &Settings) -> LabelPlan {
             (Some(g), Some(by)) if g == own && by == own => {}
             // The platform wrote it with the right value: nothing to mark.
             (Some(g), None) if g == own => {}
-            (Some(g), None) => {
+            (Some(_), None) => {
                 out.problems.push(format!(
-                    "namespace {t} publishes through {g} (its namespace.cozystack.io/gateway \
-                     label, not written by a TenantGateway); not attached here"
+                    "attachedNamespaces entry {t} already publishes through another Gateway \
+                     (its namespace.cozystack.io/gateway label, not written by a \
+                     TenantGateway); not attached here"
                 ));
                 continue;
             }
@@ -98,7 +174,7 @@ pub fn plan(inputs: &Inputs, settings: &Settings) -> LabelPlan {
     }
 
     for ns in &inputs.namespaces {
-        if ns.attached_by() == Some(own) && !keep.contains(ns.name.as_str()) {
+        if ours_to_remove(ns, own, scope) && !keep.contains(ns.name.as_str()) {
             out.writes.push(NamespaceWrite::Detach {
                 namespace: ns.name.clone(),
                 gateway: own.to_string(),
@@ -111,13 +187,20 @@ pub fn plan(inputs: &Inputs, settings: &Settings) -> LabelPlan {
     out
 }
 
+/// A mark this TenantGateway may undo: its annotation names us, and the namespace is our own
+/// or outside tenant scope (a tenant can write the annotation on its own namespace; we never
+/// wrote it there, so we never act on it).
+fn ours_to_remove(ns: &super::inputs::NamespaceFacts, own: &str, scope: &Scope) -> bool {
+    ns.attached_by() == Some(own) && (ns.name == own || !scope.is_tenant(&ns.name))
+}
+
 /// Everything to undo when the TenantGateway goes (finalizer).
-pub fn cleanup(inputs: &Inputs) -> Vec<NamespaceWrite> {
+pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<NamespaceWrite> {
     let own = inputs.tgw.namespace.as_str();
     let mut writes: Vec<NamespaceWrite> = inputs
         .namespaces
         .iter()
-        .filter(|n| n.attached_by() == Some(own))
+        .filter(|n| ours_to_remove(n, own, scope))
         .map(|n| NamespaceWrite::Detach {
             namespace: n.name.clone(),
             gateway: own.to_string(),
@@ -150,7 +233,11 @@ mod tests {
     }
 
     fn run(w: &Inputs) -> LabelPlan {
-        plan(w, &w.tgw.settings(&Default::default()).expect("valid spec"))
+        plan(
+            w,
+            &w.tgw.settings(&Default::default()).expect("valid spec"),
+            &Scope::default(),
+        )
     }
 
     #[test]
@@ -190,7 +277,7 @@ mod tests {
         ));
         let p = run(&w);
         assert_eq!(p.writes, vec![detach("cozy-old")]);
-        assert_eq!(cleanup(&w), vec![detach("cozy-old")]);
+        assert_eq!(cleanup(&w, &Scope::default()), vec![detach("cozy-old")]);
     }
 
     #[test]
@@ -204,7 +291,8 @@ mod tests {
         assert!(p.held.is_empty());
         assert_eq!(p.problems.len(), 1);
         assert!(
-            p.problems[0].contains("publishes through tenant-root"),
+            p.problems[0].contains("cozy-x already publishes through another Gateway")
+                && !p.problems[0].contains("tenant-root"),
             "{:?}",
             p.problems
         );
@@ -228,7 +316,13 @@ mod tests {
         w.other_claims.push(root.clone());
         let p = run(&w);
         assert!(p.writes.is_empty(), "{:?}", p.writes);
-        assert!(p.problems[0].contains("tenant-root/gw"), "{:?}", p.problems);
+        // Held by the root: said without naming who holds it.
+        assert!(
+            p.problems[0].contains("cozy-x is attached to another TenantGateway")
+                && !p.problems[0].contains("tenant-root"),
+            "{:?}",
+            p.problems
+        );
 
         // The root stops listing it: ours now, the stale mark is overwritten.
         w.other_claims.clear();
@@ -253,7 +347,8 @@ mod tests {
     }
 
     #[test]
-    fn losing_a_namespace_removes_our_mark() {
+    fn an_existing_attachment_is_never_stolen() {
+        // Ours (our mark): a later rival, even one closer to the root, does not take it.
         let mut w = testing::world();
         w.tgw.spec.attached_namespaces = vec!["cozy-x".into()];
         w.namespaces.push(namespace(
@@ -267,6 +362,200 @@ mod tests {
             apex: "example.org".into(),
             attached_namespaces: vec!["cozy-x".into()],
         });
-        assert_eq!(run(&w).writes, vec![detach("cozy-x")]);
+        let p = run(&w);
+        assert!(p.writes.is_empty(), "{:?}", p.writes);
+        assert!(p.held.contains("cozy-x"));
+
+        // The root's (its mark, it still lists it): a TenantGateway whose apex would win a
+        // new claim does not take it either.
+        let mut w = testing::world();
+        w.tgw.spec.attached_namespaces = vec!["cozy-x".into()];
+        w.namespaces.push(namespace(
+            "cozy-x",
+            &[(GATEWAY_LABEL, "tenant-alice-x")],
+            &[(ATTACHED_BY_ANNOTATION, "tenant-alice-x")],
+        ));
+        w.other_claims.push(AttachClaim {
+            namespace: "tenant-alice-x".into(),
+            name: "gw".into(),
+            apex: "x.alice.example.org".into(),
+            attached_namespaces: vec!["cozy-x".into()],
+        });
+        let p = run(&w);
+        assert!(p.writes.is_empty(), "{:?}", p.writes);
+        assert!(!p.held.contains("cozy-x"));
+    }
+
+    /// Issue 20 item 1: who may claim at all. (namespace, apex, attached, deleting, older
+    /// sibling, namespace label, claims?, entries kept)
+    #[test]
+    fn only_valid_tenant_gateways_claim() {
+        type Case<'a> = (
+            &'a str,
+            &'a str,
+            &'a [&'a str],
+            bool,
+            bool,
+            Option<&'a str>,
+            bool,
+            &'a [&'a str],
+        );
+        let cases: &[Case] = &[
+            // The attacker: apex "a", platform namespaces listed.
+            (
+                "tenant-alice",
+                "a",
+                &["cozy-dashboard"],
+                false,
+                false,
+                Some("alice.example.org"),
+                false,
+                &[],
+            ),
+            // A shorter custom apex than its namespace's.
+            (
+                "tenant-alice",
+                "example.org",
+                &["cozy-dashboard"],
+                false,
+                false,
+                Some("alice.example.org"),
+                false,
+                &[],
+            ),
+            // No apex label on a tenant namespace: fail closed.
+            (
+                "tenant-alice",
+                "alice.example.org",
+                &["cozy-x"],
+                false,
+                false,
+                None,
+                false,
+                &[],
+            ),
+            // Being deleted, or a Duplicate.
+            (
+                "tenant-root",
+                "example.org",
+                &["cozy-x"],
+                true,
+                false,
+                Some("example.org"),
+                false,
+                &[],
+            ),
+            (
+                "tenant-root",
+                "example.org",
+                &["cozy-x"],
+                false,
+                true,
+                Some("example.org"),
+                false,
+                &[],
+            ),
+            // Valid: tenant-scope entries dropped, the rest kept.
+            (
+                "tenant-root",
+                "Example.org",
+                &["cozy-x", "tenant-bob"],
+                false,
+                false,
+                Some("example.org"),
+                true,
+                &["cozy-x"],
+            ),
+            // Outside tenant scope the apex is not tied to a label.
+            (
+                "cozy-public",
+                "public.example.org",
+                &["cozy-x"],
+                false,
+                false,
+                None,
+                true,
+                &["cozy-x"],
+            ),
+        ];
+        for &(ns, apex, attached, deleting, older, label, claims, kept) in cases {
+            let mut f = testing::world().tgw;
+            f.namespace = ns.into();
+            f.spec.apex = apex.into();
+            f.spec.attached_namespaces = attached.iter().map(|s| s.to_string()).collect();
+            let got = valid_claim(&f, deleting, older, label, &Scope::default());
+            assert_eq!(got.is_some(), claims, "{ns} {apex} {attached:?}");
+            if let Some(c) = got {
+                assert_eq!(c.attached_namespaces, kept, "{ns}");
+                assert_eq!(c.apex, apex.to_ascii_lowercase());
+            }
+        }
+    }
+
+    /// The attackers' objects of issue 20: the edge passes only valid rivals, and a tenant's
+    /// annotation on a tenant namespace means nothing.
+    #[test]
+    fn tenant_written_marks_are_ignored() {
+        // A forged attached-by on tenant-bob, whose gateway label the platform wrote: the
+        // root TenantGateway neither removes the label nor the annotation.
+        let mut w = testing::world();
+        w.tgw.namespace = "tenant-root".into();
+        w.tgw.spec.apex = "example.org".into();
+        w.namespaces = vec![
+            namespace("tenant-root", &[(GATEWAY_LABEL, "tenant-root")], &[]),
+            namespace(
+                "tenant-bob",
+                &[(GATEWAY_LABEL, "tenant-root")],
+                &[(ATTACHED_BY_ANNOTATION, "tenant-root")],
+            ),
+        ];
+        let p = run(&w);
+        assert!(p.writes.is_empty(), "{:?}", p.writes);
+        assert!(cleanup(&w, &Scope::default()).is_empty());
+
+        // The same mark on a platform namespace is ours to remove.
+        w.namespaces.push(namespace(
+            "cozy-old",
+            &[(GATEWAY_LABEL, "tenant-root")],
+            &[(ATTACHED_BY_ANNOTATION, "tenant-root")],
+        ));
+        let gone = NamespaceWrite::Detach {
+            namespace: "cozy-old".into(),
+            gateway: "tenant-root".into(),
+        };
+        assert_eq!(run(&w).writes, vec![gone.clone()]);
+        assert_eq!(cleanup(&w, &Scope::default()), vec![gone]);
+    }
+
+    #[test]
+    fn new_claims_go_to_the_containing_apex_then_the_name() {
+        // (rival namespace, rival apex, do we win?) for a namespace nobody holds; ours is
+        // tenant-alice with apex alice.example.org.
+        let cases = [
+            ("tenant-root", "example.org", false),
+            ("tenant-alice-x", "x.alice.example.org", true),
+            // Unrelated apexes, however long: the namespace name decides.
+            ("tenant-aaa", "a", false),
+            ("tenant-zed", "a", true),
+            ("tenant-aaa", "very.long.unrelated.example.com", false),
+            ("tenant-zed", "b.example.com", true),
+        ];
+        for (rival_ns, rival_apex, we_win) in cases {
+            let mut w = testing::world();
+            w.tgw.spec.attached_namespaces = vec!["cozy-x".into()];
+            w.namespaces.push(namespace("cozy-x", &[], &[]));
+            w.other_claims.push(AttachClaim {
+                namespace: rival_ns.into(),
+                name: "gw".into(),
+                apex: rival_apex.into(),
+                attached_namespaces: vec!["cozy-x".into()],
+            });
+            let p = run(&w);
+            assert_eq!(
+                p.writes == vec![attach("cozy-x")],
+                we_win,
+                "{rival_ns} {rival_apex}: {p:?}"
+            );
+        }
     }
 }

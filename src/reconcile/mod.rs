@@ -127,7 +127,7 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         return blocked(inputs, "InvalidSpec", problem);
     }
 
-    let label_plan = labels::plan(inputs, &settings);
+    let label_plan = labels::plan(inputs, &settings, &cfg.scope);
     let own = tgw.namespace.as_str();
     // Inheriting as the label writes of this plan leave them: a namespace this plan detaches
     // stops publishing here, one it attaches starts. Reading the labels as they are now would
@@ -312,33 +312,17 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
     }
 }
 
-/// In tenant scope the webhook (layer 2) admits only Gateway listener hostnames within the
-/// namespace's apex label, so an apex outside it could never be rendered: say so up front
-/// instead of failing every apply.
+/// In tenant scope a TenantGateway's apex is its namespace's apex (SPEC §3.5, layer 9): a
+/// shorter or different apex would let it claim hostnames and attachments it was never given.
+/// Say so up front instead of rendering anything.
 fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, cfg: &Config) -> Option<String> {
     let own = inputs.tgw.namespace.as_str();
-    if !cfg.scope.is_tenant(own) {
-        return None;
-    }
     let label = inputs
         .namespaces
         .iter()
         .find(|n| n.name == own)
         .and_then(|n| n.apex());
-    match label {
-        Some(l) if hostname::within(&settings.apex, l) => None,
-        Some(l) => Some(format!(
-            "spec.apex {} is not within this namespace's {} label ({l}); the webhook would deny \
-             every listener of the Gateway: set spec.apex to {l} or a subdomain of it",
-            settings.apex,
-            crate::platform::HOST_LABEL
-        )),
-        None => Some(format!(
-            "namespace {own} has no {} label; the webhook denies Gateways in tenant namespaces \
-             without one (retry once the namespace is labelled)",
-            crate::platform::HOST_LABEL
-        )),
-    }
+    inputs::apex_problem(own, label, &settings.apex, &cfg.scope)
 }
 
 /// dns01/existingSecret child apexes (SPEC §3.5): inheriting namespaces other than the own one
@@ -459,10 +443,10 @@ fn blocked(inputs: &Inputs, reason: &str, message: String) -> Plan {
 
 /// The finalizer's writes when the TenantGateway is deleted: remove the namespace labels and
 /// annotations and the route status entries it wrote. Owned objects go by garbage collection.
-pub fn cleanup(inputs: &Inputs) -> Vec<Write> {
+pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<Write> {
     let tgw = &inputs.tgw;
     let gw = (tgw.namespace.as_str(), tgw.name.as_str());
-    let mut writes: Vec<Write> = labels::cleanup(inputs)
+    let mut writes: Vec<Write> = labels::cleanup(inputs, scope)
         .into_iter()
         .map(Write::Namespace)
         .collect();

@@ -459,18 +459,19 @@ mod tests {
             assert!(a.listener_hosts.contains(h), "{h} lost its listener");
         }
 
-        // Same age: hostname order.
+        // Same age: hostname order. The schema's 16 passthrough services leave 47 hostname
+        // listeners (64 - http - 16); 48 same-aged routes, pushed in reverse order.
         let mut w = testing::world();
-        w.tgw.spec.tls_passthrough_services = (0..62).map(|i| format!("s{i}")).collect();
-        for h in [
-            "b.alice.example.org",
-            "a.alice.example.org",
-            "c.alice.example.org",
-        ] {
-            w.routes.push(route("tenant-alice", h, &[h]));
+        w.tgw.spec.tls_passthrough_services = (0..16).map(|i| format!("s{i}")).collect();
+        for i in (0..48).rev() {
+            let h = format!("h{i:02}.alice.example.org");
+            w.routes.push(route("tenant-alice", &h, &[&h]));
         }
         let a = testing::analyse(&w);
-        assert_eq!(a.host_budget, 1);
-        assert_eq!(hosts(&a), ["a.alice.example.org"]);
+        assert_eq!(a.host_budget, 47);
+        let kept = hosts(&a);
+        assert_eq!(kept.len(), 47);
+        assert!(!kept.iter().any(|h| h.starts_with("h47.")), "{kept:?}");
+        assert!(kept.iter().any(|h| h.starts_with("h00.")), "{kept:?}");
     }
 }

@@ -169,7 +169,7 @@ pub fn allowed(w: &Inputs) -> BTreeSet<String> {
         .tgw
         .settings(&Scope::default())
         .expect("test spec is valid");
-    let lp = labels::plan(w, &settings);
+    let lp = labels::plan(w, &settings, &Scope::default());
     let mut allowed = BTreeSet::from([w.tgw.namespace.clone()]);
     allowed.extend(lp.held);
     allowed.extend(

@@ -489,7 +489,7 @@ fn cleanup_removes_what_it_wrote() {
             conditions: Vec::new().into(),
         },
     );
-    let writes = cleanup(&w);
+    let writes = cleanup(&w, &Scope::default());
     let p = Plan {
         desired: None,
         writes,
@@ -574,17 +574,31 @@ fn duplicate_and_invalid_spec_write_status_only() {
 }
 
 #[test]
-fn apex_must_be_within_the_namespace_label() {
+fn apex_must_equal_the_namespace_label() {
+    // (apex, renders?) — in tenant scope only the namespace's own apex, in any case.
+    for (apex, ok) in [
+        ("example.org", false),
+        ("a", false),
+        ("shop.alice.example.org", false),
+        ("lice.example.org", false),
+        ("alice.example.org", true),
+        ("Alice.Example.ORG", true),
+    ] {
+        let mut w = world();
+        w.tgw.spec.apex = apex.into();
+        let p = plan(&w, &cfg());
+        assert_eq!(p.desired.is_some(), ok, "{apex}");
+        if !ok {
+            let ready = condition(&p, status::READY);
+            assert_eq!(ready.reason, "InvalidSpec", "{apex}");
+            assert!(ready.message.contains("must equal"), "{}", ready.message);
+            assert!(
+                p.writes.iter().all(|w| matches!(w, Write::Status(_))),
+                "{apex}: an invalid TenantGateway writes only its status"
+            );
+        }
+    }
     let mut w = world();
-    w.tgw.spec.apex = "example.org".into();
-    let p = plan(&w, &cfg());
-    assert!(p.desired.is_none());
-    let ready = condition(&p, status::READY);
-    assert_eq!(ready.reason, "InvalidSpec");
-    assert!(ready.message.contains("not within"), "{}", ready.message);
-    // A subdomain of the namespace apex is fine.
-    w.tgw.spec.apex = "shop.alice.example.org".into();
-    assert!(plan(&w, &cfg()).desired.is_some());
     // No label at all: fail closed, as layer 2 would.
     w.namespaces.retain(|n| n.name != "tenant-alice");
     assert_eq!(
@@ -879,7 +893,7 @@ fn property_desired_fed_back_as_observed_yields_no_writes() {
         assert!(plan(&w, &cfg()).writes.is_empty(), "case {case}");
 
         // The finalizer leaves no mark of ours, and a second cleanup has nothing to do.
-        let writes = cleanup(&w);
+        let writes = cleanup(&w, &Scope::default());
         let done = converge(
             &w,
             &Plan {
@@ -904,6 +918,6 @@ fn property_desired_fed_back_as_observed_yields_no_writes() {
                 "case {case}"
             );
         }
-        assert!(cleanup(&done).is_empty(), "case {case}");
+        assert!(cleanup(&done, &Scope::default()).is_empty(), "case {case}");
     }
 }
