@@ -35,6 +35,9 @@ use crate::platform::{
 
 /// Attempts of one read-modify-write before the reconcile fails and backs off.
 const CONFLICT_TRIES: usize = 5;
+/// The longest one write (with its reads and conflict retries) may take before it counts as
+/// failed; kube-apiserver's own request timeout is 60 s, a webhook's at most 30 s.
+pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Which writes may run side by side: consecutive writes of one class are independent
 /// (different objects). The classes keep the plan's order, and each is a barrier for the
@@ -65,37 +68,72 @@ fn class(w: &Write) -> u8 {
     }
 }
 
-/// Execute `writes` for the TenantGateway of `inputs`. Returns how many were issued.
-pub async fn execute(ctx: &Context, inputs: &Inputs, writes: &[Write]) -> Result<usize, Error> {
-    let mut issued = 0;
+/// Execute `writes` for the TenantGateway of `inputs`, every one of them whatever the others
+/// came to (SPEC §3.7 "Failure isolation"). Returns one result per write, in order: `true`
+/// when it was sent, `false` when nothing had to be sent or the lease was lost first.
+pub async fn execute_each(
+    ctx: &Context,
+    inputs: &Inputs,
+    writes: &[Write],
+) -> Vec<Result<bool, Error>> {
+    let mut out = Vec::with_capacity(writes.len());
     for group in writes.chunk_by(|a, b| class(a) == class(b)) {
         if !ctx.leader.is_leader() {
             tracing::info!("lost the lease; the remaining writes are left to the new holder");
-            break;
+            out.extend(group.iter().map(|_| Ok(false)));
+            continue;
         }
         // Every write of the class at once; the write slots bound what is really in flight.
         let results = futures::future::join_all(group.iter().map(|w| paced(ctx, inputs, w))).await;
-        let mut first_error = None;
         for r in results {
-            match r {
+            out.push(match r {
                 Ok((kind, Some(verb))) => {
                     ctx.metrics
                         .reconcile_writes
                         .with_label_values(&[kind, verb])
                         .inc();
-                    issued += 1;
+                    Ok(true)
                 }
-                Ok((_, None)) => {}
-                Err(e) => {
-                    first_error.get_or_insert(e);
-                }
-            }
-        }
-        if let Some(e) = first_error {
-            return Err(e);
+                Ok((_, None)) => Ok(false),
+                Err(e) => Err(e),
+            });
         }
     }
-    Ok(issued)
+    out
+}
+
+/// [`execute_each`], then the first error if any write failed (the finalizer's writes: the
+/// finalizer stays until all of them went through). Returns how many were issued.
+pub async fn execute(ctx: &Context, inputs: &Inputs, writes: &[Write]) -> Result<usize, Error> {
+    let mut issued = 0;
+    let mut first_error = None;
+    for r in execute_each(ctx, inputs, writes).await {
+        match r {
+            Ok(true) => issued += 1,
+            Ok(false) => {}
+            Err(e) => {
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    match first_error {
+        Some(e) => Err(e),
+        None => Ok(issued),
+    }
+}
+
+/// The object a write is about, as the status and events name it; also the key of its
+/// backoff ([`super::backoff::WriteBackoff`]).
+pub fn target(namespace: &str, w: &Write) -> String {
+    match w {
+        Write::Apply(o) => format!("{} {namespace}/{}", o.kind().as_str(), o.name()),
+        Write::Delete { kind, name, .. } => format!("{} {namespace}/{name}", kind.as_str()),
+        Write::Namespace(nw) => format!("Namespace {}", nw.namespace()),
+        Write::RouteStatus(rs) => {
+            format!("{} {}/{} status", rs.kind.as_str(), rs.namespace, rs.name)
+        }
+        Write::Status(_) => "TenantGateway status".to_string(),
+    }
 }
 
 /// One write once a write slot is free.
@@ -111,7 +149,15 @@ async fn paced(
     if !ctx.leader.is_leader() {
         return Ok(("", None));
     }
-    one(ctx, inputs, w).await
+    // The client's own timeout is minutes; one stuck object must not hold the reconcile
+    // (and its write slot) that long.
+    match tokio::time::timeout(WRITE_TIMEOUT, one(ctx, inputs, w)).await {
+        Ok(r) => r,
+        Err(_) => Err(Error::Timeout {
+            what: target(&inputs.tgw.namespace, w),
+            secs: WRITE_TIMEOUT.as_secs(),
+        }),
+    }
 }
 
 /// One write; returns the metric labels, verb `None` when nothing had to be sent after all.

@@ -176,6 +176,8 @@ pub struct TgwState {
     pub over_cap: usize,
     pub notices: Vec<Notice>,
     pub failures: u32,
+    /// The objects whose last write failed, each retried on its own backoff.
+    pub writes: super::backoff::WriteBackoff,
 }
 
 /// Shared by every reconcile.
@@ -192,6 +194,10 @@ pub struct Context {
     /// two cores, `bench/reconcile` step 4), whatever the number of reconciles and the size
     /// of their plans.
     pub write_slots: tokio::sync::Semaphore,
+    /// Permits for planning (gather, plan, cleanup) on the blocking pool: planning never runs
+    /// on the runtime threads that answer admission, and at most this many plans take a core
+    /// at once, so the webhook keeps the others (SPEC §3.7).
+    pub plan_slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Context {

@@ -32,14 +32,17 @@ use kube::{Client, Resource, ResourceExt};
 use tokio::sync::broadcast::error::RecvError;
 
 use super::api::TenantGateway;
+use super::api::TenantGatewayStatus;
+use super::backoff::{self, WriteBackoff};
 use super::certmanager::{
     Certificate, CertificateSpec, CertificateStatus, Issuer, IssuerSpec, IssuerStatus,
 };
 use super::context::{Caches, Context, ControllerConfig, NamespaceLinks, gather, links_of, now};
 use super::diff::Write;
 use super::error::Error;
+use super::inputs::Inputs;
 use super::inputs::{ModeSettings, RouteKind};
-use super::{apply, cleanup, plan, status};
+use super::{Plan, apply, cleanup, plan, status};
 use crate::cluster::lease::Leader;
 use crate::cluster::routes::{RouteIndex, WatchedRoute};
 use crate::cluster::watch::{self as cw, FromWatch, Kept, Key, ObjectCache, Split};
@@ -182,6 +185,7 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         recorder,
         state: Mutex::new(Default::default()),
         write_slots: tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1)),
+        plan_slots: Arc::new(tokio::sync::Semaphore::new(plan_permits())),
     });
     let (trigger, triggers) = unbounded::<ObjectRef<TenantGateway>>();
 
@@ -616,8 +620,13 @@ async fn reconcile_inner(
     ctx: &Arc<Context>,
     key: &ObjectRef<TenantGateway>,
 ) -> Result<Action, Error> {
-    let inputs = gather(tgw, &ctx.caches, &ctx.cfg.plan.scope, now());
-    let p = plan(&inputs, &ctx.cfg.plan);
+    let t = tgw.clone();
+    let (inputs, p) = off_runtime(ctx, move |c| {
+        let inputs = gather(&t, &c.caches, &c.cfg.plan.scope, now());
+        let p = plan(&inputs, &c.cfg.plan);
+        (inputs, p)
+    })
+    .await?;
     let mode = mode_label(tgw, ctx);
     let new_notices = ctx.with_state(key, |s| {
         s.mode = mode;
@@ -654,16 +663,11 @@ async fn reconcile_inner(
                 if !new_notices.is_empty() {
                     ctx2.with_state(&ObjectRef::from(t.as_ref()), |s| s.notices = new_notices);
                 }
-                let issued = apply::execute(&ctx2, &inputs, &p.writes).await?;
-                if issued > 0 {
-                    let key = ObjectRef::from(t.as_ref());
-                    tracing::info!(tgw = %key, writes = issued, "applied");
-                    settle(&ctx2, &key, &inputs.now, &p.writes).await;
-                }
-                Ok(Action::requeue(RESYNC))
+                apply_isolated(&ctx2, &t, &inputs, &p).await
             }
             Finalizer::Cleanup(t) => {
-                let writes = cleanup(&inputs, &ctx2.cfg.plan.scope);
+                let i = inputs.clone();
+                let writes = off_runtime(&ctx2, move |c| cleanup(&i, &c.cfg.plan.scope)).await?;
                 let issued = apply::execute(&ctx2, &inputs, &writes).await?;
                 tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued,
                     "cleaned up namespace labels and route status entries");
@@ -689,7 +693,7 @@ async fn reconcile_inner(
 /// no longer repeats any write just issued. A write that differs from the one issued (the
 /// world moved on, e.g. the Gateway became Programmed) is not waited for: it is the next
 /// reconcile's.
-async fn settle(ctx: &Context, key: &ObjectRef<TenantGateway>, now: &Time, issued: &[Write]) {
+async fn settle(ctx: &Arc<Context>, key: &ObjectRef<TenantGateway>, now: &Time, issued: &[Write]) {
     let deadline = Instant::now() + SETTLE_MAX;
     let mut pause = Duration::from_millis(20);
     loop {
@@ -701,11 +705,18 @@ async fn settle(ctx: &Context, key: &ObjectRef<TenantGateway>, now: &Time, issue
             return;
         };
         let tgw = ctx.caches.tgw_statuses.restore(tgw);
-        let again = plan(
-            &gather(&tgw, &ctx.caches, &ctx.cfg.plan.scope, now.clone()),
-            &ctx.cfg.plan,
-        )
-        .writes;
+        let now = now.clone();
+        let replanned = off_runtime(ctx, move |c| {
+            plan(
+                &gather(&tgw, &c.caches, &c.cfg.plan.scope, now),
+                &c.cfg.plan,
+            )
+            .writes
+        })
+        .await;
+        let Ok(again) = replanned else {
+            return;
+        };
         let pending = again.iter().filter(|w| issued.contains(w)).count();
         if pending == 0 {
             return;
@@ -716,6 +727,149 @@ async fn settle(ctx: &Context, key: &ObjectRef<TenantGateway>, now: &Time, issue
         }
         pause = (pause * 2).min(Duration::from_millis(200));
     }
+}
+
+/// Plans on the blocking pool at once: half the cores (at least one), so reconciles of huge
+/// TenantGateways leave the other half to the runtime that answers admission.
+fn plan_permits() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get() / 2)
+        .unwrap_or(1)
+        .max(1)
+}
+
+/// Run planning (CPU work: gather, plan, cleanup) on tokio's blocking pool under a plan slot
+/// (SPEC §3.7): the runtime threads stay free for admission reviews, and the slots bound how
+/// many cores planning takes. The permit moves into the task, so a cancelled reconcile still
+/// holds it until its planning really ends.
+async fn off_runtime<T, F>(ctx: &Arc<Context>, f: F) -> Result<T, Error>
+where
+    T: Send + 'static,
+    F: FnOnce(&Context) -> T + Send + 'static,
+{
+    let permit = ctx.plan_slots.clone().acquire_owned().await.ok();
+    let ctx = ctx.clone();
+    tokio::task::spawn_blocking(move || {
+        let _permit = permit;
+        f(&ctx)
+    })
+    .await
+    .map_err(|e| Error::Planning(e.to_string()))
+}
+
+/// Which of the plan's writes go out now: every object write whose object is not waiting
+/// out its backoff. The TenantGateway status is left out: it is decided after the others,
+/// from what they came to.
+fn due_writes(writes: &[Write], namespace: &str, b: &WriteBackoff, at: Instant) -> Vec<Write> {
+    writes
+        .iter()
+        .filter(|w| !matches!(w, Write::Status(_)))
+        .filter(|w| b.due(&apply::target(namespace, w), at))
+        .cloned()
+        .collect()
+}
+
+/// The status to write after the object writes, if any: the plan's own status write when
+/// nothing failed; otherwise the failure status, only when it differs from the observed one.
+fn status_to_write(
+    writes: &[Write],
+    b: &WriteBackoff,
+    planned: &TenantGatewayStatus,
+    observed: Option<&TenantGatewayStatus>,
+    generation: Option<i64>,
+    now: &Time,
+) -> Option<TenantGatewayStatus> {
+    match b.message() {
+        None => writes.iter().find_map(|w| match w {
+            Write::Status(s) => Some(s.clone()),
+            _ => None,
+        }),
+        Some(m) => {
+            let s = backoff::failed_status(planned, observed, m, generation, now);
+            (observed != Some(&s)).then_some(s)
+        }
+    }
+}
+
+/// Apply the plan with failure isolation (SPEC §3.7): every due write is sent whatever the
+/// others came to; a failed object is retried on its own backoff (the TenantGateway is
+/// requeued for the earliest one, not failed); the status and an event name it. Only a
+/// failed status write fails the reconcile: error_policy's backoff then keeps it from
+/// looping hot.
+async fn apply_isolated(
+    ctx: &Arc<Context>,
+    tgw: &TenantGateway,
+    inputs: &Inputs,
+    p: &Plan,
+) -> Result<Action, Error> {
+    let key = ObjectRef::from(tgw);
+    let ns = inputs.tgw.namespace.as_str();
+    let at = Instant::now();
+    let mut b = ctx.with_state(&key, |s| s.writes.clone());
+    let planned: BTreeSet<String> = p
+        .writes
+        .iter()
+        .filter(|w| !matches!(w, Write::Status(_)))
+        .map(|w| apply::target(ns, w))
+        .collect();
+    b.keep_only(&planned);
+    let send = due_writes(&p.writes, ns, &b, at);
+    let results = apply::execute_each(ctx, inputs, &send).await;
+    let mut sent = Vec::new();
+    let mut first_failures = Vec::new();
+    for (w, r) in send.iter().zip(results) {
+        let target = apply::target(ns, w);
+        match r {
+            Ok(issued) => {
+                b.succeeded(&target);
+                if issued {
+                    sent.push(w.clone());
+                }
+            }
+            Err(e) => {
+                let error = e.to_string();
+                tracing::warn!(tgw = %key, object = %target, error = %error,
+                    "write failed; the other writes go on, this one is retried with backoff");
+                if b.failed(&target, &error, at) {
+                    first_failures.push(format!("{target}: {error}"));
+                }
+            }
+        }
+    }
+    ctx.with_state(&key, |s| s.writes = b.clone());
+    for m in &first_failures {
+        publish(ctx, tgw, backoff::WRITE_FAILED, m).await;
+    }
+    let status = status_to_write(
+        &p.writes,
+        &b,
+        &p.status,
+        tgw.status.as_ref(),
+        tgw.metadata.generation,
+        &inputs.now,
+    );
+    if let Some(s) = status
+        && ctx.leader.is_leader()
+    {
+        apply::status(ctx, ns, &inputs.tgw.name, &s).await?;
+        ctx.metrics
+            .reconcile_writes
+            .with_label_values(&["TenantGateway", "status"])
+            .inc();
+        sent.push(Write::Status(s));
+    }
+    if !sent.is_empty() {
+        tracing::info!(tgw = %key, writes = sent.len(), "applied");
+        settle(ctx, &key, &inputs.now, &sent).await;
+    }
+    let next = b
+        .next_retry()
+        .map(|t| {
+            t.saturating_duration_since(Instant::now())
+                .max(backoff::BASE_DELAY)
+        })
+        .map_or(RESYNC, |d| d.min(RESYNC));
+    Ok(Action::requeue(next))
 }
 
 async fn publish(ctx: &Context, tgw: &TenantGateway, reason: &str, message: &str) {

@@ -23,6 +23,10 @@ pub enum Error {
     },
     #[error("{kind} is not served by the API server (install its CRD); retrying with backoff")]
     NotServed { kind: &'static str },
+    #[error("{what} got no answer within {secs} s; retrying with backoff")]
+    Timeout { what: String, secs: u64 },
+    #[error("planning stopped unexpectedly ({0}); retrying with backoff")]
+    Planning(String),
     #[error("finalizer gateway.cozystack.io/cleanup: {0}")]
     Finalizer(#[source] Box<kube::runtime::finalizer::Error<Error>>),
 }
@@ -42,6 +46,8 @@ impl Error {
             Error::Conflict { .. } => "conflict",
             Error::Encode { .. } => "encode",
             Error::NotServed { .. } => "not_served",
+            Error::Timeout { .. } => "timeout",
+            Error::Planning(_) => "planning",
             Error::Finalizer(_) => "finalizer",
         }
     }

@@ -23,6 +23,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 pub mod api;
 pub mod apply;
+pub mod backoff;
 pub mod certmanager;
 pub mod context;
 pub mod controller;
