@@ -12,7 +12,8 @@ use clap::{Args, ValueEnum};
 use crate::cluster::{NamespaceSource, StaticNamespaces};
 use crate::hostname;
 use crate::policy::{
-    DEFAULT_TRUSTED_GROUPS, Enforcement, GATEWAY_LABEL, HOST_LABEL, Layer, Mode, PolicyConfig,
+    DEFAULT_TRUSTED_GROUPS, Enforcement, Layer, Mode, PolicyConfig, default_guarded_annotations,
+    default_guarded_labels,
 };
 
 #[derive(Debug, thiserror::Error)]
@@ -39,6 +40,10 @@ pub enum ConfigError {
         "--guarded-label {value:?} (TENANT_GATEWAY_GUARDED_LABEL) is not a valid label key: {reason}; a label key is an optional DNS subdomain prefix and \"/\", then a name of at most 63 characters (letters, digits, \"-\", \"_\", \".\", starting and ending with a letter or digit), e.g. namespace.cozystack.io/host"
     )]
     BadGuardedLabel { value: String, reason: String },
+    #[error(
+        "--guarded-annotation {value:?} (TENANT_GATEWAY_GUARDED_ANNOTATION) is not a valid annotation key: {reason}; an annotation key is an optional DNS subdomain prefix and \"/\", then a name of at most 63 characters (letters, digits, \"-\", \"_\", \".\", starting and ending with a letter or digit), e.g. gateway.cozystack.io/attached-by"
+    )]
+    BadGuardedAnnotation { value: String, reason: String },
     #[error(transparent)]
     Snapshot(#[from] crate::cluster::namespaces::SnapshotError),
 }
@@ -74,6 +79,15 @@ pub struct PolicyArgs {
         value_delimiter = ','
     )]
     pub guarded_labels: Vec<String>,
+
+    /// Namespace annotation only trusted callers may write (repeatable; replaces the default
+    /// list).
+    #[arg(
+        long = "guarded-annotation",
+        env = "TENANT_GATEWAY_GUARDED_ANNOTATION",
+        value_delimiter = ','
+    )]
+    pub guarded_annotations: Vec<String>,
 
     /// Per-layer enforcement, LAYER=MODE (repeatable), e.g. route=warn.
     #[arg(
@@ -143,8 +157,26 @@ impl PolicyArgs {
             }
             groups
         };
+        let guarded_annotations = if self.guarded_annotations.is_empty() {
+            default_guarded_annotations()
+        } else {
+            let keys: Vec<String> = self
+                .guarded_annotations
+                .iter()
+                .map(|l| l.trim().to_string())
+                .collect();
+            for k in &keys {
+                if let Err(reason) = label_key_problem(k) {
+                    return Err(ConfigError::BadGuardedAnnotation {
+                        value: k.clone(),
+                        reason,
+                    });
+                }
+            }
+            keys
+        };
         let guarded_labels = if self.guarded_labels.is_empty() {
-            vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()]
+            default_guarded_labels()
         } else {
             let labels: Vec<String> = self
                 .guarded_labels
@@ -176,6 +208,7 @@ impl PolicyArgs {
             root_host,
             trusted_groups,
             guarded_labels,
+            guarded_annotations,
             enforcement,
         })
     }
@@ -490,6 +523,7 @@ fn parse_secs(s: &str) -> Result<Duration, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, INGRESS_LABEL};
 
     #[test]
     fn byte_counts_parse_with_binary_suffixes() {
@@ -517,6 +551,7 @@ mod tests {
             system_prefix: "cozy-".into(),
             trusted_groups: vec![],
             guarded_labels: vec![],
+            guarded_annotations: vec![],
             enforcement: enforcement.iter().map(|s| s.to_string()).collect(),
             namespaces: None,
         }
@@ -616,6 +651,28 @@ mod tests {
         for ok in ["team", "a.b-c_d", "x.io/A_b.9", "k8s.io/x"] {
             assert!(with(&[], &[ok], &[]).policy_config().is_ok(), "{ok}");
         }
+        let annotations = |keys: &[&str]| PolicyArgs {
+            guarded_annotations: keys.iter().map(|s| s.to_string()).collect(),
+            ..args(&[], Some("example.org"))
+        };
+        let cfg = annotations(&[" example.com/a", "b "])
+            .policy_config()
+            .expect("valid after trimming");
+        assert_eq!(cfg.guarded_annotations, vec!["example.com/a", "b"]);
+        for (key, phrase) in bad_labels {
+            let e = annotations(&["example.com/a", key])
+                .policy_config()
+                .expect_err(key);
+            assert!(
+                matches!(e, ConfigError::BadGuardedAnnotation { .. }),
+                "{key:?}: {e:?}"
+            );
+            let text = e.to_string();
+            assert!(
+                text.contains(phrase) && text.contains("--guarded-annotation"),
+                "{key:?}: {text}"
+            );
+        }
 
         for (group, empty) in [
             ("", true),
@@ -658,7 +715,15 @@ mod tests {
         );
         assert_eq!(
             cfg.guarded_labels,
-            vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()]
+            vec![
+                HOST_LABEL.to_string(),
+                GATEWAY_LABEL.to_string(),
+                INGRESS_LABEL.to_string()
+            ]
+        );
+        assert_eq!(
+            cfg.guarded_annotations,
+            vec![ATTACHED_BY_ANNOTATION.to_string()]
         );
         let e = args(&[], Some("*.example.org"))
             .policy_config()

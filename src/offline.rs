@@ -498,7 +498,10 @@ pub fn namespaced(target: WebhookResource) -> bool {
 
 /// Layers that only look at tenant namespaces.
 fn tenant_scoped(layer: Layer) -> bool {
-    matches!(layer, Layer::Gateway | Layer::Route | Layer::Ingress)
+    matches!(
+        layer,
+        Layer::Gateway | Layer::Route | Layer::Ingress | Layer::TenantGateway
+    )
 }
 
 /// What `check` needs to know about one object before deciding.

@@ -41,6 +41,8 @@ pub const CERT_MANAGER_NAMESPACE: &str = "cozy-cert-manager";
 
 /// Gateway API group (routes' parentRef default, allowedRoutes kinds).
 pub const GATEWAY_API_GROUP: &str = "gateway.networking.k8s.io";
+/// The TenantGateway API group.
+pub const TGW_API_GROUP: &str = "gateway.cozystack.io";
 /// The TenantGateway API group and version.
 pub const TGW_API_VERSION: &str = "gateway.cozystack.io/v1alpha1";
 /// Kind of the TenantGateway.

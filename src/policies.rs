@@ -23,6 +23,7 @@ use k8s_openapi::api::admissionregistration::v1::{
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use crate::hostname;
+use crate::platform::TGW_API_GROUP;
 use crate::policy::{self, HOST_LABEL, Layer, Mode, PolicyConfig};
 
 /// Every policy and binding name starts with this.
@@ -106,6 +107,7 @@ pub fn policies(cfg: &PolicyConfig) -> Result<Vec<PolicyPair>, PoliciesError> {
                 Some(root) => vec![ingress(cfg, root)],
                 None => Vec::new(),
             },
+            Layer::TenantGateway => vec![tenant_gateway(cfg)],
         };
         for def in defs {
             let actions = if def.shape_only {
@@ -137,6 +139,11 @@ pub fn render(cfg: &PolicyConfig) -> Result<String, PoliciesError> {
     }
     let _ = writeln!(out, "#   trusted groups: {:?}", cfg.trusted_groups);
     let _ = writeln!(out, "#   guarded labels: {:?}", cfg.guarded_labels);
+    let _ = writeln!(
+        out,
+        "#   guarded annotations: {:?}",
+        cfg.guarded_annotations
+    );
     let modes: Vec<String> = Layer::ALL
         .iter()
         .map(|l| format!("{}={}", l.as_str(), cfg.enforcement.mode(*l).as_str()))
@@ -252,11 +259,21 @@ impl PolicyDef {
 /// they are listed (`namespaces/status`, `namespaces/finalize`, `ingresses/status`: the API
 /// server keeps metadata changes made through them), as in the webhook registration.
 fn rule(group: &str, versions: &[&str], resources: &[&str]) -> NamedRuleWithOperations {
+    rule_for(group, versions, resources, &["CREATE", "UPDATE"])
+}
+
+/// [`rule`] with its own operations (layer 9 also judges DELETE).
+fn rule_for(
+    group: &str,
+    versions: &[&str],
+    resources: &[&str],
+    operations: &[&str],
+) -> NamedRuleWithOperations {
     let strings = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
     NamedRuleWithOperations {
         api_groups: Some(vec![group.to_string()]),
         api_versions: Some(strings(versions)),
-        operations: Some(strings(&["CREATE", "UPDATE"])),
+        operations: Some(strings(operations)),
         resources: Some(strings(resources)),
         ..NamedRuleWithOperations::default()
     }
@@ -736,46 +753,90 @@ fn tenant(cfg: &PolicyConfig) -> PolicyDef {
     }
 }
 
-/// Layer 5 — Namespace guarded labels (`policy::namespace`): any difference in presence or
-/// value of a guarded label needs a trusted caller. `oldObject` is null on CREATE, so every
-/// guarded label present then is a first write.
+/// Layer 5 — Namespace guarded labels and annotations (`policy::namespace`): any difference
+/// in presence or value of a guarded key needs a trusted caller. `oldObject` is null on
+/// CREATE, so every guarded key present then is a first write. One validation per metadata
+/// map, so a request that touches both is denied naming one of them (the webhook names both).
 fn namespace(cfg: &PolicyConfig) -> PolicyDef {
-    // A label listed twice is still one check, as in the webhook.
-    let mut guarded: Vec<String> = Vec::new();
-    for l in &cfg.guarded_labels {
-        if !guarded.contains(l) {
-            guarded.push(l.clone());
-        }
-    }
-    let variables = vec![
-        variable(
-            "oldLabels",
-            "oldObject != null && has(oldObject.metadata.labels)\n\
-             \x20 ? oldObject.metadata.labels\n\
-             \x20 : {}"
-                .to_string(),
-        ),
-        variable(
-            "newLabels",
-            "has(object.metadata.labels) ? object.metadata.labels : {}".to_string(),
-        ),
-        // `k in new` is only read when the presence is equal, so the lookups never miss.
-        variable(
-            "changed",
-            format!(
-                "{}.filter(k,\n\
-                 \x20 (k in variables.oldLabels) != (k in variables.newLabels) ||\n\
-                 \x20 (k in variables.newLabels && variables.oldLabels[k] != variables.newLabels[k]))",
-                list_lit(&guarded)
-            ),
-        ),
-        variable("trusted", trusted(cfg)),
-    ];
+    let mut variables = Vec::new();
+    let mut validations = Vec::new();
     let rule_text = format!(
         " is immutable once set and can only be written by trusted platform automation ({}); \
          this request by ",
         trusted_text(cfg)
     );
+    for (field, word, keys, var) in [
+        ("labels", "label", &cfg.guarded_labels, "Labels"),
+        (
+            "annotations",
+            "annotation",
+            &cfg.guarded_annotations,
+            "Annotations",
+        ),
+    ] {
+        // A key listed twice is still one check, as in the webhook.
+        let mut guarded: Vec<String> = Vec::new();
+        for k in keys {
+            if !guarded.contains(k) {
+                guarded.push(k.clone());
+            }
+        }
+        if guarded.is_empty() {
+            continue;
+        }
+        let (old, new, changed) = (
+            format!("old{var}"),
+            format!("new{var}"),
+            format!("changed{var}"),
+        );
+        variables.push(variable(
+            &old,
+            format!(
+                "oldObject != null && has(oldObject.metadata.{field})\n\
+                 \x20 ? oldObject.metadata.{field}\n\
+                 \x20 : {{}}"
+            ),
+        ));
+        variables.push(variable(
+            &new,
+            format!("has(object.metadata.{field}) ? object.metadata.{field} : {{}}"),
+        ));
+        // `k in new` is only read when the presence is equal, so the lookups never miss.
+        variables.push(variable(
+            &changed,
+            format!(
+                "{}.filter(k,\n\
+                 \x20 (k in variables.{old}) != (k in variables.{new}) ||\n\
+                 \x20 (k in variables.{new} && variables.{old}[k] != variables.{new}[k]))",
+                list_lit(&guarded)
+            ),
+        ));
+        validations.push(validation(
+            format!("variables.{changed}.size() == 0 || variables.trusted"),
+            &format!(
+                "the guarded namespace {field} ({}) are immutable once set and can only be \
+                 written by trusted platform automation ({})",
+                guarded.join(", "),
+                trusted_text(cfg)
+            ),
+            format!(
+                "request.kind.kind + ' ' + object.metadata.name + ': ' +\n  \
+                 (variables.{changed}.size() == 1\n    \
+                 ? '{word} ' + variables.{changed}[0]\n    \
+                 : '{field} ' + variables.{changed}.join(', ') + ': each') +\n  \
+                 {} + {BY_USER} + ' would ' +\n  \
+                 variables.{changed}.map(k,\n    \
+                 !(k in variables.{new})\n      \
+                 ? 'remove ' + k + ' (it was \"' + variables.{old}[k] + '\")'\n      \
+                 : k in variables.{old}\n        \
+                 ? 'change ' + k + ' from \"' + variables.{old}[k] + '\" to \"' + variables.{new}[k] + '\"'\n        \
+                 : 'set ' + k + ' to \"' + variables.{new}[k] + '\" (it was absent)'\n  \
+                 ).join(' and ')",
+                lit(&rule_text)
+            ),
+        ));
+    }
+    variables.push(variable("trusted", trusted(cfg)));
     PolicyDef {
         name: "namespace-guarded-labels",
         rules: vec![rule(
@@ -785,30 +846,131 @@ fn namespace(cfg: &PolicyConfig) -> PolicyDef {
         )],
         match_conditions: Vec::new(),
         variables,
-        validations: vec![validation(
-            "variables.changed.size() == 0 || variables.trusted".to_string(),
-            &format!(
-                "the guarded namespace labels ({}) are immutable once set and can only be \
-                 written by trusted platform automation ({})",
-                guarded.join(", "),
-                trusted_text(cfg)
-            ),
+        validations,
+        shape_only: false,
+    }
+}
+
+/// Layer 9 — TenantGateways are platform objects (`policy::tenantgateway`). In tenant
+/// namespaces only trusted callers may create, update or delete one; for every caller the
+/// apex equals the namespace's and attachedNamespaces lists platform namespaces, judged on
+/// CREATE and on an UPDATE that changes either (a metadata-only update, the controller's
+/// finalizer, passes). On DELETE `object` is null and only the caller is judged.
+fn tenant_gateway(cfg: &PolicyConfig) -> PolicyDef {
+    let host = lit(HOST_LABEL);
+    let side = |o: &str, field: &str, empty: &str| {
+        format!(
+            "{o} != null && has({o}.spec) && has({o}.spec.{field}) ? {o}.spec.{field} : {empty}"
+        )
+    };
+    let managed = " is managed by the platform: ";
+    let variables = vec![
+        variable(
+            "objectRef",
+            "request.kind.kind + ' ' + request.namespace + '/' + request.name".to_string(),
+        ),
+        variable("trusted", trusted(cfg)),
+        variable(
+            "apex",
             format!(
-                "request.kind.kind + ' ' + object.metadata.name + ': ' +\n  \
-                 (variables.changed.size() == 1\n    \
-                 ? 'label ' + variables.changed[0]\n    \
-                 : 'labels ' + variables.changed.join(', ') + ': each') +\n  \
-                 {} + {BY_USER} + ' would ' +\n  \
-                 variables.changed.map(k,\n    \
-                 !(k in variables.newLabels)\n      \
-                 ? 'remove ' + k + ' (it was \"' + variables.oldLabels[k] + '\")'\n      \
-                 : k in variables.oldLabels\n        \
-                 ? 'change ' + k + ' from \"' + variables.oldLabels[k] + '\" to \"' + variables.newLabels[k] + '\"'\n        \
-                 : 'set ' + k + ' to \"' + variables.newLabels[k] + '\" (it was absent)'\n  \
-                 ).join(' and ')",
-                lit(&rule_text)
+                "has(namespaceObject.metadata.labels) && {host} in namespaceObject.metadata.labels\n\
+                 \x20 ? namespaceObject.metadata.labels[{host}].lowerAscii()\n\
+                 \x20 : ''"
             ),
+        ),
+        variable("newApex", side("object", "apex", "''")),
+        variable("oldApex", side("oldObject", "apex", "''")),
+        variable("newAttached", side("object", "attachedNamespaces", "[]")),
+        variable("oldAttached", side("oldObject", "attachedNamespaces", "[]")),
+        variable(
+            "judged",
+            "request.operation == 'CREATE' ||\n\
+             \x20 (request.operation == 'UPDATE' && (oldObject == null ||\n\
+             \x20   variables.oldApex != variables.newApex ||\n\
+             \x20   variables.oldAttached != variables.newAttached))"
+                .to_string(),
+        ),
+        variable(
+            "badAttached",
+            format!(
+                "variables.newAttached.filter(n,\n\
+                 \x20 n.startsWith({}) || n.size() > 63 || !n.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$'))",
+                lit(&cfg.tenant_prefix)
+            ),
+        ),
+    ];
+    let trust_tail = format!(
+        "TenantGateways in tenant namespaces are rendered by the platform's gateway chart \
+         (through Flux), and only trusted platform automation ({}) may create, update or \
+         delete them; this request by ",
+        trusted_text(cfg)
+    );
+    let missing_tail = format!(
+        " has no {HOST_LABEL} label (or it is empty); a TenantGateway in a tenant namespace \
+         must carry that apex, so the request is denied until the label is set. If the \
+         namespace is being created, retry in a few seconds."
+    );
+    let apex_tail = format!(
+        "spec.apex must equal the namespace's {HOST_LABEL} label: a TenantGateway publishes \
+         only its own tenant's apex ("
+    );
+    let attached_tail = format!(
+        "spec.attachedNamespaces may list only valid platform namespace names, never {}* \
+         namespaces (tenants join a Gateway through the platform, tenant.spec.gateway=true): ",
+        cfg.tenant_prefix
+    );
+    PolicyDef {
+        name: "tenantgateway-platform-objects",
+        rules: vec![rule_for(
+            TGW_API_GROUP,
+            &["v1alpha1"],
+            &["tenantgateways"],
+            &["CREATE", "UPDATE", "DELETE"],
         )],
+        match_conditions: vec![tenant_scope(cfg)],
+        variables,
+        validations: vec![
+            validation(
+                "variables.trusted".to_string(),
+                &format!("the TenantGateway{managed}{trust_tail}a tenant would write it"),
+                concat(&[
+                    "variables.objectRef",
+                    &lit(&format!("{managed}{trust_tail}")),
+                    BY_USER,
+                    "' would ' + request.operation.lowerAscii() + ' it'",
+                ]),
+            ),
+            validation(
+                "!variables.judged || variables.apex != ''".to_string(),
+                &format!("the namespace{missing_tail}"),
+                concat(&[
+                    "variables.objectRef + ': namespace ' + request.namespace",
+                    &lit(&missing_tail),
+                ]),
+            ),
+            validation(
+                "!variables.judged || variables.apex == '' ||\n  \
+                 variables.newApex.lowerAscii() == variables.apex"
+                    .to_string(),
+                &format!("the TenantGateway{managed}{apex_tail}the namespace's apex)"),
+                concat(&[
+                    "variables.objectRef",
+                    &lit(managed),
+                    &lit(&apex_tail),
+                    "variables.apex + '), got \"' + variables.newApex + '\"'",
+                ]),
+            ),
+            validation(
+                "!variables.judged || variables.badAttached.size() == 0".to_string(),
+                &format!("the TenantGateway{managed}{attached_tail}"),
+                concat(&[
+                    "variables.objectRef",
+                    &lit(managed),
+                    &lit(&attached_tail),
+                    &quoted_list("variables.badAttached"),
+                ]),
+            ),
+        ],
         shape_only: false,
     }
 }
@@ -1153,7 +1315,7 @@ mod tests {
         cfg
     }
 
-    const ALL_POLICIES: [&str; 8] = [
+    const ALL_POLICIES: [&str; 9] = [
         "tenant-gateway-gateway-hostnames",
         "tenant-gateway-package-attached-namespaces-shape",
         "tenant-gateway-package-attached-namespaces",
@@ -1162,6 +1324,7 @@ mod tests {
         "tenant-gateway-namespace-guarded-labels",
         "tenant-gateway-route-hostnames",
         "tenant-gateway-ingress-hostnames",
+        "tenant-gateway-tenantgateway-platform-objects",
     ];
 
     #[test]
@@ -1292,6 +1455,14 @@ mod tests {
                     vec!["ingresses", "ingresses/status"],
                 )],
             ),
+            (
+                "tenant-gateway-tenantgateway-platform-objects",
+                vec![(
+                    "gateway.cozystack.io",
+                    vec!["v1alpha1"],
+                    vec!["tenantgateways"],
+                )],
+            ),
         ];
         for (name, rules) in want {
             let p = find(&d, "ValidatingAdmissionPolicy", name).expect("policy");
@@ -1303,7 +1474,14 @@ mod tests {
                 assert_eq!(strings(&g["apiGroups"]), [group], "{name}");
                 assert_eq!(strings(&g["apiVersions"]), versions, "{name}");
                 assert_eq!(strings(&g["resources"]), resources, "{name}");
-                assert_eq!(strings(&g["operations"]), ["CREATE", "UPDATE"], "{name}");
+                // Deleting a TenantGateway gives up what it claimed (layer 9); nothing
+                // else is judged on DELETE.
+                let ops: &[&str] = if name.ends_with("-tenantgateway-platform-objects") {
+                    &["CREATE", "UPDATE", "DELETE"]
+                } else {
+                    &["CREATE", "UPDATE"]
+                };
+                assert_eq!(strings(&g["operations"]), ops, "{name}");
                 // Subresources are matched only where the API server keeps metadata changes.
                 assert!(resources.iter().all(|r| {
                     !r.contains('/')
@@ -1324,7 +1502,8 @@ mod tests {
         let d = render_docs(&committed_config());
         for name in ALL_POLICIES {
             let p = find(&d, "ValidatingAdmissionPolicy", name).expect("policy");
-            let scoped = name.ends_with("-hostnames");
+            let scoped =
+                name.ends_with("-hostnames") || name.ends_with("-tenantgateway-platform-objects");
             let conds = &p["spec"]["matchConditions"];
             if scoped {
                 assert_eq!(

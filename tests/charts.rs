@@ -198,14 +198,16 @@ fn binary_registration() -> Value {
     docs.into_iter().next().expect("one document")
 }
 
-/// The kinds whose layer checks only tenant namespaces (SPEC §2.2: layers 2, 7, 8).
-const TENANT_SCOPED: [&str; 6] = [
+/// The kinds whose layer checks only tenant namespaces (SPEC §2.2: layers 2, 7, 8; §2.3
+/// layer 9).
+const TENANT_SCOPED: [&str; 7] = [
     "gateways",
     "listenersets",
     "httproutes",
     "tlsroutes",
     "grpcroutes",
     "ingresses",
+    "tenantgateways",
 ];
 
 #[test]
@@ -225,7 +227,7 @@ fn webhook_rules_match_the_binary_registration() {
         names(binary_hooks),
         "same webhooks, same order"
     );
-    assert_eq!(chart_hooks.len(), 9, "one webhook per path");
+    assert_eq!(chart_hooks.len(), 10, "one webhook per path");
     for (c, b) in chart_hooks.iter().zip(binary_hooks) {
         let name = c["name"].as_str().expect("name");
         // Rules compared as sets of (group, version, resource, operation, scope), so
@@ -298,7 +300,13 @@ fn webhook_settings_exclusions_and_match_conditions() {
         assert_eq!(h["matchPolicy"], "Equivalent", "{name}");
         assert_eq!(h["admissionReviewVersions"], json!(["v1"]), "{name}");
         for r in h["rules"].as_array().expect("rules") {
-            assert_eq!(r["operations"], json!(["CREATE", "UPDATE"]), "{name}");
+            // Only a TenantGateway's deletion is judged (layer 9).
+            let ops = if resource == "tenantgateways" {
+                json!(["CREATE", "UPDATE", "DELETE"])
+            } else {
+                json!(["CREATE", "UPDATE"])
+            };
+            assert_eq!(r["operations"], ops, "{name}");
             for res in r["resources"].as_array().expect("resources") {
                 let res = res.as_str().expect("resource");
                 if let Some((_, sub)) = res.split_once('/') {
@@ -342,7 +350,7 @@ fn webhook_settings_exclusions_and_match_conditions() {
             assert!(h["matchConditions"].is_null(), "{name}: not tenant-scoped");
         }
     }
-    assert_eq!(seen.len(), 9);
+    assert_eq!(seen.len(), 10);
     let ns_hook = &vwc["webhooks"]
         .as_array()
         .expect("webhooks")
@@ -502,7 +510,9 @@ fn image_values_and_enforcement_per_layer() {
     let args = args_of(&objs);
     assert_eq!(
         arg_value(&args, "--enforcement").as_deref(),
-        Some("gateway=audit,ingress=deny,namespace=deny,package=deny,route=warn,tenant=deny")
+        Some(
+            "gateway=audit,ingress=deny,namespace=deny,package=deny,route=warn,tenant=deny,tenantgateway=deny"
+        )
     );
     // Default tag: the chart's appVersion.
     let c = container(&tg(&[])).clone();
@@ -562,6 +572,8 @@ fn every_serve_flag_is_a_value() {
             "--set",
             "guardedLabels={example.com/a}",
             "--set",
+            "guardedAnnotations={example.com/b}",
+            "--set",
             "controller.uniformPortKinds=true",
             "--set",
             "kubeconfig=/etc/kube/config",
@@ -597,6 +609,8 @@ fn rendered_policy_flags_are_accepted_by_the_binary() {
         "enforcement.route=warn",
         "--set",
         "guardedLabels={namespace.cozystack.io/host}",
+        "--set",
+        "guardedAnnotations={gateway.cozystack.io/attached-by}",
     ]);
     let policy: Vec<String> = args_of(&objs)
         .into_iter()
@@ -607,13 +621,14 @@ fn rendered_policy_flags_are_accepted_by_the_binary() {
                 "--system-prefix=",
                 "--trusted-group=",
                 "--guarded-label=",
+                "--guarded-annotation=",
                 "--enforcement=",
             ]
             .iter()
             .any(|p| a.starts_with(p))
         })
         .collect();
-    assert_eq!(policy.len(), 6, "{policy:?}");
+    assert_eq!(policy.len(), 7, "{policy:?}");
     let dir = tempfile::tempdir().expect("tempdir");
     let ns = dir.path().join("ns.yaml");
     std::fs::write(

@@ -88,6 +88,12 @@ fn namespace(name: &str, labels: &[(&str, &str)]) -> String {
     )
 }
 
+fn namespace_annotated(name: &str, key: &str, value: &str) -> String {
+    let mut v: serde_json::Value = serde_json::from_str(&namespace(name, &[])).expect("json");
+    v["metadata"]["annotations"] = serde_json::json!({ key: value });
+    v.to_string()
+}
+
 fn package(name: &str, attached: &[&str]) -> String {
     let list: Vec<String> = attached.iter().map(|h| format!("\"{h}\"")).collect();
     format!(
@@ -410,6 +416,43 @@ fn cases() -> Vec<Case> {
             ),
             allowed: false,
             phrase: "is immutable once set",
+            vap_differs: false,
+        },
+        // Issue 20 item 4: the replicator copies the platform's wildcard key to a namespace
+        // whose ingress label names itself.
+        Case {
+            name: "tenant user stamps ingress label naming its own namespace",
+            user: "alice",
+            groups: TENANT,
+            manifest: namespace(
+                "tenant-alice-dev",
+                &[("namespace.cozystack.io/ingress", "tenant-alice-dev")],
+            ),
+            allowed: false,
+            phrase: "label namespace.cozystack.io/ingress is immutable once set",
+            vap_differs: false,
+        },
+        // Issue 20 item 5: a forged attachment mark.
+        Case {
+            name: "tenant user forges the attached-by annotation",
+            user: "alice",
+            groups: TENANT,
+            manifest: namespace_annotated(
+                "tenant-alice-dev",
+                "gateway.cozystack.io/attached-by",
+                "tenant-root",
+            ),
+            allowed: false,
+            phrase: "annotation gateway.cozystack.io/attached-by is immutable once set",
+            vap_differs: false,
+        },
+        Case {
+            name: "tenant user writes an ordinary annotation",
+            user: "alice",
+            groups: TENANT,
+            manifest: namespace_annotated("tenant-alice-dev", "example.com/note", "hi"),
+            allowed: true,
+            phrase: "",
             vap_differs: false,
         },
         Case {

@@ -485,8 +485,11 @@ impl Admission {
                 ),
             ));
         };
-        // Deleting or connecting cannot publish a hostname.
-        if matches!(operation, Operation::Delete | Operation::Connect) {
+        // Deleting or connecting cannot publish a hostname; only the kinds registered for
+        // DELETE (a TenantGateway's deletion gives up what it claimed, layer 9) judge it.
+        if operation == Operation::Connect
+            || (operation == Operation::Delete && !resource.operations().contains(&"DELETE"))
+        {
             return Err(Decision::allow(Some(layer)));
         }
         // A subresource write is admitted unchecked only where the API server resets every
@@ -540,7 +543,11 @@ impl Admission {
         review: &Review<'_>,
     ) -> Result<NamespaceContext, Decision> {
         let (kind, namespace, name) = (review.kind, review.namespace, review.name);
-        let ns_ctx = if needs_namespace(layer) && self.cfg.in_tenant_scope(namespace) {
+        // A DELETE is judged on the caller alone (layer 9): no namespace read can fail it.
+        let ns_ctx = if needs_namespace(layer)
+            && review.operation != Operation::Delete
+            && self.cfg.in_tenant_scope(namespace)
+        {
             match self.namespaces.lookup(namespace).await {
                 Ok(ctx) => ctx,
                 Err(e) => {
@@ -669,6 +676,22 @@ fn project_objects<'r>(
     request: &'r AdmissionRequest<'_>,
 ) -> Result<Projected<'r>, Decision> {
     let (layer, kind) = (gate.layer, gate.kind);
+    // A DELETE carries the object being deleted as oldObject (and object null): the layer
+    // judges that object. Without one, an empty object: the caller alone decides then.
+    if gate.operation == Operation::Delete {
+        let object = match request.old_object.as_ref().map(|o| o.projected(paths)) {
+            Some(Ok(o)) if o.is_object() => o,
+            Some(Ok(o)) if o.is_null() => Cow::Owned(Value::Object(Default::default())),
+            None => Cow::Owned(Value::Object(Default::default())),
+            _ => {
+                return Err(Decision::error(
+                    Some(layer),
+                    format!("{kind}: request.oldObject must be a JSON object for DELETE"),
+                ));
+            }
+        };
+        return Ok((object, None));
+    }
     let object = match request.object.as_ref().map(|o| o.projected(paths)) {
         Some(Ok(o)) if o.is_object() => o,
         Some(Err(e)) => {
@@ -754,7 +777,10 @@ fn lowercase_apex(ctx: NamespaceContext) -> NamespaceContext {
 
 /// Layers that read the namespace apex.
 fn needs_namespace(layer: Layer) -> bool {
-    matches!(layer, Layer::Gateway | Layer::Route | Layer::Ingress)
+    matches!(
+        layer,
+        Layer::Gateway | Layer::Route | Layer::Ingress | Layer::TenantGateway
+    )
 }
 
 fn check_envelope(e: &Envelope) -> Result<(), String> {

@@ -87,6 +87,14 @@ pub fn layer_paths_for(layer: Layer, warnings: bool) -> &'static [Path] {
         METADATA[1],
         METADATA[2],
         &["metadata", "labels"],
+        &["metadata", "annotations"],
+    ];
+    const TENANT_GATEWAY: &[Path] = &[
+        METADATA[0],
+        METADATA[1],
+        METADATA[2],
+        &["spec", "apex"],
+        &["spec", "attachedNamespaces"],
     ];
     const TENANT: &[Path] = &[METADATA[0], METADATA[1], METADATA[2], &["spec", "host"]];
     const PACKAGE: &[Path] = &[
@@ -103,6 +111,7 @@ pub fn layer_paths_for(layer: Layer, warnings: bool) -> &'static [Path] {
         Layer::Namespace => NAMESPACE,
         Layer::Tenant => TENANT,
         Layer::Package => PACKAGE,
+        Layer::TenantGateway => TENANT_GATEWAY,
     }
 }
 

@@ -34,7 +34,7 @@ pub fn by_url(name: &str, base_url: &str, ca_bundle_b64: &str) -> Value {
                         "apiGroups": [a.group],
                         "apiVersions": a.versions,
                         "resources": resources,
-                        "operations": ["CREATE", "UPDATE"],
+                        "operations": r.operations(),
                         "scope": if cluster_scoped { "Cluster" } else { "Namespaced" },
                     })
                 })

@@ -14,6 +14,7 @@ pub enum WebhookResource {
     Namespaces,
     Tenants,
     Packages,
+    TenantGateways,
 }
 
 /// One API resource a path serves: a group, its plural resource name, the kind and the served
@@ -31,7 +32,7 @@ const GATEWAY_API: &str = "gateway.networking.k8s.io";
 const GATEWAY_API_X: &str = "gateway.networking.x-k8s.io";
 
 impl WebhookResource {
-    pub const ALL: [WebhookResource; 9] = [
+    pub const ALL: [WebhookResource; 10] = [
         WebhookResource::Gateways,
         WebhookResource::ListenerSets,
         WebhookResource::HttpRoutes,
@@ -41,6 +42,7 @@ impl WebhookResource {
         WebhookResource::Namespaces,
         WebhookResource::Tenants,
         WebhookResource::Packages,
+        WebhookResource::TenantGateways,
     ];
 
     /// Every API resource this path serves; the first one names the path. Only ListenerSets
@@ -95,6 +97,12 @@ impl WebhookResource {
             WebhookResource::Packages => {
                 &[r!("cozystack.io", "packages", "Package", &["v1alpha1"])]
             }
+            WebhookResource::TenantGateways => &[r!(
+                crate::platform::TGW_API_GROUP,
+                "tenantgateways",
+                "TenantGateway",
+                &["v1alpha1"],
+            )],
         }
     }
 
@@ -140,6 +148,7 @@ impl WebhookResource {
             WebhookResource::Namespaces => Layer::Namespace,
             WebhookResource::Tenants => Layer::Tenant,
             WebhookResource::Packages => Layer::Package,
+            WebhookResource::TenantGateways => Layer::TenantGateway,
         }
     }
 
@@ -186,6 +195,8 @@ impl WebhookResource {
     ///   ListenerSet and a CRD-served Tenant (tests/e2e_apiserver.rs,
     ///   `check_subresource_strategies`); Gateway, the other routes and Package use the same
     ///   apiextensions strategy.
+    /// - TenantGateway (our CRD): its `status` is the controller's (layer 9) and the same
+    ///   strategy keeps spec and metadata as they were.
     ///
     /// Any other subresource (one a future API adds, or a registration we do not expect) is
     /// evaluated like an UPDATE rather than trusted.
@@ -196,10 +207,21 @@ impl WebhookResource {
             | WebhookResource::HttpRoutes
             | WebhookResource::TlsRoutes
             | WebhookResource::GrpcRoutes
-            | WebhookResource::Packages => &["status"],
+            | WebhookResource::Packages
+            | WebhookResource::TenantGateways => &["status"],
             WebhookResource::Ingresses | WebhookResource::Namespaces | WebhookResource::Tenants => {
                 &[]
             }
+        }
+    }
+
+    /// The operations registered and judged. Deleting an object publishes nothing, except
+    /// that a TenantGateway's deletion gives up what it claimed (layer 9): only that kind is
+    /// judged on DELETE.
+    pub fn operations(self) -> &'static [&'static str] {
+        match self {
+            WebhookResource::TenantGateways => &["CREATE", "UPDATE", "DELETE"],
+            _ => &["CREATE", "UPDATE"],
         }
     }
 

@@ -743,3 +743,96 @@ fn review_body_equals_response_json() {
         assert_eq!(direct, response_json(uid, d), "uid {uid:?}");
     }
 }
+
+fn tgw_review(op: &str, groups: &[&str], object: Value, old: Value) -> Value {
+    json!({
+        "apiVersion": "admission.k8s.io/v1",
+        "kind": "AdmissionReview",
+        "request": {
+            "uid": "uid-tgw",
+            "kind": {"group": "gateway.cozystack.io", "version": "v1alpha1", "kind": "TenantGateway"},
+            "resource": {"group": "gateway.cozystack.io", "version": "v1alpha1", "resource": "tenantgateways"},
+            "name": "gw",
+            "namespace": "tenant-alice",
+            "operation": op,
+            "userInfo": {"username": "alice", "groups": groups},
+            "object": object,
+            "oldObject": old,
+        }
+    })
+}
+
+fn tgw_object(spec: Value) -> Value {
+    json!({"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+           "metadata": {"name": "gw", "namespace": "tenant-alice"}, "spec": spec})
+}
+
+/// Layer 9 through the codec: DELETE reaches this layer (and only this one), with the deleted
+/// object from oldObject; its status subresource is the controller's and passes.
+#[tokio::test]
+async fn tenant_gateway_writes_and_deletes_need_trust() {
+    let a = admission();
+    let tenant = ["tenant-alice-admins"];
+    let flux = ["system:serviceaccounts:cozy-fluxcd"];
+    let ok = tgw_object(json!({"apex": "alice.example.org"}));
+    // (operation, groups, object, oldObject, allowed)
+    let cases: Vec<(&str, &[&str], Value, Value, bool)> = vec![
+        ("CREATE", &tenant, ok.clone(), Value::Null, false),
+        ("UPDATE", &tenant, ok.clone(), ok.clone(), false),
+        ("DELETE", &tenant, Value::Null, ok.clone(), false),
+        ("DELETE", &tenant, Value::Null, Value::Null, false),
+        ("CONNECT", &tenant, Value::Null, Value::Null, true),
+        ("CREATE", &flux, ok.clone(), Value::Null, true),
+        ("DELETE", &flux, Value::Null, ok.clone(), true),
+        // Issue 20 item 1: even a trusted writer cannot give a TenantGateway a foreign apex.
+        (
+            "CREATE",
+            &flux,
+            tgw_object(json!({"apex": "a", "attachedNamespaces": ["cozy-dashboard"]})),
+            Value::Null,
+            false,
+        ),
+    ];
+    for (op, groups, object, old, want) in cases {
+        let (_, v) = post(
+            &a,
+            WebhookResource::TenantGateways,
+            &tgw_review(op, groups, object.clone(), old),
+        )
+        .await;
+        assert_eq!(allowed(&v), want, "{op} by {groups:?} of {object}: {v}");
+        if !want {
+            assert!(message(&v).contains("is managed by the platform"), "{v}");
+        }
+    }
+    let mut r = tgw_review("UPDATE", &tenant, ok.clone(), ok.clone());
+    r["request"]["subResource"] = json!("status");
+    let (_, v) = post(&a, WebhookResource::TenantGateways, &r).await;
+    assert!(
+        allowed(&v),
+        "the status subresource is the controller's: {v}"
+    );
+
+    let warn = admission_with(PolicyConfig {
+        root_host: Some("example.org".into()),
+        enforcement: {
+            let mut e = crate::policy::Enforcement::default();
+            e.set(Layer::TenantGateway, Mode::Warn);
+            e
+        },
+        ..PolicyConfig::default()
+    });
+    let (_, v) = post(
+        &warn,
+        WebhookResource::TenantGateways,
+        &tgw_review("DELETE", &tenant, Value::Null, ok),
+    )
+    .await;
+    assert!(allowed(&v), "warn mode admits: {v}");
+    assert!(
+        v["response"]["warnings"]
+            .as_array()
+            .is_some_and(|w| !w.is_empty()),
+        "{v}"
+    );
+}

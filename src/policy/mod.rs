@@ -13,11 +13,15 @@ pub mod namespace;
 pub mod package;
 pub mod route;
 pub mod tenant;
+pub mod tenantgateway;
 mod util;
 
 // The platform's names and the namespace-labels view live in `platform` (a leaf), so the
 // watches in `cluster/` need not depend on the policy layers.
-pub use crate::platform::{ApexOwners, GATEWAY_LABEL, HOST_LABEL, NamespaceContext, NoApexOwners};
+pub use crate::platform::{
+    ATTACHED_BY_ANNOTATION, ApexOwners, GATEWAY_LABEL, HOST_LABEL, INGRESS_LABEL, NamespaceContext,
+    NoApexOwners,
+};
 
 /// The default trusted groups of SPEC §2.2.
 pub const DEFAULT_TRUSTED_GROUPS: [&str; 5] = [
@@ -43,16 +47,19 @@ pub enum Layer {
     Route,
     /// Layer 8: Ingress hostnames.
     Ingress,
+    /// Layer 9: TenantGateways are platform objects.
+    TenantGateway,
 }
 
 impl Layer {
-    pub const ALL: [Layer; 6] = [
+    pub const ALL: [Layer; 7] = [
         Layer::Gateway,
         Layer::Package,
         Layer::Tenant,
         Layer::Namespace,
         Layer::Route,
         Layer::Ingress,
+        Layer::TenantGateway,
     ];
 
     /// The name used in flags (`--enforcement route=warn`), metrics and logs.
@@ -64,6 +71,7 @@ impl Layer {
             Layer::Namespace => "namespace",
             Layer::Route => "route",
             Layer::Ingress => "ingress",
+            Layer::TenantGateway => "tenantgateway",
         }
     }
 
@@ -135,11 +143,28 @@ pub struct PolicyConfig {
     pub system_prefix: String,
     /// Platform root apex for layer 8; `None` means layer 8 cannot run.
     pub root_host: Option<String>,
-    /// Exact group names that make a caller trusted (layers 4, 5).
+    /// Exact group names that make a caller trusted (layers 4, 5, 9).
     pub trusted_groups: Vec<String>,
     /// Namespace labels only trusted callers may write (layer 5).
     pub guarded_labels: Vec<String>,
+    /// Namespace annotations only trusted callers may write (layer 5).
+    pub guarded_annotations: Vec<String>,
     pub enforcement: Enforcement,
+}
+
+/// The guarded labels of layer 5: the apex, and the two labels that make the replicator copy
+/// the platform's wildcard private key into a namespace (SPEC §3.6).
+pub fn default_guarded_labels() -> Vec<String> {
+    [HOST_LABEL, GATEWAY_LABEL, INGRESS_LABEL]
+        .iter()
+        .map(|s| s.to_string())
+        .collect()
+}
+
+/// The guarded annotations of layer 5: the reconciler's mark of the attachments it made (a
+/// forged one makes it remove a label the platform wrote, SPEC §3.5).
+pub fn default_guarded_annotations() -> Vec<String> {
+    vec![ATTACHED_BY_ANNOTATION.to_string()]
 }
 
 impl Default for PolicyConfig {
@@ -152,7 +177,8 @@ impl Default for PolicyConfig {
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),
-            guarded_labels: vec![HOST_LABEL.to_string(), GATEWAY_LABEL.to_string()],
+            guarded_labels: default_guarded_labels(),
+            guarded_annotations: default_guarded_annotations(),
             enforcement: Enforcement::default(),
         }
     }
@@ -204,9 +230,10 @@ impl Operation {
 
 /// A decoded admission request, reduced to what the layers read.
 ///
-/// The admission codec has already handled DELETE/CONNECT (always allowed) and the
-/// subresources whose writes cannot change what a layer reads, so layers only ever see CREATE
-/// and UPDATE (of the main resource, or of `namespaces/status`, `namespaces/finalize`,
+/// The admission codec has already handled CONNECT (always allowed), DELETE (allowed for every
+/// kind but TenantGateway, whose layer sees it with the deleted object as `object`) and the
+/// subresources whose writes cannot change what a layer reads, so layers otherwise only see
+/// CREATE and UPDATE (of the main resource, or of `namespaces/status`, `namespaces/finalize`,
 /// `ingresses/status`, judged the same way) with an `object`.
 #[derive(Debug, Clone, Copy)]
 pub struct Review<'a> {
@@ -298,5 +325,6 @@ pub fn evaluate_with(
         Layer::Namespace => namespace::evaluate(review, cfg),
         Layer::Route => route::evaluate(review, ns, cfg),
         Layer::Ingress => ingress::evaluate_with(review, ns, others, cfg),
+        Layer::TenantGateway => tenantgateway::evaluate(review, ns, cfg),
     }
 }

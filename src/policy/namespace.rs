@@ -1,30 +1,40 @@
-//! Layer 5 — Namespace guarded labels (SPEC §2.3).
+//! Layer 5 — Namespace guarded labels and annotations (SPEC §2.3).
 //!
-//! The host and gateway labels are what every other layer and the reconciler trust, so any
-//! write to them — first write, change, removal, even of an empty value — is reserved to
-//! trusted platform automation. All other labels stay free for everyone.
+//! The host, gateway and ingress labels are what every other layer, the reconciler and the
+//! replicator trust (the last two decide from them who receives the platform's wildcard
+//! private key), and the attached-by annotation is how the reconciler knows which
+//! attachments it made. So any write to a guarded key — first write, change, removal, even of
+//! an empty value — is reserved to trusted platform automation. All other labels and
+//! annotations stay free for everyone.
 
 use serde_json::{Map, Value};
 
 use super::util::{as_object, as_str, get, quoted, side_root, trusted_groups};
 use super::{Findings, LayerResult, PolicyConfig, Review, ShapeError, object_ref};
 
-pub fn evaluate(review: &Review<'_>, cfg: &PolicyConfig) -> LayerResult {
-    let new = labels(review, Some(review.object), "")?;
-    // A missing old object (CREATE, or an UPDATE the codec could not pair) reads as "no
-    // labels": every guarded label present then counts as a first write, which fails closed.
-    let old = labels(review, review.old_object, "oldObject.")?;
+/// The two metadata maps layer 5 guards: (metadata field, word in messages).
+const MAPS: [(&str, &str); 2] = [("labels", "label"), ("annotations", "annotation")];
 
+pub fn evaluate(review: &Review<'_>, cfg: &PolicyConfig) -> LayerResult {
     let mut changes = Vec::new();
-    for (i, key) in cfg.guarded_labels.iter().enumerate() {
-        // A label listed twice in the configuration is still one problem.
-        if cfg.guarded_labels[..i].contains(key) {
-            continue;
-        }
-        let before = label(review, old, key, "oldObject.")?;
-        let after = label(review, new, key, "")?;
-        if before != after {
-            changes.push((key, before, after));
+    for ((field, word), guarded) in MAPS
+        .iter()
+        .zip([&cfg.guarded_labels, &cfg.guarded_annotations])
+    {
+        let new = map(review, Some(review.object), field, "")?;
+        // A missing old object (CREATE, or an UPDATE the codec could not pair) reads as "no
+        // labels": every guarded key present then counts as a first write, which fails closed.
+        let old = map(review, review.old_object, field, "oldObject.")?;
+        for (i, key) in guarded.iter().enumerate() {
+            // A key listed twice in the configuration is still one problem.
+            if guarded[..i].contains(key) {
+                continue;
+            }
+            let before = value(review, old, field, key, "oldObject.")?;
+            let after = value(review, new, field, key, "")?;
+            if before != after {
+                changes.push((*word, key, before, after));
+            }
         }
     }
     if changes.is_empty() || cfg.is_trusted(review.groups) {
@@ -32,7 +42,7 @@ pub fn evaluate(review: &Review<'_>, cfg: &PolicyConfig) -> LayerResult {
     }
 
     let mut findings = Findings::ok();
-    for (key, before, after) in changes {
+    for (word, key, before, after) in changes {
         let change = match (before, after) {
             (None, Some(v)) => format!("set it to {} (it was absent)", quoted(v)),
             (Some(v), None) => format!("remove it (it was {})", quoted(v)),
@@ -40,7 +50,7 @@ pub fn evaluate(review: &Review<'_>, cfg: &PolicyConfig) -> LayerResult {
             (None, None) => continue,
         };
         findings.violations.push(format!(
-            "{} {}: label {key} is immutable once set and can only be written by trusted \
+            "{} {}: {word} {key} is immutable once set and can only be written by trusted \
              platform automation ({}); this request by {} would {change}",
             review.kind,
             object_ref(review),
@@ -51,10 +61,11 @@ pub fn evaluate(review: &Review<'_>, cfg: &PolicyConfig) -> LayerResult {
     Ok(findings)
 }
 
-/// `metadata.labels` of `object`; `None` when the object, metadata or labels are absent.
-fn labels<'a>(
+/// `metadata.<field>` of `object`; `None` when the object, metadata or the map are absent.
+fn map<'a>(
     review: &Review<'_>,
     object: Option<&'a Value>,
+    field: &str,
     prefix: &str,
 ) -> Result<Option<&'a Map<String, Value>>, ShapeError> {
     let Some(object) = object else {
@@ -64,20 +75,21 @@ fn labels<'a>(
     let metadata = as_object(review, get(object, "metadata"), || {
         format!("{prefix}metadata")
     })?;
-    as_object(review, get(metadata, "labels"), || {
-        format!("{prefix}metadata.labels")
+    as_object(review, get(metadata, field), || {
+        format!("{prefix}metadata.{field}")
     })
 }
 
-/// One label's value; only guarded labels are read, so only their type is judged.
-fn label<'a>(
+/// One key's value; only guarded keys are read, so only their type is judged.
+fn value<'a>(
     review: &Review<'_>,
-    labels: Option<&'a Map<String, Value>>,
+    map: Option<&'a Map<String, Value>>,
+    field: &str,
     key: &str,
     prefix: &str,
 ) -> Result<Option<&'a str>, ShapeError> {
-    as_str(review, get(labels, key), || {
-        format!("{prefix}metadata.labels[{key:?}]")
+    as_str(review, get(map, key), || {
+        format!("{prefix}metadata.{field}[{key:?}]")
     })
 }
 
@@ -86,7 +98,9 @@ mod tests {
     use serde_json::json;
 
     use super::super::util::testing::{assert_mentions, cfg, groups};
-    use super::super::{GATEWAY_LABEL, HOST_LABEL, Operation};
+    use super::super::{
+        ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, INGRESS_LABEL, Operation,
+    };
     use super::*;
 
     fn ns(labels: Value) -> Value {
@@ -301,5 +315,157 @@ mod tests {
         // Other labels are not read, so their type is not judged here.
         let f = run(None, &ns(json!({"x": 1})), &[]).expect("lenient");
         assert!(f.violations.is_empty());
+    }
+
+    fn ns_with(labels: Value, annotations: Value) -> Value {
+        json!({"apiVersion": "v1", "kind": "Namespace",
+               "metadata": {"name": "tenant-alice", "labels": labels,
+                            "annotations": annotations}})
+    }
+
+    /// Issue 20 items 4 and 5: the ingress label (the replicator copies the wildcard key to a
+    /// namespace whose ingress label names itself) and the attached-by annotation (a forged one
+    /// made the reconciler remove a platform-written gateway label) are guarded by default.
+    #[test]
+    fn ingress_label_and_attached_by_annotation_are_guarded() {
+        let untrusted = groups(&["system:authenticated"]);
+        // (old, new, violations for an untrusted caller)
+        let cases: Vec<(Option<Value>, Value, usize)> = vec![
+            (
+                None,
+                ns_with(json!({INGRESS_LABEL: "tenant-alice"}), json!(null)),
+                1,
+            ),
+            (
+                None,
+                ns_with(json!(null), json!({ATTACHED_BY_ANNOTATION: "tenant-root"})),
+                1,
+            ),
+            (
+                None,
+                ns_with(json!(null), json!({ATTACHED_BY_ANNOTATION: ""})),
+                1,
+            ),
+            (
+                Some(ns_with(json!({"x": "1"}), json!({"note": "a"}))),
+                ns_with(
+                    json!({"x": "1", INGRESS_LABEL: "tenant-alice"}),
+                    json!({"note": "b"}),
+                ),
+                1,
+            ),
+            // The attacker's patch of issue 20 item 5: a forged mark on another's namespace.
+            (
+                Some(ns_with(json!({GATEWAY_LABEL: "tenant-root"}), json!(null))),
+                ns_with(
+                    json!({GATEWAY_LABEL: "tenant-root"}),
+                    json!({ATTACHED_BY_ANNOTATION: "tenant-root"}),
+                ),
+                1,
+            ),
+            (
+                Some(ns_with(
+                    json!(null),
+                    json!({ATTACHED_BY_ANNOTATION: "tenant-root"}),
+                )),
+                ns_with(json!(null), json!({ATTACHED_BY_ANNOTATION: "tenant-alice"})),
+                1,
+            ),
+            (
+                Some(ns_with(
+                    json!(null),
+                    json!({ATTACHED_BY_ANNOTATION: "tenant-root"}),
+                )),
+                ns_with(json!(null), json!({})),
+                1,
+            ),
+            // Label and annotation at once: two problems.
+            (
+                None,
+                ns_with(
+                    json!({INGRESS_LABEL: "tenant-alice"}),
+                    json!({ATTACHED_BY_ANNOTATION: "tenant-alice"}),
+                ),
+                2,
+            ),
+            // A guarded label key used as an annotation is not guarded, nor the reverse.
+            (
+                None,
+                ns_with(
+                    json!({ATTACHED_BY_ANNOTATION: "x"}),
+                    json!({INGRESS_LABEL: "x"}),
+                ),
+                0,
+            ),
+            // Other annotations are free; an unchanged mark passes.
+            (
+                Some(ns_with(
+                    json!(null),
+                    json!({ATTACHED_BY_ANNOTATION: "tenant-root"}),
+                )),
+                ns_with(
+                    json!({"team": "a"}),
+                    json!({ATTACHED_BY_ANNOTATION: "tenant-root", "note": "x"}),
+                ),
+                0,
+            ),
+        ];
+        for (old, new, want) in cases {
+            let f = run(old.as_ref(), &new, &untrusted).expect("well-formed");
+            assert_eq!(f.violations.len(), want, "{old:?} -> {new}: {f:?}");
+            let f = run(old.as_ref(), &new, &groups(&["system:masters"])).expect("well-formed");
+            assert!(f.violations.is_empty(), "trusted: {old:?} -> {new}");
+        }
+        let f = run(
+            None,
+            &ns_with(json!(null), json!({ATTACHED_BY_ANNOTATION: "tenant-root"})),
+            &untrusted,
+        )
+        .expect("ok");
+        assert_mentions(
+            &f.violations[0],
+            &[
+                "annotation gateway.cozystack.io/attached-by is immutable once set",
+                "\"tenant-root\"",
+            ],
+        );
+        let f = run(
+            None,
+            &ns_with(json!({INGRESS_LABEL: "tenant-alice"}), json!(null)),
+            &untrusted,
+        )
+        .expect("ok");
+        assert_mentions(
+            &f.violations[0],
+            &["label namespace.cozystack.io/ingress is immutable"],
+        );
+    }
+
+    #[test]
+    fn configured_guarded_annotations_replace_the_default() {
+        let c = PolicyConfig {
+            guarded_annotations: vec!["example.com/owner".to_string()],
+            ..cfg()
+        };
+        let obj = ns_with(
+            json!(null),
+            json!({ATTACHED_BY_ANNOTATION: "x", "example.com/owner": "me"}),
+        );
+        let r = Review {
+            operation: Operation::Create,
+            kind: "Namespace",
+            namespace: "",
+            name: "tenant-alice",
+            object: &obj,
+            old_object: None,
+            username: "u",
+            groups: &[],
+        };
+        let f = evaluate(&r, &c).expect("ok");
+        assert_eq!(f.violations.len(), 1, "{f:?}");
+        assert!(f.violations[0].contains("example.com/owner"));
+        let bad = ns_with(json!(null), json!({"example.com/owner": 1}));
+        let err = evaluate(&Review { object: &bad, ..r }, &c).expect_err("shape");
+        assert_eq!(err.field, "metadata.annotations[\"example.com/owner\"]");
     }
 }

@@ -71,7 +71,7 @@ on them, so `helm template -s` of one file fails too.
 */}}
 {{- define "tenant-gateway.validate" -}}
 {{- $modes := list "deny" "warn" "audit" "off" -}}
-{{- $layers := list "gateway" "package" "tenant" "namespace" "route" "ingress" -}}
+{{- $layers := list "gateway" "package" "tenant" "namespace" "route" "ingress" "tenantgateway" -}}
 {{- if not (regexMatch "^[a-z0-9]([-a-z0-9]*)$" (toString .Values.tenantPrefix)) -}}
 {{- fail (printf "tenantPrefix=%q: must be lowercase letters, digits and '-' (a namespace-name prefix)" (toString .Values.tenantPrefix)) -}}
 {{- end -}}
