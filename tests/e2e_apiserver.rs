@@ -94,6 +94,12 @@ fn namespace_annotated(name: &str, key: &str, value: &str) -> String {
     v.to_string()
 }
 
+fn tgw(ns: &str, name: &str, spec: serde_json::Value) -> String {
+    serde_json::json!({"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+        "metadata": {"name": name, "namespace": ns}, "spec": spec})
+    .to_string()
+}
+
 fn package(name: &str, attached: &[&str]) -> String {
     let list: Vec<String> = attached.iter().map(|h| format!("\"{h}\"")).collect();
     format!(
@@ -467,6 +473,76 @@ fn cases() -> Vec<Case> {
             phrase: "",
             vap_differs: false,
         },
+        // Layer 9: TenantGateways are platform objects.
+        Case {
+            name: "tenant user creates its own TenantGateway",
+            user: "alice",
+            groups: TENANT,
+            manifest: tgw(
+                "tenant-alice",
+                "gw",
+                serde_json::json!({"apex": "alice.example.org"}),
+            ),
+            allowed: false,
+            phrase: "is managed by the platform",
+            vap_differs: false,
+        },
+        Case {
+            name: "flux renders the tenant's TenantGateway",
+            user: "system:serviceaccount:cozy-fluxcd:flux",
+            groups: FLUX,
+            manifest: tgw(
+                "tenant-alice",
+                "gw",
+                serde_json::json!({"apex": "alice.example.org",
+                    "attachedNamespaces": ["cozy-dashboard"]}),
+            ),
+            allowed: true,
+            phrase: "",
+            vap_differs: false,
+        },
+        // Issue 20 item 1, the attacker's exact spec (even a trusted writer may not).
+        Case {
+            name: "TenantGateway with a one-letter apex attaching platform namespaces",
+            user: "system:serviceaccount:cozy-fluxcd:flux",
+            groups: FLUX,
+            manifest: tgw(
+                "tenant-alice",
+                "gw",
+                serde_json::json!({"apex": "a",
+                    "attachedNamespaces": ["cozy-dashboard", "cozy-keycloak"]}),
+            ),
+            allowed: false,
+            phrase: "must equal the namespace's namespace.cozystack.io/host label",
+            vap_differs: false,
+        },
+        Case {
+            name: "TenantGateway attaching another tenant's namespace",
+            user: "system:serviceaccount:cozy-fluxcd:flux",
+            groups: FLUX,
+            manifest: tgw(
+                "tenant-alice",
+                "gw",
+                serde_json::json!({"apex": "alice.example.org",
+                    "attachedNamespaces": ["tenant-bob"]}),
+            ),
+            allowed: false,
+            phrase: "is managed by the platform",
+            vap_differs: false,
+        },
+        Case {
+            name: "TenantGateway outside tenant scope is platform-managed",
+            user: "alice",
+            groups: TENANT,
+            manifest: tgw(
+                "cozy-dashboard",
+                "gw",
+                serde_json::json!({"apex": "dashboard.example.org"}),
+            ),
+            allowed: true,
+            phrase: "",
+            vap_differs: false,
+        },
         // Layer 7: routes.
         Case {
             name: "httproute inside apex",
@@ -727,6 +803,7 @@ fn webhook_and_policies_through_a_real_api_server() {
             "webhook: tenant user could not set an unguarded label: {other_label:?}"
         ));
     }
+    tgw_deletes("webhook", &cp, &mut failures);
     hook.unregister(&cp);
     drop(hook);
     phase("webhook phase");
@@ -769,12 +846,75 @@ fn webhook_and_policies_through_a_real_api_server() {
         }
     }
     failures.extend(differences);
+    tgw_deletes("policies", &cp, &mut failures);
     phase("policies phase");
     assert!(
         failures.is_empty(),
         "{} problems:\n{}",
         failures.len(),
         failures.join("\n")
+    );
+}
+
+/// Layer 9 on DELETE, which `kubectl apply --dry-run` cannot reach: a tenant may not delete
+/// the platform's TenantGateway in its namespace (the cases above cover writes); Flux may.
+fn tgw_deletes(what: &str, cp: &ControlPlane, failures: &mut Vec<String>) {
+    let manifest = tgw(
+        "tenant-bob",
+        "platform-gw",
+        serde_json::json!({"apex": "bob.example.org"}),
+    );
+    let flux = [
+        "--as",
+        "flux",
+        "--as-group",
+        FLUX[1],
+        "--as-group",
+        E2E_GROUP,
+    ];
+    let created = cp.apply(&flux, &manifest);
+    if !created.allowed {
+        failures.push(format!(
+            "{what}: flux could not create a TenantGateway: {}",
+            created.stderr
+        ));
+        return;
+    }
+    let delete = |who: &[&str]| {
+        let mut args = vec![
+            "delete",
+            "tenantgateway",
+            "platform-gw",
+            "-n",
+            "tenant-bob",
+            "--dry-run=server",
+        ];
+        args.extend_from_slice(who);
+        cp.kubectl(&args, None)
+    };
+    let o = delete(&["--as", "bob", "--as-group", E2E_GROUP]);
+    if o.allowed || !o.stderr.contains("is managed by the platform") {
+        failures.push(format!(
+            "{what}: a tenant deleted the platform's TenantGateway: {o:?}"
+        ));
+    }
+    let o = delete(&flux);
+    if !o.allowed {
+        failures.push(format!(
+            "{what}: flux could not delete a TenantGateway: {}",
+            o.stderr
+        ));
+    }
+    cp.kubectl_ok(
+        &[
+            "delete",
+            "tenantgateway",
+            "platform-gw",
+            "-n",
+            "tenant-bob",
+            "--wait=false",
+        ],
+        None,
     );
 }
 
