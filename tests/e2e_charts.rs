@@ -545,6 +545,34 @@ fn helm_install_then_run_with_the_charts_rbac() {
             .then_some(())
         },
     );
+    // Layer 9 through the chart's registration: the controller's own finalizer write passed
+    // (above, its ServiceAccount's group is trusted); a tenant's write and delete do not.
+    for verb in [
+        vec![
+            "annotate",
+            "tenantgateway",
+            "gw",
+            "-n",
+            "tenant-alice",
+            "x=y",
+        ],
+        vec![
+            "delete",
+            "tenantgateway",
+            "gw",
+            "-n",
+            "tenant-alice",
+            "--dry-run=server",
+        ],
+    ] {
+        let mut args = verb.clone();
+        args.extend(["--as", "alice", "--as-group", E2E_GROUP]);
+        let o = cp.kubectl(&args, None);
+        assert!(
+            !o.allowed && o.stderr.contains("is managed by the platform"),
+            "{verb:?} by a tenant: {o:?}"
+        );
+    }
     cp.kubectl_ok(
         &["apply", "-f", "-"],
         Some(
