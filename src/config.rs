@@ -19,7 +19,7 @@ use crate::policy::{
 #[derive(Debug, thiserror::Error)]
 pub enum ConfigError {
     #[error(
-        "--enforcement {0:?}: expected LAYER=MODE with LAYER one of gateway, package, tenant, namespace, route, ingress and MODE one of deny, warn, audit, off"
+        "--enforcement {0:?}: expected LAYER=MODE with LAYER one of gateway, package, tenant, namespace, route, ingress, tenantgateway and MODE one of deny, warn, audit, off"
     )]
     Enforcement(String),
     #[error(
