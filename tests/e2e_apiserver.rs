@@ -530,6 +530,37 @@ fn cases() -> Vec<Case> {
             phrase: "is managed by the platform",
             vap_differs: false,
         },
+        // Issue 20 item 2: a tenant's TenantGateway attaching platform namespaces.
+        Case {
+            name: "tenant TenantGateway attaching kube-public, default, cozy-system",
+            user: "alice",
+            groups: TENANT,
+            manifest: tgw(
+                "tenant-alice",
+                "gw",
+                serde_json::json!({"apex": "alice.example.org", "attachedNamespaces":
+                    ["kube-public", "default", "cozy-system", "kube-node-lease"]}),
+            ),
+            allowed: false,
+            phrase: "is managed by the platform",
+            vap_differs: false,
+        },
+        // Issue 20 item 3: a tenant's TenantGateway in existingSecret mode, which would make
+        // the controller label its own namespace and the replicator copy the wildcard key.
+        Case {
+            name: "tenant TenantGateway asking for the wildcard Secret",
+            user: "alice",
+            groups: TENANT,
+            manifest: tgw(
+                "tenant-alice",
+                "gw",
+                serde_json::json!({"apex": "alice.example.org", "certMode": "existingSecret",
+                    "wildcardSecretRef": {"name": "wildcard-tls"}}),
+            ),
+            allowed: false,
+            phrase: "is managed by the platform",
+            vap_differs: false,
+        },
         Case {
             name: "TenantGateway outside tenant scope is platform-managed",
             user: "alice",
@@ -1048,6 +1079,21 @@ fn subresource_cases(cp: &ControlPlane) -> Vec<SubCase> {
         a.push(patch.to_string());
         a
     };
+    // Issue 20 item 4: a user holding only namespace patch rights.
+    cp.grant_only(
+        "nora",
+        r#"[{"apiGroups":[""],"resources":["namespaces"],"verbs":["get","patch"]}]"#,
+    );
+    let patch_meta = |sub: bool, who: &[&str], meta: &str| {
+        let mut a = strings(&["patch", "ns", "tenant-alice"]);
+        if sub {
+            a.push("--subresource=status".to_string());
+        }
+        a.extend(strings(&["--type=merge", "--dry-run=server", "-p"]));
+        a.push(format!(r#"{{"metadata":{meta}}}"#));
+        a.extend(strings(who));
+        a
+    };
     let mallory: &[&str] = &["--as", "mallory"];
     let mallory_trusted: &[&str] = &[
         "--as",
@@ -1062,6 +1108,61 @@ fn subresource_cases(cp: &ControlPlane) -> Vec<SubCase> {
             stdin: None,
             allowed: false,
             phrase: "is immutable once set",
+        },
+        SubCase {
+            name: "namespaces/status sets the ingress label to its own name (issue 20 item 4)",
+            args: patch_meta(
+                true,
+                mallory,
+                r#"{"labels":{"namespace.cozystack.io/ingress":"tenant-alice"}}"#,
+            ),
+            stdin: None,
+            allowed: false,
+            phrase: "label namespace.cozystack.io/ingress is immutable once set",
+        },
+        SubCase {
+            name: "a namespace patch sets the ingress label to its own name (issue 20 item 4)",
+            args: patch_meta(
+                false,
+                &["--as", "nora"],
+                r#"{"labels":{"namespace.cozystack.io/ingress":"tenant-alice"}}"#,
+            ),
+            stdin: None,
+            allowed: false,
+            phrase: "label namespace.cozystack.io/ingress is immutable once set",
+        },
+        SubCase {
+            name: "namespaces/status forges the attached-by annotation (issue 20 item 5)",
+            args: patch_meta(
+                true,
+                mallory,
+                r#"{"annotations":{"gateway.cozystack.io/attached-by":"tenant-root"}}"#,
+            ),
+            stdin: None,
+            allowed: false,
+            phrase: "annotation gateway.cozystack.io/attached-by is immutable once set",
+        },
+        SubCase {
+            name: "a namespace patch forges the attached-by annotation (issue 20 item 5)",
+            args: patch_meta(
+                false,
+                &["--as", "nora"],
+                r#"{"annotations":{"gateway.cozystack.io/attached-by":"tenant-root"}}"#,
+            ),
+            stdin: None,
+            allowed: false,
+            phrase: "annotation gateway.cozystack.io/attached-by is immutable once set",
+        },
+        SubCase {
+            name: "a namespace patch writes an unguarded annotation",
+            args: patch_meta(
+                false,
+                &["--as", "nora"],
+                r#"{"annotations":{"team":"blue"}}"#,
+            ),
+            stdin: None,
+            allowed: true,
+            phrase: "",
         },
         SubCase {
             name: "namespaces/status sets an unguarded label",
