@@ -280,6 +280,9 @@ fn reconciler_on_a_real_api_server() {
     deleting_the_tgw_removes_what_it_wrote(&c);
     dns01_existing_secret_and_back(&c);
     listener_cap_of_64(&c);
+    // Issue 20, with no webhook in the path (defense in depth in the reconciler itself).
+    platform_namespaces_stay_with_the_root(&c);
+    forged_attached_by_is_ignored(&c);
 
     // Two replicas: one Lease holder, only it writes; killing it hands over.
     let two = start_replica(&rt, &cp);
@@ -1251,4 +1254,158 @@ fn deleting_the_tgw_removes_what_it_wrote(c: &Cluster) {
         "our entry left: {}",
         r["status"]
     );
+}
+
+/// Issue 20 item 1, the attacker's exact objects: a TenantGateway in a tenant namespace with
+/// `apex: "a"` listing the root's platform namespaces is InvalidSpec and claims nothing; a
+/// valid one with a shorter custom apex does not steal an existing attachment either. The
+/// dashboard listener stays on the root Gateway and its route keeps its status.
+fn platform_namespaces_stay_with_the_root(c: &Cluster) {
+    c.namespace(
+        "tenant-root",
+        &[("namespace.cozystack.io/host", "example.org")],
+    );
+    c.namespace("cozy-dashboard", &[]);
+    c.namespace("cozy-keycloak", &[]);
+    c.apply(&tgw(
+        "tenant-root",
+        "root",
+        json!({"apex": "example.org", "attachedNamespaces": ["cozy-dashboard", "cozy-keycloak"]}),
+    ));
+    c.apply(&http_route(
+        "cozy-dashboard",
+        "dashboard",
+        ("tenant-root", "root"),
+        &["dashboard.example.org"],
+    ));
+    let attached_to_root = |name: &str| {
+        let ns = c.get_cluster("namespace", name)?;
+        (ns["metadata"]["labels"]["namespace.cozystack.io/gateway"] == "tenant-root").then_some(())
+    };
+    let dashboard_served = || {
+        let gw = c.get("gateway", "tenant-root", "root")?;
+        let r = c.get("httproute", "cozy-dashboard", "dashboard")?;
+        let listed = listeners(&gw)
+            .iter()
+            .any(|(_, h)| h.as_deref() == Some("dashboard.example.org"));
+        (listed && route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    };
+    c.wait("the root attaches its platform namespaces", || {
+        attached_to_root("cozy-dashboard")?;
+        attached_to_root("cozy-keycloak")?;
+        dashboard_served()
+    });
+
+    c.namespace(
+        "tenant-mallory",
+        &[("namespace.cozystack.io/host", "mallory.example.org")],
+    );
+    c.apply(&tgw(
+        "tenant-mallory",
+        "gw",
+        json!({"apex": "a", "attachedNamespaces": ["cozy-dashboard", "cozy-keycloak"]}),
+    ));
+    c.wait("the attacker's TenantGateway is InvalidSpec", || {
+        let t = c.get("tenantgateway", "tenant-mallory", "gw")?;
+        let ready = tgw_condition(&t, "Ready")?;
+        (ready.1 == "InvalidSpec").then_some(())
+    });
+    // A valid TenantGateway with a shorter custom apex, listing the same namespaces.
+    c.namespace("tenant-short", &[("namespace.cozystack.io/host", "x.io")]);
+    c.apply(&tgw(
+        "tenant-short",
+        "gw",
+        json!({"apex": "x.io", "attachedNamespaces": ["cozy-dashboard"]}),
+    ));
+    let t = c.wait(
+        "the shorter apex is told its entry is held elsewhere",
+        || {
+            let t = c.get("tenantgateway", "tenant-short", "gw")?;
+            let attached = tgw_condition(&t, "NamespacesAttached")?;
+            (attached.0 == "False").then_some(t)
+        },
+    );
+    let (_, _, message) = tgw_condition(&t, "NamespacesAttached").expect("condition");
+    assert!(message.contains("cozy-dashboard"), "{message}");
+    assert!(
+        !message.contains("tenant-root"),
+        "the message names the holder: {message}"
+    );
+    // Both were reconciled (statuses above); the root kept everything.
+    attached_to_root("cozy-dashboard").expect("cozy-dashboard detached from the root");
+    attached_to_root("cozy-keycloak").expect("cozy-keycloak detached from the root");
+    dashboard_served().expect("the dashboard left the root Gateway or lost its status");
+    for ns in ["tenant-mallory", "tenant-short"] {
+        assert!(
+            c.get("gateway", ns, "gw").is_none_or(|gw| !listeners(&gw)
+                .iter()
+                .any(|(_, h)| h.as_deref() == Some("dashboard.example.org"))),
+            "{ns} took the dashboard hostname"
+        );
+    }
+    c.delete("tenantgateway", "tenant-mallory", "gw");
+    c.delete("tenantgateway", "tenant-short", "gw");
+}
+
+/// Issue 20 item 5: a forged `gateway.cozystack.io/attached-by` on a tenant namespace whose
+/// gateway label the platform wrote (no mark of ours) does not make the root TenantGateway
+/// remove that label.
+fn forged_attached_by_is_ignored(c: &Cluster) {
+    c.namespace(
+        "tenant-bob",
+        &[
+            ("namespace.cozystack.io/host", "bob.example.org"),
+            ("namespace.cozystack.io/gateway", "tenant-root"),
+        ],
+    );
+    c.apply(&http_route(
+        "tenant-bob",
+        "site",
+        ("tenant-root", "root"),
+        &["bob.example.org"],
+    ));
+    let bob_served = || {
+        let gw = c.get("gateway", "tenant-root", "root")?;
+        let r = c.get("httproute", "tenant-bob", "site")?;
+        let listed = listeners(&gw)
+            .iter()
+            .any(|(_, h)| h.as_deref() == Some("bob.example.org"));
+        (listed && route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    };
+    c.wait("bob's site on the root Gateway", bob_served);
+    // The attacker's patch (the webhook is not registered here: the reconciler alone).
+    c.cp.kubectl_ok(
+        &[
+            "annotate",
+            "namespace",
+            "tenant-bob",
+            "gateway.cozystack.io/attached-by=tenant-root",
+        ],
+        None,
+    );
+    // Make the root reconcile after the forgery: a spec change whose effect is visible.
+    c.apply(&tgw(
+        "tenant-root",
+        "root",
+        json!({"apex": "example.org", "attachedNamespaces": ["cozy-dashboard", "cozy-keycloak"],
+               "tlsPassthroughServices": ["forged-probe"]}),
+    ));
+    c.wait("the root reconciled after the forgery", || {
+        let gw = c.get("gateway", "tenant-root", "root")?;
+        listeners(&gw)
+            .iter()
+            .any(|(n, _)| n == "tls-forged-probe")
+            .then_some(())
+    });
+    let t = c.wait("the root's status caught up", || {
+        let t = c.get("tenantgateway", "tenant-root", "root")?;
+        (t["status"]["observedGeneration"] == t["metadata"]["generation"]).then_some(t)
+    });
+    let ns = c.get_cluster("namespace", "tenant-bob").expect("namespace");
+    assert_eq!(
+        ns["metadata"]["labels"]["namespace.cozystack.io/gateway"], "tenant-root",
+        "the root removed the platform-written label: {} ({})",
+        ns["metadata"], t["status"]
+    );
+    bob_served().expect("bob's site left the root Gateway");
 }
