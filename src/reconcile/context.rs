@@ -194,10 +194,9 @@ pub struct Context {
     /// two cores, `bench/reconcile` step 4), whatever the number of reconciles and the size
     /// of their plans.
     pub write_slots: tokio::sync::Semaphore,
-    /// Permits for planning (gather, plan, cleanup) on the blocking pool: planning never runs
-    /// on the runtime threads that answer admission, and at most this many plans take a core
-    /// at once, so the webhook keeps the others (SPEC §3.7).
-    pub plan_slots: Arc<tokio::sync::Semaphore>,
+    /// Where gather, plan and cleanup run: never on the runtime threads that answer
+    /// admission, at most half the cores at once (SPEC §3.7).
+    pub planner: super::planner::Planner,
 }
 
 impl Context {

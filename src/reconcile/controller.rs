@@ -42,6 +42,7 @@ use super::diff::Write;
 use super::error::Error;
 use super::inputs::Inputs;
 use super::inputs::{ModeSettings, RouteKind};
+use super::planner::Planner;
 use super::{Plan, apply, cleanup, plan, status};
 use crate::cluster::lease::Leader;
 use crate::cluster::routes::{RouteIndex, WatchedRoute};
@@ -185,7 +186,7 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         recorder,
         state: Mutex::new(Default::default()),
         write_slots: tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1)),
-        plan_slots: Arc::new(tokio::sync::Semaphore::new(plan_permits())),
+        planner: Planner::for_this_machine(),
     });
     let (trigger, triggers) = unbounded::<ObjectRef<TenantGateway>>();
 
@@ -729,32 +730,15 @@ async fn settle(ctx: &Arc<Context>, key: &ObjectRef<TenantGateway>, now: &Time, 
     }
 }
 
-/// Plans on the blocking pool at once: half the cores (at least one), so reconciles of huge
-/// TenantGateways leave the other half to the runtime that answers admission.
-fn plan_permits() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get() / 2)
-        .unwrap_or(1)
-        .max(1)
-}
-
-/// Run planning (CPU work: gather, plan, cleanup) on tokio's blocking pool under a plan slot
-/// (SPEC §3.7): the runtime threads stay free for admission reviews, and the slots bound how
-/// many cores planning takes. The permit moves into the task, so a cancelled reconcile still
-/// holds it until its planning really ends.
+/// Planning (CPU work: gather, plan, cleanup) through the context's [`Planner`]: off the
+/// runtime that answers admission, bounded (SPEC §3.7).
 async fn off_runtime<T, F>(ctx: &Arc<Context>, f: F) -> Result<T, Error>
 where
     T: Send + 'static,
     F: FnOnce(&Context) -> T + Send + 'static,
 {
-    let permit = ctx.plan_slots.clone().acquire_owned().await.ok();
-    let ctx = ctx.clone();
-    tokio::task::spawn_blocking(move || {
-        let _permit = permit;
-        f(&ctx)
-    })
-    .await
-    .map_err(|e| Error::Planning(e.to_string()))
+    let c = ctx.clone();
+    ctx.planner.run(move || f(&c)).await
 }
 
 /// Which of the plan's writes go out now: every object write whose object is not waiting

@@ -32,6 +32,7 @@ pub mod error;
 pub mod inputs;
 pub mod labels;
 pub mod names;
+pub mod planner;
 pub mod render;
 pub mod routes;
 pub mod status;
