@@ -11,6 +11,7 @@
 mod client;
 mod drive;
 mod payload;
+mod planning;
 mod prom;
 mod routes;
 mod rss;
@@ -57,6 +58,9 @@ enum Cmd {
     Sweep(SweepArgs),
     /// Admission load against a running `serve`, sampling its VmRSS (bench/reconcile).
     Drive(drive::DriveArgs),
+    /// Webhook latency while the biggest TenantGateway plans: idle, through the Planner,
+    /// inline on the runtime (SPEC §3.7).
+    Planning(planning::PlanningArgs),
 }
 
 #[derive(Debug, Args)]
@@ -225,6 +229,7 @@ fn main() -> ExitCode {
         Cmd::Micro(a) => micro(a),
         Cmd::Sweep(a) => sweep(a),
         Cmd::Drive(a) => drive::run(a),
+        Cmd::Planning(a) => planning::run(a),
     }
 }
 

@@ -205,7 +205,14 @@ mod tests {
         let tenant = groups(&["system:authenticated", "tenant-alice-admins"]);
         let trusted = groups(&["x", FLUX]);
         // (operation, namespace, old, caller's groups, violations)
-        let cases: Vec<(Operation, &str, Option<&Value>, &[Cow<'_, str>], usize)> = vec![
+        type Case<'a> = (
+            Operation,
+            &'a str,
+            Option<&'a Value>,
+            &'a [Cow<'a, str>],
+            usize,
+        );
+        let cases: Vec<Case<'_>> = vec![
             (Operation::Create, "tenant-alice", None, &tenant, 1),
             (Operation::Update, "tenant-alice", Some(&ok), &tenant, 1),
             (Operation::Delete, "tenant-alice", None, &tenant, 1),
