@@ -993,6 +993,51 @@ fn check_tenantgateway_crd(cp: &ControlPlane, failures: &mut Vec<String>) {
             ));
         }
     }
+    // Issue 20 item 6: the attack used 24,000 attachedNamespaces; the schema's bounds (SPEC
+    // §3.1) stop such a list at the API server, before any reconcile sees it.
+    let names = |n: usize, f: &dyn Fn(usize) -> String| {
+        (0..n)
+            .map(|i| format!("\"{}\"", f(i)))
+            .collect::<Vec<_>>()
+            .join(",")
+    };
+    for (spec, phrase) in [
+        (
+            format!(
+                r#"{{"apex":"example.org","attachedNamespaces":[{}]}}"#,
+                names(24_000, &|i| format!("cozy-n{i}"))
+            ),
+            "must have at most 128 items",
+        ),
+        (
+            format!(
+                r#"{{"apex":"example.org","attachedNamespaces":[{}]}}"#,
+                names(129, &|i| format!("cozy-n{i}"))
+            ),
+            "must have at most 128 items",
+        ),
+        (
+            format!(
+                r#"{{"apex":"example.org","tlsPassthroughServices":[{}]}}"#,
+                names(17, &|i| format!("svc-{i}"))
+            ),
+            "must have at most 16 items",
+        ),
+        (
+            r#"{"apex":"example.org","attachedNamespaces":["Not_A_Namespace"]}"#.to_string(),
+            "attachedNamespaces[0]",
+        ),
+        (r#"{"apex":"*.example.org"}"#.to_string(), "spec.apex"),
+    ] {
+        let o = cp.dry_run("admin", &["system:masters"], &tgw(&spec));
+        if o.allowed || !o.stderr.contains(phrase) {
+            failures.push(format!(
+                "crd: {}… should be rejected with {phrase:?}: {}",
+                spec.chars().take(120).collect::<String>(),
+                o.stderr.chars().take(400).collect::<String>()
+            ));
+        }
+    }
 }
 
 /// A write through a subresource by a user who holds only that subresource's rights.
