@@ -7,6 +7,8 @@
 //! namespaces: ../namespaces.yaml       # a file (relative to the suite), or a list of Namespaces
 //! rootHost: example.org                # optional: policy settings, as the flags of the same name
 //! enforcement: [route=deny]
+//! guardedLabels: [...]                 # optional, as --guarded-label / --guarded-annotation
+//! guardedAnnotations: [...]
 //! tests:
 //! - name: alice publishes under her apex only
 //!   caller: {user: alice, groups: [tenant-alice-admins]}
@@ -66,6 +68,10 @@ struct SuiteFile {
     tenant_prefix: Option<String>,
     #[serde(default)]
     trusted_groups: Option<Vec<String>>,
+    #[serde(default)]
+    guarded_labels: Option<Vec<String>>,
+    #[serde(default)]
+    guarded_annotations: Option<Vec<String>>,
     #[serde(default)]
     enforcement: Option<Vec<String>>,
     tests: Vec<TestCase>,
@@ -222,6 +228,12 @@ async fn run_file(
     }
     if let Some(g) = &suite.trusted_groups {
         args.trusted_groups = g.clone();
+    }
+    if let Some(l) = &suite.guarded_labels {
+        args.guarded_labels = l.clone();
+    }
+    if let Some(a) = &suite.guarded_annotations {
+        args.guarded_annotations = a.clone();
     }
     if let Some(e) = &suite.enforcement {
         args.enforcement = e.clone();
