@@ -156,6 +156,24 @@ pub struct InPlaceEdit {
 }
 
 impl RouteFacts {
+    /// How many `status.parents` entries are not ours for Gateway `gateway`: other
+    /// controllers' entries (from the watched layout: its length minus our entries) and our
+    /// entries for other Gateways. Both stay when we write ours, so they decide how much room
+    /// is left under the API's 32 (SPEC §3.7). Without an exact layout the other controllers'
+    /// entries are unknown here and count as none; the write edge then reads the route and
+    /// keeps the bound itself.
+    pub fn foreign_parents(&self, gateway: (&str, &str)) -> usize {
+        let others = self.parents_layout.as_ref().map_or(0, |l| {
+            (l.parents.unwrap_or(0) as usize).saturating_sub(l.ours_at.len())
+        });
+        let ours_elsewhere = self
+            .our_status
+            .iter()
+            .filter(|e| !e.parent_ref.targets(&self.namespace, gateway.0, gateway.1))
+            .count();
+        others + ours_elsewhere
+    }
+
     /// The in-place edit that replaces our entries for Gateway `gateway` (`None`: read first).
     pub fn in_place_edit(&self, gateway: (&str, &str)) -> Option<InPlaceEdit> {
         let layout = self.parents_layout.as_ref()?;

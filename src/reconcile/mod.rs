@@ -233,6 +233,11 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         .chain(child_over_cap.iter())
         .cloned()
         .collect();
+    writes.extend(label_plan.writes.iter().cloned().map(Write::Namespace));
+    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
+    let (route_status_writes, parents_full) =
+        route_writes(inputs, &analysis, &listener_names, &redirect_name);
+    writes.extend(route_status_writes);
     let status = status::tgw_status(&StatusFacts {
         gateway_name: &tgw.name,
         gateway: gateway_state,
@@ -242,19 +247,12 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         listener_count: desired.gateway.spec.listeners.len(),
         not_owned: &not_owned,
         attach_problems: &attach_problems,
+        parents_full: &parents_full,
         generation: tgw.generation,
         now: &inputs.now,
         previous,
     });
 
-    writes.extend(label_plan.writes.iter().cloned().map(Write::Namespace));
-    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
-    writes.extend(route_writes(
-        inputs,
-        &analysis,
-        &listener_names,
-        &redirect_name,
-    ));
     if previous != Some(&status) {
         writes.push(Write::Status(status.clone()));
     }
@@ -289,6 +287,17 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
                 "{} hostname(s) did not fit in the {}-listener limit",
                 over_cap.len(),
                 routes::MAX_LISTENERS
+            ),
+        });
+    }
+    if !parents_full.is_empty() {
+        notices.push(Notice {
+            reason: "RouteParentsFull",
+            message: format!(
+                "{} route(s) have parentRefs to this Gateway without a status entry: \
+                 status.parents holds at most {} entries",
+                parents_full.len(),
+                status::MAX_ROUTE_PARENTS
             ),
         });
     }
@@ -364,16 +373,20 @@ fn child_apexes(
 }
 
 /// Route status writes: every route whose entries for this Gateway differ from the desired
-/// ones (new entries, changed entries, entries to remove when it stops attaching).
+/// ones (new entries, changed entries, entries to remove when it stops attaching). The
+/// desired entries are cut to the room `status.parents` has left (SPEC §3.7): a write past
+/// 32 entries would be refused, and with it every later status of the route; the routes cut
+/// are returned, sorted, for the TenantGateway status and an event.
 fn route_writes(
     inputs: &Inputs,
     analysis: &routes::Analysis,
     listener_names: &[String],
     redirect_name: &str,
-) -> Vec<Write> {
+) -> (Vec<Write>, Vec<status::ParentsFull>) {
     let tgw = &inputs.tgw;
     let gw = (tgw.namespace.as_str(), tgw.name.as_str());
     let mut out = Vec::new();
+    let mut full = Vec::new();
     let mut seen = BTreeSet::new();
     let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
     ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
@@ -400,6 +413,17 @@ fn route_writes(
                 status::route_entries(v, gw, listener_names, r.generation, &inputs.now, &current)
             })
             .unwrap_or_default();
+        let parent_refs = want.len();
+        let (want, cut) = status::fit_parents(want, r.foreign_parents(gw));
+        if cut > 0 {
+            full.push(status::ParentsFull {
+                kind: r.kind,
+                namespace: r.namespace.to_string(),
+                name: r.name.to_string(),
+                without_entry: cut,
+                parent_refs,
+            });
+        }
         let want = status::sorted(want);
         if status::sorted(current) != want {
             out.push(Write::RouteStatus(RouteStatusWrite {
@@ -414,7 +438,8 @@ fn route_writes(
             }));
         }
     }
-    out
+    // Already in (kind, namespace, name) order: the routes were walked in it.
+    (out, full)
 }
 
 /// Nothing may be rendered: report why, write nothing else (never prune on bad input).

@@ -921,3 +921,119 @@ fn property_desired_fed_back_as_observed_yields_no_writes() {
         assert!(cleanup(&done, &Scope::default()).is_empty(), "case {case}");
     }
 }
+
+/// SPEC §3.7: our entries never push a route's `status.parents` past 32. Others' entries
+/// (other controllers', and ours for other Gateways) stay; ours fill the room left in
+/// parentRef order; the TenantGateway status and an event name the routes cut; every other
+/// write of the plan still happens, and the converged world writes nothing more.
+#[test]
+fn route_status_never_pushes_parents_past_32() {
+    use super::inputs::{ParentRef, ParentsLayout, RouteParentStatus};
+    // (parentRefs to gw, other controllers' entries, our entries for another Gateway,
+    //  entries of ours for gw expected)
+    let cases: [(usize, usize, usize, usize); 9] = [
+        (31, 1, 0, 31),
+        (32, 1, 0, 31),
+        (32, 0, 0, 32),
+        (40, 0, 0, 32),
+        (1, 31, 0, 1),
+        (5, 32, 0, 0),
+        (31, 0, 1, 31),
+        (32, 0, 1, 31),
+        (16, 10, 10, 12),
+    ];
+    for (refs, others, elsewhere, kept) in cases {
+        let case = format!("{refs} parentRefs, {others} foreign, {elsewhere} ours elsewhere");
+        let mut w = world();
+        let mut big = route("tenant-alice", "big", &["big.alice.example.org"]);
+        // Distinct parentRefs to the same Gateway: each gets its own entry.
+        big.parent_refs = (0..refs)
+            .map(|i| {
+                ParentRef {
+                    name: "gw".into(),
+                    port: Some(i32::try_from(1000 + i).expect("small")),
+                    ..ParentRef::default()
+                }
+                .into()
+            })
+            .collect();
+        big.our_status = (0..elsewhere)
+            .map(|i| RouteParentStatus {
+                parent_ref: ParentRef {
+                    name: format!("other-gw-{i}"),
+                    ..ParentRef::default()
+                }
+                .into(),
+                conditions: Default::default(),
+            })
+            .collect();
+        big.parents_layout = Some(ParentsLayout {
+            status: true,
+            parents: Some(u32::try_from(others + elsewhere).expect("small")),
+            ours_at: (others..others + elsewhere)
+                .map(|i| u32::try_from(i).expect("small"))
+                .collect(),
+        });
+        w.routes.push(big);
+        w.routes
+            .push(route("tenant-alice", "small", &["small.alice.example.org"]));
+
+        let first = plan(&w, &cfg());
+        assert!(
+            first.writes.iter().any(|w| matches!(w, Write::Apply(_))),
+            "{case}: the objects are still written"
+        );
+        let (w, p) = settle(w);
+        let mine: Vec<&RouteParentStatus> = testing::entries(&w, "tenant-alice", "big")
+            .iter()
+            .filter(|e| e.parent_ref.name == "gw")
+            .collect();
+        assert_eq!(mine.len(), kept, "{case}");
+        assert!(others + elsewhere + mine.len() <= 32, "{case}");
+        // Ours fill the room in parentRef order: the first `kept` parentRefs.
+        let ports: BTreeSet<i32> = mine.iter().filter_map(|e| e.parent_ref.port).collect();
+        let want: BTreeSet<i32> = (0..kept)
+            .map(|i| i32::try_from(1000 + i).expect("small"))
+            .collect();
+        assert_eq!(ports, want, "{case}");
+        // Our entries for other Gateways stay.
+        let kept_elsewhere = testing::entries(&w, "tenant-alice", "big")
+            .iter()
+            .filter(|e| e.parent_ref.name != "gw")
+            .count();
+        assert_eq!(kept_elsewhere, elsewhere, "{case}");
+        // Nothing else is affected.
+        assert_eq!(accepted(&w, "tenant-alice", "small").0, "True", "{case}");
+        assert!(
+            listener_names(&w).contains(&"https-big".to_string()),
+            "{case}: the route is still served"
+        );
+
+        let c = condition(&p, status::ROUTE_STATUS);
+        let event = p.notices.iter().find(|n| n.reason == "RouteParentsFull");
+        if kept == refs {
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("True", "Recorded"),
+                "{case}"
+            );
+            assert!(event.is_none(), "{case}");
+        } else {
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("False", "ParentsFull"),
+                "{case}"
+            );
+            let named = format!(
+                "HTTPRoute tenant-alice/big ({} of {refs} parentRefs)",
+                refs - kept
+            );
+            assert!(c.message.contains(&named), "{case}: {}", c.message);
+            assert!(c.message.starts_with("1 route(s)"), "{case}: {}", c.message);
+            assert!(
+                event.is_some_and(|n| n.message.contains("1 route(s)")),
+                "{case}"
+            );
+        }
+    }
+}
