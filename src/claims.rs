@@ -15,10 +15,14 @@ pub struct Claimant<'a> {
     pub name: &'a str,
 }
 
+/// True when `namespace` is a system (`cozy-*`) namespace; an empty prefix makes none.
+pub fn is_system(namespace: &str, system_prefix: &str) -> bool {
+    !system_prefix.is_empty() && namespace.starts_with(system_prefix)
+}
+
 /// The conflict order: `Less` means `a` beats `b`.
 pub fn compare(a: &Claimant<'_>, b: &Claimant<'_>, system_prefix: &str) -> Ordering {
-    let system =
-        |c: &Claimant<'_>| !system_prefix.is_empty() && c.namespace.starts_with(system_prefix);
+    let system = |c: &Claimant<'_>| is_system(c.namespace, system_prefix);
     // `true` sorts after `false`, so negate: system namespaces first.
     (!system(a), a.namespace, a.name).cmp(&(!system(b), b.namespace, b.name))
 }

@@ -219,8 +219,9 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
             "ListenerLimitReached",
             format!(
                 "{} hostname(s) did not fit in the {MAX_LISTENERS}-listener limit of a Gateway \
-                 and are not served: {}; switch certMode to dns01 to serve every hostname under \
-                 the apex with one wildcard listener",
+                 (cozy-* namespaces first, the rest shared fairly between the namespaces that \
+                 publish here) and are not served: {}; switch certMode to dns01 to serve every \
+                 hostname under the apex with one wildcard listener",
                 f.over_cap.len(),
                 quoted_list(f.over_cap)
             ),
@@ -474,7 +475,8 @@ fn claim_verdict(v: &RouteVerdict, tgw_ns: &str, tgw_name: &str) -> (bool, &'sta
     if !v.over_cap.is_empty() {
         parts.push(format!(
             "hostname(s) {} not served: TenantGateway {tgw_ns}/{tgw_name} has reached the \
-             {MAX_LISTENERS}-listener limit of a Gateway (ListenerLimitReached)",
+             {MAX_LISTENERS}-listener limit of a Gateway, and this namespace its fair share of \
+             it (ListenerLimitReached)",
             quoted_list(&v.over_cap)
         ));
     }

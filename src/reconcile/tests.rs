@@ -225,6 +225,9 @@ fn cozy_wins_a_conflict_and_the_loser_recovers() {
     assert!(testing::entries(&w, "cozy-harbor", "harbor").is_empty());
 }
 
+/// One namespace alone: its share is the whole budget, and within its share hostnames that
+/// already have a listener go first, so an older route 71 of the same namespace evicts none
+/// of its own listeners (SPEC §3.3).
 #[test]
 fn seventy_routes_make_sixty_four_listeners_and_route_71_evicts_nothing() {
     let mut w = world();
@@ -1035,5 +1038,130 @@ fn route_status_never_pushes_parents_past_32() {
                 "{case}"
             );
         }
+    }
+}
+
+/// SPEC §3.3, issue 20 item 8: one tenant's 70 hostnames fill a shared http01 Gateway; a
+/// later tenant and a `cozy-*` namespace still get listeners: cozy first, then max-min fair
+/// shares, and the share outranks the first tenant's existing listeners. Its hostnames that
+/// keep a listener keep their names.
+#[test]
+fn listener_share_is_fair_between_namespaces() {
+    // (tenant-alice hostnames, tenant-alice-x hostnames, cozy-mon hostnames, passthrough
+    //  services, expected listeners of alice, alice-x, cozy-mon).
+    // Hostname listeners = 64 - http - passthrough: 63 without passthrough services.
+    type Case = (usize, usize, usize, usize, (usize, usize, usize));
+    let cases: [Case; 6] = [
+        (70, 3, 2, 0, (58, 3, 2)),
+        (70, 0, 0, 0, (63, 0, 0)),
+        (10, 3, 2, 0, (10, 3, 2)),
+        // Two big tenants split evenly; the odd slot goes to the smaller namespace name.
+        (70, 70, 0, 0, (32, 31, 0)),
+        (70, 3, 2, 16, (42, 3, 2)),
+        (70, 40, 2, 0, (31, 30, 2)),
+    ];
+    for (n_alice, n_kid, n_cozy, pass, (want_alice, want_kid, want_cozy)) in cases {
+        let case = format!("{n_alice}/{n_kid}/{n_cozy} with {pass} passthrough");
+        let mut w = world();
+        w.tgw.spec.tls_passthrough_services = (0..pass).map(|i| format!("s{i}")).collect();
+        w.tgw.spec.attached_namespaces = vec!["cozy-mon".into()];
+        w.namespaces.push(testing::namespace("cozy-mon", &[], &[]));
+        for i in 0..n_alice {
+            let mut r = route(
+                "tenant-alice",
+                &format!("a{i:02}"),
+                &[&format!("a{i:02}.alice.example.org")],
+            );
+            r.creation = Some(at(1000 + i as i64));
+            w.routes.push(r);
+        }
+        // The first tenant alone: it takes every listener it can.
+        let (mut w, _) = settle(w);
+        let alone_names = listener_names(&w);
+        // Later, newer routes from the second tenant and from cozy-mon.
+        for i in 0..n_kid {
+            let mut r = remote_route(
+                "tenant-alice-x",
+                &format!("x{i:02}"),
+                &[&format!("x{i:02}.x.alice.example.org")],
+            );
+            r.creation = Some(at(5000 + i as i64));
+            w.routes.push(r);
+        }
+        for i in 0..n_cozy {
+            let mut r = remote_route(
+                "cozy-mon",
+                &format!("m{i}"),
+                &[&format!("m{i}.alice.example.org")],
+            );
+            r.creation = Some(at(6000 + i as i64));
+            w.routes.push(r);
+        }
+        let (w, p) = settle(w);
+        let gw = &w.observed.gateways[0].spec.listeners;
+        assert!(gw.len() <= 64, "{case}");
+        let count = |suffix: &str, prefix: char| {
+            gw.iter()
+                .filter_map(|l| l.hostname.as_deref())
+                .filter(|h| h.starts_with(prefix) && h.ends_with(suffix))
+                .count()
+        };
+        let got = (
+            count(".alice.example.org", 'a'),
+            count(".x.alice.example.org", 'x'),
+            count(".alice.example.org", 'm'),
+        );
+        assert_eq!(got, (want_alice, want_kid, want_cozy), "{case}");
+        // Who is cut: alice's youngest; everyone cut is told why.
+        for i in 0..n_alice {
+            let (status, reason, _) = accepted(&w, "tenant-alice", &format!("a{i:02}"));
+            let want = if i < want_alice {
+                ("True", "Accepted")
+            } else {
+                ("False", "ListenerLimitReached")
+            };
+            assert_eq!((status.as_str(), reason.as_str()), want, "{case}: a{i:02}");
+        }
+        for i in 0..n_kid {
+            let want = if i < want_kid { "True" } else { "False" };
+            assert_eq!(
+                accepted(&w, "tenant-alice-x", &format!("x{i:02}")).0,
+                want,
+                "{case}"
+            );
+        }
+        for i in 0..n_cozy {
+            assert_eq!(
+                accepted(&w, "cozy-mon", &format!("m{i}")).0,
+                "True",
+                "{case}"
+            );
+        }
+        let cut = n_alice + n_kid + n_cozy - want_alice - want_kid - want_cozy;
+        let cap = condition(&p, status::LISTENER_CAPACITY);
+        if cut == 0 {
+            assert_eq!(cap.status, "True", "{case}");
+        } else {
+            assert_eq!(
+                (cap.status.as_str(), cap.reason.as_str()),
+                ("False", "ListenerLimitReached"),
+                "{case}"
+            );
+            assert!(
+                cap.message.contains(&format!("{cut} hostname(s)"))
+                    && cap.message.contains("dns01"),
+                "{case}: {}",
+                cap.message
+            );
+        }
+        // Every listener that stays keeps the name it had (SPEC §3.2 stickiness).
+        let now = listener_names(&w);
+        for l in gw
+            .iter()
+            .filter(|l| l.hostname.as_deref().is_some_and(|h| h.starts_with('a')))
+        {
+            assert!(alone_names.contains(&l.name), "{case}: {} renamed", l.name);
+        }
+        assert!(now.len() <= 64, "{case}");
     }
 }
