@@ -30,6 +30,9 @@ pub struct Inputs {
     pub siblings: Vec<Sibling>,
     /// Other TenantGateways' attach lists (the no-stealing rule of SPEC §3.5).
     pub other_claims: Vec<AttachClaim>,
+    /// Its own namespace, its attachedNamespaces, the namespaces publishing through it and
+    /// those we attached for it: a superset of the namespaces whose routes attach, so their
+    /// host labels are also the claimant apexes of the conflict rule (SPEC §3.3).
     pub namespaces: Vec<NamespaceFacts>,
     pub routes: Vec<RouteFacts>,
     pub observed: Observed,

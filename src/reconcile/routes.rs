@@ -13,7 +13,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
 use super::inputs::{Inputs, ModeSettings, RouteFacts, RouteKind, Settings, SharedRef};
 use super::names;
-use crate::claims::{self, Claimant};
+use crate::claims::{self, ApexClaimant};
 use crate::hostname;
 use crate::platform::Scope;
 
@@ -152,21 +152,33 @@ pub fn analyse(
         verdicts.push(v);
     }
 
+    // Each claimant namespace's own apex (its host label), for the most-specific-apex rule of
+    // SPEC §3.3. Every attaching route lives in an allowed namespace, and the edge gathers
+    // each of those into `inputs.namespaces` (own, attachedNamespaces, inheriting); a label
+    // that is not a valid apex gives the namespace no precedence.
+    let apexes: BTreeMap<&str, String> = inputs
+        .namespaces
+        .iter()
+        .filter_map(|n| Some((n.name.as_str(), hostname::parse_apex(n.apex()?).ok()?)))
+        .collect();
     let mut owners = BTreeMap::new();
     // hostname -> the winning routes (winner's namespace)
     let mut winners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (h, idxs) in &claims {
-        let claimant = |i: &usize| Claimant {
+        let claimant = |i: &usize| ApexClaimant {
             namespace: &verdicts[*i].namespace,
             name: &verdicts[*i].name,
+            apex: apexes
+                .get(verdicts[*i].namespace.as_str())
+                .map(String::as_str),
         };
-        let Some(w) = claims::winner(idxs.iter().map(claimant), &scope.system_prefix) else {
+        let Some(w) = claims::winner_for(h, idxs.iter().map(claimant), &scope.system_prefix) else {
             continue;
         };
         let winner_ns = w.namespace.to_string();
         let (won, lost): (Vec<usize>, Vec<usize>) = idxs
             .iter()
-            .partition(|i| claims::shares_with(&claimant(i), &w));
+            .partition(|i| claims::shares_with(&claimant(i).claimant(), &w.claimant()));
         for i in lost {
             verdicts[i].conflicts.insert(h.clone(), winner_ns.clone());
         }
@@ -497,7 +509,7 @@ mod tests {
     }
 
     #[test]
-    fn conflicts_cozy_first_then_namespace_then_name() {
+    fn conflicts_cozy_first_then_apex_then_namespace_then_name() {
         let mut w = testing::world();
         w.tgw.spec.attached_namespaces = vec!["cozy-harbor".into()];
         let h = "harbor.alice.example.org";
@@ -532,6 +544,87 @@ mod tests {
             verdict(&a, "tenant-alice-x", "a").conflicts[h],
             "tenant-alice"
         );
+    }
+
+    /// SPEC §3.3, issue 20 item 9: between tenants, the namespace whose own apex is the most
+    /// specific one containing the hostname wins, whatever the namespace names; cozy-* beats
+    /// it; equal apexes fall back to namespace, then route name order.
+    #[test]
+    fn conflicts_by_most_specific_apex_owner() {
+        let h = "shop.kid.alice.example.org";
+        // (claimants as (namespace, route), expected owner namespace, losers)
+        type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, Vec<(&'a str, &'a str)>);
+        let cases: Vec<Case<'_>> = vec![
+            // tenant-alice sorts first, but tenant-alice-kid owns kid.alice.example.org.
+            (
+                vec![("tenant-alice", "shop"), ("tenant-alice-kid", "shop")],
+                "tenant-alice-kid",
+                vec![("tenant-alice", "shop")],
+            ),
+            // cozy-* still beats both.
+            (
+                vec![
+                    ("tenant-alice", "shop"),
+                    ("tenant-alice-kid", "shop"),
+                    ("cozy-shop", "shop"),
+                ],
+                "cozy-shop",
+                vec![("tenant-alice", "shop"), ("tenant-alice-kid", "shop")],
+            ),
+            // Equal apexes (tenant-alice-twin is labelled alice.example.org too): name order.
+            (
+                vec![("tenant-alice-twin", "a"), ("tenant-alice", "z")],
+                "tenant-alice",
+                vec![("tenant-alice-twin", "a")],
+            ),
+            // An apex not containing the hostname is no precedence: tenant-aaa (labelled
+            // bob.example.org) sorts first, the apex owner tenant-alice wins.
+            (
+                vec![("tenant-aaa", "a"), ("tenant-alice", "z")],
+                "tenant-alice",
+                vec![("tenant-aaa", "a")],
+            ),
+            // The winner's namespace shares the hostname among its routes.
+            (
+                vec![
+                    ("tenant-alice-kid", "b"),
+                    ("tenant-alice", "a"),
+                    ("tenant-alice-kid", "a"),
+                ],
+                "tenant-alice-kid",
+                vec![("tenant-alice", "a")],
+            ),
+        ];
+        for (claimants, owner, losers) in cases {
+            let mut w = testing::world();
+            w.tgw.spec.attached_namespaces = vec!["cozy-shop".into()];
+            w.namespaces.extend([
+                testing::tenant("tenant-alice-kid", "kid.alice.example.org", "tenant-alice"),
+                testing::tenant("tenant-alice-twin", "alice.example.org", "tenant-alice"),
+                testing::tenant("tenant-aaa", "bob.example.org", "tenant-alice"),
+                testing::namespace("cozy-shop", &[], &[]),
+            ]);
+            for (ns, name) in &claimants {
+                w.routes.push(testing::remote_route(ns, name, &[h]));
+            }
+            let a = testing::analyse(&w);
+            assert_eq!(a.owners[h], owner, "{claimants:?}");
+            assert!(a.listener_hosts.contains(h), "{claimants:?}");
+            for (ns, name) in &claimants {
+                let v = verdict(&a, ns, name);
+                if losers.contains(&(*ns, *name)) {
+                    assert_eq!(
+                        v.conflicts.get(h).map(String::as_str),
+                        Some(owner),
+                        "{ns}/{name}"
+                    );
+                    assert!(!v.served.contains(h), "{ns}/{name}");
+                } else {
+                    assert!(v.conflicts.is_empty(), "{ns}/{name}: {v:?}");
+                    assert!(v.served.contains(h), "{ns}/{name}");
+                }
+            }
+        }
     }
 
     /// SPEC §3.3: `cozy-*` first; the rest max-min fair among the namespaces that ask;

@@ -468,7 +468,8 @@ fn claim_verdict(v: &RouteVerdict, tgw_ns: &str, tgw_name: &str) -> (bool, &'sta
         parts.push(format!(
             "hostname(s) {} already published by namespace {w} on TenantGateway \
              {tgw_ns}/{tgw_name} (HostnameConflict: cozy-* namespaces win, then the \
-             lexicographically smaller namespace, then the route name)",
+             namespace whose own apex is the most specific one containing the hostname, then \
+             the lexicographically smaller namespace, then the route name)",
             quoted_list(hosts.iter().copied())
         ));
     }

@@ -1165,3 +1165,45 @@ fn listener_share_is_fair_between_namespaces() {
         assert!(now.len() <= 64, "{case}");
     }
 }
+
+/// Issue 20 item 9 on the whole plan: the parent tenant's route never takes
+/// `shop.kid.alice.example.org` from the child that owns `kid.alice.example.org`, even when
+/// the parent's route came first; the parent's route is told who holds it.
+#[test]
+fn parent_never_takes_a_hostname_from_the_child_apex_owner() {
+    let h = "shop.kid.alice.example.org";
+    let mut w = world();
+    w.namespaces.push(tenant(
+        "tenant-alice-kid",
+        "kid.alice.example.org",
+        "tenant-alice",
+    ));
+    let mut parent = route("tenant-alice", "shop", &[h]);
+    parent.creation = Some(at(1));
+    w.routes.push(parent);
+    let (w, _) = settle(w);
+    assert_eq!(
+        accepted(&w, "tenant-alice", "shop").0,
+        "True",
+        "alone it is served"
+    );
+    let before = listener_names(&w);
+
+    let mut w = w;
+    w.routes
+        .push(remote_route("tenant-alice-kid", "shop", &[h]));
+    let (w, p) = settle(w);
+    assert_eq!(p.summary.hostname_owners[h], "tenant-alice-kid");
+    assert_eq!(accepted(&w, "tenant-alice-kid", "shop").0, "True");
+    let (status, reason, msg) = accepted(&w, "tenant-alice", "shop");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HostnameConflict")
+    );
+    assert!(
+        msg.contains("tenant-alice-kid") && msg.contains("most specific"),
+        "{msg}"
+    );
+    // The listener stays (same hostname, now the child's) and keeps its name.
+    assert_eq!(listener_names(&w), before);
+}
