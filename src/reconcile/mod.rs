@@ -193,6 +193,10 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         port443_namespaces: allowed,
         hosts: analysis.listener_hosts.clone(),
         child_apexes,
+        sticky: match settings.mode {
+            ModeSettings::Http01 => sticky_names(inputs, owned_gateway),
+            _ => BTreeMap::new(),
+        },
     };
     let desired = render::render(tgw, &settings, &li, cfg.render);
     let (mut writes, refused) = diff::objects(&desired, &inputs.observed, tgw);
@@ -320,6 +324,45 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         refused,
         notices,
     }
+}
+
+/// The names each hostname's listener has on the owned Gateway (SPEC §3.2, names are
+/// sticky): its listener name, and its certificateRef when that names an owned Certificate
+/// for exactly this hostname (an http01 Certificate of ours: a ref to anything else, such as
+/// the dns01 wildcard Certificate or an existingSecret Secret after a mode change, must not
+/// become the Secret of a new Certificate). The first listener of a hostname counts.
+fn sticky_names(
+    inputs: &Inputs,
+    gateway: Option<&gateway_api::apis::experimental::gateways::Gateway>,
+) -> BTreeMap<String, names::StickyNames> {
+    let tgw = &inputs.tgw;
+    let Some(g) = gateway.filter(|g| diff::owned(&g.metadata, tgw)) else {
+        return BTreeMap::new();
+    };
+    let ours_for = |name: &str, h: &str| {
+        inputs.observed.certificates.iter().any(|c| {
+            c.metadata.name.as_deref() == Some(name)
+                && diff::owned(&c.metadata, tgw)
+                && c.spec.dns_names.len() == 1
+                && c.spec.dns_names[0].eq_ignore_ascii_case(h)
+        })
+    };
+    let mut out = BTreeMap::new();
+    for l in g.spec.listeners.iter().filter(|l| l.protocol == "HTTPS") {
+        let Some(h) = &l.hostname else { continue };
+        let certificate = l
+            .tls
+            .as_ref()
+            .and_then(|t| t.certificate_refs.as_ref())
+            .and_then(|refs| refs.first())
+            .map(|r| r.name.clone())
+            .filter(|n| ours_for(n, h));
+        out.entry(h.clone()).or_insert(names::StickyNames {
+            listener: Some(l.name.clone()),
+            certificate,
+        });
+    }
+    out
 }
 
 /// In tenant scope a TenantGateway's apex is its namespace's apex (SPEC §3.5, layer 9): a

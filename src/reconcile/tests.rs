@@ -1,7 +1,7 @@
 //! Whole-plan tests: the scenarios of issue 7's "must show" list on the pure core, and the
 //! properties (order independence, valid unique names, zero writes once converged).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::api::CertMode;
 use super::diff::{Object, ObjectKind, Write};
@@ -862,7 +862,13 @@ fn property_names_are_valid_labels_and_unique() {
         hosts.insert(deep);
         hosts.insert(format!("w{i}.{apex}"));
     }
-    let assigned = names::http01(&"t".repeat(253), apex, &hosts);
+    let assigned = names::http01(
+        &"t".repeat(253),
+        apex,
+        &hosts,
+        &BTreeSet::new(),
+        &Default::default(),
+    );
     let l: BTreeSet<&String> = assigned.values().map(|n| &n.listener).collect();
     let c: BTreeSet<&String> = assigned.values().map(|n| &n.certificate).collect();
     assert_eq!(l.len(), hosts.len());
@@ -1206,4 +1212,249 @@ fn parent_never_takes_a_hostname_from_the_child_apex_owner() {
     );
     // The listener stays (same hostname, now the child's) and keeps its name.
     assert_eq!(listener_names(&w), before);
+}
+
+/// A random adversarial hostname set under `apex`: direct children (one literally `apex`,
+/// `gateway`, `child-…`), deep names, labels equal to another hostname's hashed listener
+/// stem, labels equal to the hashed form `fit` gives a too-long Certificate name, long
+/// labels; and random sticky names, some taken from another hostname's names, some equal to
+/// names the rule gives new hostnames, some invalid.
+fn adversarial_names(
+    rng: &mut Rng,
+    tgw: &str,
+    apex: &str,
+) -> (BTreeSet<String>, BTreeMap<String, names::StickyNames>) {
+    use std::collections::BTreeMap;
+    let mut hosts: BTreeSet<String> = BTreeSet::new();
+    for _ in 0..rng.below(40) {
+        let i = rng.below(10);
+        let h = match rng.below(9) {
+            0 => apex.to_string(),
+            1 => format!(
+                "{}.{apex}",
+                rng.pick(&["apex", "gateway", "child-x", "www"])
+            ),
+            2 => format!("w{i}.deep.{apex}"),
+            // The label of a deep hostname's hashed stem, as a direct child.
+            3 => format!("w{i}-{}.{apex}", names::h8(&format!("w{i}.deep.{apex}"))),
+            4 => {
+                // A long direct child, and a twin whose label is the hashed form `fit` gives
+                // the long one's Certificate name.
+                let long = format!("{i}{}", "a".repeat(56));
+                let base = format!("{tgw}-{long}");
+                let cert = names::fit(&base, "-tls");
+                if let Some(stem) = cert
+                    .strip_prefix(&format!("{tgw}-"))
+                    .and_then(|c| c.strip_suffix("-tls"))
+                    .filter(|s| names::is_dns_label(s) && s.len() <= 57)
+                {
+                    hosts.insert(format!("{stem}.{apex}"));
+                }
+                format!("{long}.{apex}")
+            }
+            5 => format!("{}.{apex}", "l".repeat(63)),
+            _ => format!("h{}.{apex}", rng.below(30)),
+        };
+        hosts.insert(h);
+    }
+    let fixed = BTreeSet::from(["http".to_string(), "tls-api".to_string()]);
+    let plain = names::http01(tgw, apex, &hosts, &fixed, &BTreeMap::new());
+    let all: Vec<&names::HostNames> = plain.values().collect();
+    let mut sticky = BTreeMap::new();
+    for h in &hosts {
+        let pick_other = |rng: &mut Rng| all[rng.below(all.len())].clone();
+        let s = match rng.below(6) {
+            0 => continue,
+            // Its own names (as if rendered before).
+            1 => {
+                let n = plain[h].clone();
+                names::StickyNames {
+                    listener: Some(n.listener),
+                    certificate: Some(n.certificate),
+                }
+            }
+            // Another hostname's rule names: a new hostname would want them.
+            2 => {
+                let n = pick_other(rng);
+                names::StickyNames {
+                    listener: Some(n.listener),
+                    certificate: Some(n.certificate),
+                }
+            }
+            3 => names::StickyNames {
+                listener: Some(
+                    rng.pick(&["http", "tls-api", "https-apex", "Bad_Name"])
+                        .into(),
+                ),
+                certificate: Some(
+                    rng.pick(&[
+                        &format!("{tgw}-acme-account"),
+                        &format!("{tgw}-gateway-tls"),
+                        "x.y.tls",
+                        "UPPER",
+                    ])
+                    .to_string(),
+                ),
+            },
+            4 => names::StickyNames {
+                listener: Some(format!("https-old-{}", rng.below(5))),
+                certificate: None,
+            },
+            _ => names::StickyNames {
+                listener: None,
+                certificate: Some(format!("old-{}.tls", rng.below(5))),
+            },
+        };
+        sticky.insert(h.clone(), s);
+    }
+    (hosts, sticky)
+}
+
+/// Issue 20 item 10 (SPEC §3.2): Certificate names — and so their Secrets — are unique per
+/// TenantGateway and valid DNS-1123 subdomains of at most 253 characters, like listener
+/// names are unique labels, whatever the hostnames and the sticky names of the observed
+/// Gateway; a valid sticky name not already taken is kept.
+#[test]
+fn property_certificate_names_are_unique_valid_subdomains() {
+    let apex = "alice.example.org";
+    let mut rng = Rng::new(31);
+    for case in 0..400 {
+        let tgw = rng
+            .pick(&["gw", "a.b.c", &"t".repeat(253), "long-name-long-name"])
+            .to_string();
+        let (hosts, sticky) = adversarial_names(&mut rng, &tgw, apex);
+        let fixed = BTreeSet::from(["http".to_string(), "tls-api".to_string()]);
+        let n = names::http01(&tgw, apex, &hosts, &fixed, &sticky);
+        assert_eq!(
+            n.keys().collect::<Vec<_>>(),
+            hosts.iter().collect::<Vec<_>>()
+        );
+        let ls: BTreeSet<&str> = n.values().map(|v| v.listener.as_str()).collect();
+        let cs: BTreeSet<&str> = n.values().map(|v| v.certificate.as_str()).collect();
+        assert_eq!(ls.len(), n.len(), "case {case}: listeners {n:?}");
+        assert_eq!(cs.len(), n.len(), "case {case}: certificates {n:?}");
+        let acme = names::acme_account_secret(&tgw);
+        let wildcard = names::wildcard_certificate(&tgw);
+        for (h, v) in &n {
+            assert!(names::is_dns_label(&v.listener), "case {case}: {h} {v:?}");
+            assert!(!fixed.contains(&v.listener), "case {case}: {h} {v:?}");
+            assert!(
+                names::is_dns_subdomain(&v.certificate) && v.certificate.len() <= 253,
+                "case {case}: {h} {v:?}"
+            );
+            assert!(
+                v.certificate != acme && v.certificate != wildcard,
+                "case {case}: {h} {v:?}"
+            );
+        }
+        // Sticky names are kept unless invalid or taken before (hostname order).
+        let mut seen_l: BTreeSet<String> = fixed.clone();
+        let mut seen_c: BTreeSet<String> = BTreeSet::from([acme.clone(), wildcard.clone()]);
+        for h in &hosts {
+            let Some(s) = sticky.get(h) else { continue };
+            if let Some(l) = &s.listener
+                && names::is_dns_label(l)
+                && seen_l.insert(l.clone())
+            {
+                assert_eq!(&n[h].listener, l, "case {case}: {h} lost its listener name");
+            }
+            if let Some(c) = &s.certificate
+                && names::is_dns_subdomain(c)
+                && seen_c.insert(c.clone())
+            {
+                assert_eq!(
+                    &n[h].certificate, c,
+                    "case {case}: {h} lost its certificate"
+                );
+            }
+        }
+    }
+}
+
+/// On the whole plan: an observed Gateway whose listener holds the name the rule gives a new
+/// hostname keeps it; the new hostname gets another name, Certificates and Secrets stay
+/// unique, and adding routes later never renames a listener or a Certificate.
+#[test]
+fn property_sticky_names_survive_new_routes() {
+    let mut rng = Rng::new(37);
+    for case in 0..40 {
+        let mut w = random_world(&mut rng);
+        w.tgw.spec = testing::http01_spec();
+        let (w, _) = settle(w);
+        let names_of = |w: &Inputs| -> BTreeMap<String, (String, String)> {
+            w.observed
+                .gateways
+                .iter()
+                .flat_map(|g| g.spec.listeners.iter())
+                .filter(|l| l.protocol == "HTTPS")
+                .filter_map(|l| {
+                    let cert = l
+                        .tls
+                        .as_ref()?
+                        .certificate_refs
+                        .as_ref()?
+                        .first()?
+                        .name
+                        .clone();
+                    Some((l.hostname.clone()?, (l.name.clone(), cert)))
+                })
+                .collect()
+        };
+        let before = names_of(&w);
+        let mut w = w;
+        // New routes whose hostnames the rule would give an existing listener's name: a
+        // direct child whose label is an existing hashed stem, and a deep twin of an existing
+        // direct child (`<label>.deep.<apex>` has the stem `<label>-<h8>`).
+        let mut added = 0;
+        for (h, (listener, _)) in &before {
+            let Some(stem) = listener.strip_prefix("https-") else {
+                continue;
+            };
+            let label = h.split('.').next().unwrap_or("x");
+            for nh in [
+                format!("{stem}.alice.example.org"),
+                format!("{label}.deep.alice.example.org"),
+            ] {
+                if &nh != h && crate::hostname::listenable(&nh, "alice.example.org").is_ok() {
+                    w.routes
+                        .push(route("tenant-alice", &format!("new-{added}"), &[&nh]));
+                    added += 1;
+                }
+            }
+            if added >= 6 {
+                break;
+            }
+        }
+        let (w, p) = settle(w);
+        let after = names_of(&w);
+        for (h, n) in &before {
+            if let Some(m) = after.get(h) {
+                assert_eq!(m, n, "case {case}: {h} renamed");
+            }
+        }
+        let d = p.desired.expect("renders");
+        let certs: Vec<(&str, &str)> = d
+            .certificates
+            .iter()
+            .map(|c| {
+                (
+                    c.metadata.name.as_deref().unwrap_or_default(),
+                    c.spec.secret_name.as_str(),
+                )
+            })
+            .collect();
+        let names_set: BTreeSet<&str> = certs.iter().map(|c| c.0).collect();
+        let secrets: BTreeSet<&str> = certs.iter().map(|c| c.1).collect();
+        assert_eq!(names_set.len(), certs.len(), "case {case}: {certs:?}");
+        assert_eq!(secrets.len(), certs.len(), "case {case}: {certs:?}");
+        assert!(!secrets.contains(names::acme_account_secret(&w.tgw.name).as_str()));
+        let ls: BTreeSet<&str> = d
+            .gateway
+            .spec
+            .listeners
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
+        assert_eq!(ls.len(), d.gateway.spec.listeners.len(), "case {case}");
+    }
 }
