@@ -1252,6 +1252,7 @@ mod tests {
             port443_namespaces: ["tenant-alice".to_string()].into(),
             hosts: (0..40).map(|i| format!("h{i}.alice.example.org")).collect(),
             child_apexes: Default::default(),
+            sticky: Default::default(),
         };
         let d = render(&w.tgw, &s, &li, RenderOptions::default());
         assert!(

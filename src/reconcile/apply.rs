@@ -391,7 +391,11 @@ fn ours_for(entry: &Value, route_ns: &str, w: &RouteStatusWrite) -> bool {
 }
 
 /// The new `status.parents`: others' entries verbatim and in place, ours for this Gateway
-/// replaced by `w.entries` (appended). `None` when nothing changes.
+/// replaced by `w.entries` (appended) as far as the API's 32 entries allow. The plan already
+/// cut `w.entries` to the room it saw; the route read here may hold more foreign entries than
+/// the watched one did (or the plan had no exact view of them), and a list past the bound is
+/// refused with 422, so the bound is kept here too: our later entries give way. `None` when
+/// nothing changes.
 pub fn merged_parents(
     current: &[Value],
     w: &RouteStatusWrite,
@@ -401,7 +405,13 @@ pub fn merged_parents(
         .filter(|e| !ours_for(e, &w.namespace, w))
         .cloned()
         .collect();
-    for e in &w.entries {
+    let room = super::status::MAX_ROUTE_PARENTS.saturating_sub(out.len());
+    if w.entries.len() > room {
+        tracing::warn!(route = %format!("{} {}/{}", w.kind.as_str(), w.namespace, w.name),
+            entries = w.entries.len(), room,
+            "status.parents has less room than planned; our later entries are left out");
+    }
+    for e in w.entries.iter().take(room) {
         out.push(entry_json(e)?);
     }
     Ok((out != current).then_some(out))
@@ -615,6 +625,55 @@ mod tests {
             .expect("encodes")
             .expect("changed");
         assert_eq!(out, vec![cilium, ours_other_gw]);
+    }
+
+    /// The route read at write time may hold more foreign entries than the plan saw: the
+    /// merge still never goes past 32, others' entries first, ours in order after them.
+    #[test]
+    fn merge_keeps_the_bound_of_32_entries() {
+        let cilium = |i: usize| {
+            json!({"controllerName": "io.cilium/gateway-controller",
+                "parentRef": {"name": format!("gw{i}"), "namespace": "tenant-root"},
+                "conditions": []})
+        };
+        let mut second = ours();
+        second.parent_ref.section_name = Some("https-x".into());
+        let old_ours = json!({"controllerName": CONTROLLER_NAME,
+            "parentRef": {"name": "gw", "namespace": "tenant-root"}, "conditions": []});
+        // (foreign entries, our old entry present, entries written, entries of ours kept)
+        let cases: [(usize, bool, usize, usize); 6] = [
+            (0, false, 2, 2),
+            (30, false, 2, 2),
+            (31, false, 2, 1),
+            (31, true, 2, 1),
+            (32, false, 2, 0),
+            (32, true, 1, 0),
+        ];
+        for (foreign, with_old, written, kept) in cases {
+            let mut current: Vec<Value> = (0..foreign).map(cilium).collect();
+            if with_old {
+                current.insert(0, old_ours.clone());
+            }
+            let entries = [ours(), second.clone()][..written].to_vec();
+            let out = merged_parents(&current, &write(entries))
+                .expect("encodes")
+                .unwrap_or(current.clone());
+            let case = format!("{foreign} foreign, old {with_old}, {written} written");
+            assert!(out.len() <= 32, "{case}: {} entries", out.len());
+            assert_eq!(
+                out[..foreign],
+                (0..foreign).map(cilium).collect::<Vec<_>>()[..],
+                "{case}"
+            );
+            let mine: Vec<&Value> = out[foreign..].iter().collect();
+            assert_eq!(mine.len(), kept, "{case}");
+            if kept > 0 {
+                assert!(
+                    mine[0]["parentRef"].get("sectionName").is_none(),
+                    "{case}: order"
+                );
+            }
+        }
     }
 
     #[test]

@@ -312,6 +312,7 @@ mod tests {
             port443_namespaces: ["tenant-alice".to_string()].into(),
             hosts: ["a.alice.example.org".to_string()].into(),
             child_apexes: Default::default(),
+            sticky: Default::default(),
         };
         render(&w.tgw, &s, &li, RenderOptions::default())
     }

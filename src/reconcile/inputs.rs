@@ -30,6 +30,9 @@ pub struct Inputs {
     pub siblings: Vec<Sibling>,
     /// Other TenantGateways' attach lists (the no-stealing rule of SPEC §3.5).
     pub other_claims: Vec<AttachClaim>,
+    /// Its own namespace, its attachedNamespaces, the namespaces publishing through it and
+    /// those we attached for it: a superset of the namespaces whose routes attach, so their
+    /// host labels are also the claimant apexes of the conflict rule (SPEC §3.3).
     pub namespaces: Vec<NamespaceFacts>,
     pub routes: Vec<RouteFacts>,
     pub observed: Observed,
@@ -156,6 +159,24 @@ pub struct InPlaceEdit {
 }
 
 impl RouteFacts {
+    /// How many `status.parents` entries are not ours for Gateway `gateway`: other
+    /// controllers' entries (from the watched layout: its length minus our entries) and our
+    /// entries for other Gateways. Both stay when we write ours, so they decide how much room
+    /// is left under the API's 32 (SPEC §3.7). Without an exact layout the other controllers'
+    /// entries are unknown here and count as none; the write edge then reads the route and
+    /// keeps the bound itself.
+    pub fn foreign_parents(&self, gateway: (&str, &str)) -> usize {
+        let others = self.parents_layout.as_ref().map_or(0, |l| {
+            (l.parents.unwrap_or(0) as usize).saturating_sub(l.ours_at.len())
+        });
+        let ours_elsewhere = self
+            .our_status
+            .iter()
+            .filter(|e| !e.parent_ref.targets(&self.namespace, gateway.0, gateway.1))
+            .count();
+        others + ours_elsewhere
+    }
+
     /// The in-place edit that replaces our entries for Gateway `gateway` (`None`: read first).
     pub fn in_place_edit(&self, gateway: (&str, &str)) -> Option<InPlaceEdit> {
         let layout = self.parents_layout.as_ref()?;

@@ -194,6 +194,10 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         port443_namespaces: allowed,
         hosts: analysis.listener_hosts.clone(),
         child_apexes,
+        sticky: match settings.mode {
+            ModeSettings::Http01 => sticky_names(inputs, owned_gateway),
+            _ => BTreeMap::new(),
+        },
     };
     let desired = render::render(tgw, &settings, &li, cfg.render);
     let (mut writes, refused) = diff::objects(&desired, &inputs.observed, tgw);
@@ -234,6 +238,11 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         .chain(child_over_cap.iter())
         .cloned()
         .collect();
+    writes.extend(label_plan.writes.iter().cloned().map(Write::Namespace));
+    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
+    let (route_status_writes, parents_full) =
+        route_writes(inputs, &analysis, &listener_names, &redirect_name);
+    writes.extend(route_status_writes);
     let status = status::tgw_status(&StatusFacts {
         gateway_name: &tgw.name,
         gateway: gateway_state,
@@ -243,19 +252,12 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         listener_count: desired.gateway.spec.listeners.len(),
         not_owned: &not_owned,
         attach_problems: &attach_problems,
+        parents_full: &parents_full,
         generation: tgw.generation,
         now: &inputs.now,
         previous,
     });
 
-    writes.extend(label_plan.writes.iter().cloned().map(Write::Namespace));
-    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
-    writes.extend(route_writes(
-        inputs,
-        &analysis,
-        &listener_names,
-        &redirect_name,
-    ));
     if previous != Some(&status) {
         writes.push(Write::Status(status.clone()));
     }
@@ -293,6 +295,17 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
             ),
         });
     }
+    if !parents_full.is_empty() {
+        notices.push(Notice {
+            reason: "RouteParentsFull",
+            message: format!(
+                "{} route(s) have parentRefs to this Gateway without a status entry: \
+                 status.parents holds at most {} entries",
+                parents_full.len(),
+                status::MAX_ROUTE_PARENTS
+            ),
+        });
+    }
     notices.sort();
 
     Plan {
@@ -312,6 +325,45 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         refused,
         notices,
     }
+}
+
+/// The names each hostname's listener has on the owned Gateway (SPEC §3.2, names are
+/// sticky): its listener name, and its certificateRef when that names an owned Certificate
+/// for exactly this hostname (an http01 Certificate of ours: a ref to anything else, such as
+/// the dns01 wildcard Certificate or an existingSecret Secret after a mode change, must not
+/// become the Secret of a new Certificate). The first listener of a hostname counts.
+fn sticky_names(
+    inputs: &Inputs,
+    gateway: Option<&gateway_api::apis::experimental::gateways::Gateway>,
+) -> BTreeMap<String, names::StickyNames> {
+    let tgw = &inputs.tgw;
+    let Some(g) = gateway.filter(|g| diff::owned(&g.metadata, tgw)) else {
+        return BTreeMap::new();
+    };
+    let ours_for = |name: &str, h: &str| {
+        inputs.observed.certificates.iter().any(|c| {
+            c.metadata.name.as_deref() == Some(name)
+                && diff::owned(&c.metadata, tgw)
+                && c.spec.dns_names.len() == 1
+                && c.spec.dns_names[0].eq_ignore_ascii_case(h)
+        })
+    };
+    let mut out = BTreeMap::new();
+    for l in g.spec.listeners.iter().filter(|l| l.protocol == "HTTPS") {
+        let Some(h) = &l.hostname else { continue };
+        let certificate = l
+            .tls
+            .as_ref()
+            .and_then(|t| t.certificate_refs.as_ref())
+            .and_then(|refs| refs.first())
+            .map(|r| r.name.clone())
+            .filter(|n| ours_for(n, h));
+        out.entry(h.clone()).or_insert(names::StickyNames {
+            listener: Some(l.name.clone()),
+            certificate,
+        });
+    }
+    out
 }
 
 /// In tenant scope a TenantGateway's apex is its namespace's apex (SPEC §3.5, layer 9): a
@@ -365,16 +417,20 @@ fn child_apexes(
 }
 
 /// Route status writes: every route whose entries for this Gateway differ from the desired
-/// ones (new entries, changed entries, entries to remove when it stops attaching).
+/// ones (new entries, changed entries, entries to remove when it stops attaching). The
+/// desired entries are cut to the room `status.parents` has left (SPEC §3.7): a write past
+/// 32 entries would be refused, and with it every later status of the route; the routes cut
+/// are returned, sorted, for the TenantGateway status and an event.
 fn route_writes(
     inputs: &Inputs,
     analysis: &routes::Analysis,
     listener_names: &[String],
     redirect_name: &str,
-) -> Vec<Write> {
+) -> (Vec<Write>, Vec<status::ParentsFull>) {
     let tgw = &inputs.tgw;
     let gw = (tgw.namespace.as_str(), tgw.name.as_str());
     let mut out = Vec::new();
+    let mut full = Vec::new();
     let mut seen = BTreeSet::new();
     let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
     ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
@@ -401,6 +457,17 @@ fn route_writes(
                 status::route_entries(v, gw, listener_names, r.generation, &inputs.now, &current)
             })
             .unwrap_or_default();
+        let parent_refs = want.len();
+        let (want, cut) = status::fit_parents(want, r.foreign_parents(gw));
+        if cut > 0 {
+            full.push(status::ParentsFull {
+                kind: r.kind,
+                namespace: r.namespace.to_string(),
+                name: r.name.to_string(),
+                without_entry: cut,
+                parent_refs,
+            });
+        }
         let want = status::sorted(want);
         if status::sorted(current) != want {
             out.push(Write::RouteStatus(RouteStatusWrite {
@@ -415,7 +482,8 @@ fn route_writes(
             }));
         }
     }
-    out
+    // Already in (kind, namespace, name) order: the routes were walked in it.
+    (out, full)
 }
 
 /// Nothing may be rendered: report why, write nothing else (never prune on bad input).

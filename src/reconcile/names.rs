@@ -9,7 +9,13 @@
 //! apex, `https-<label>` for a direct child `<label>.<apex>` (the platform's naming), and the
 //! hashed `https-<label>-<h8>` for anything deeper, for a reserved short form, and for any name
 //! that would clash. `h8` is the first 8 hex digits of SHA-256 of the lowercased hostname. When
-//! two hashed forms still clash, the hash grows until they do not.
+//! two hashed forms still clash, the hash grows until they do not. The Certificate name
+//! `<name>-<stem>-tls` (also its Secret's name) is checked for clashes the same way: two
+//! distinct stems can still give one Certificate name once `fit` hashes a long one.
+//!
+//! Names are sticky (SPEC §3.2): a hostname whose listener is on the observed Gateway keeps
+//! that listener's name and Certificate, and the rule's names of new hostnames steer clear of
+//! them, so adding or removing routes never renames an existing listener or Certificate.
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -131,34 +137,195 @@ pub struct HostNames {
     pub certificate: String,
 }
 
-/// Listener and Certificate names for each http01 hostname. `hostnames` are listenable (valid,
-/// lowercase, not wildcards, within `apex`); the result is unique per hostname.
-pub fn http01(tgw: &str, apex: &str, hostnames: &BTreeSet<String>) -> BTreeMap<String, HostNames> {
-    let stems = unique(hostnames, |h, level| http01_stem(h, apex, level));
-    stems
+/// Listener and Certificate names for each http01 hostname (SPEC §3.2). `hostnames` are
+/// listenable (valid, lowercase, not wildcards, within `apex`); `fixed` are the Gateway's
+/// other listener names (`http`, the passthrough listeners); `sticky` the names a hostname's
+/// listener has on the observed Gateway (either part may be absent).
+///
+/// Listener names and Certificate names (a Certificate's name is its Secret's name) are both
+/// unique over the TenantGateway: sticky names are kept in hostname order unless invalid or
+/// already taken (by `fixed`, the ACME account key Secret, the dns01 Certificate, or a sticky
+/// name kept before); every other hostname gets the naming rule's form, and a form whose
+/// listener *or* Certificate name clashes with a taken name or with another new hostname's
+/// takes the next, longer hashed form (and past the last, a numbered hash), so whatever the
+/// input no two hostnames share a listener, a Certificate or a Secret.
+pub fn http01(
+    tgw: &str,
+    apex: &str,
+    hostnames: &BTreeSet<String>,
+    fixed: &BTreeSet<String>,
+    sticky: &BTreeMap<String, StickyNames>,
+) -> BTreeMap<String, HostNames> {
+    let mut taken_l: BTreeSet<String> = fixed.clone();
+    // Secrets this TenantGateway writes besides the Certificates' (the ACME account key) and
+    // the dns01 Certificate's name: a Certificate must never take them.
+    let mut taken_c: BTreeSet<String> = [acme_account_secret(tgw), wildcard_certificate(tgw)]
         .into_iter()
-        .map(|(h, stem)| {
+        .collect();
+    // Per hostname: the sticky parts kept.
+    let mut kept: BTreeMap<&str, Kept> = BTreeMap::new();
+    for h in hostnames {
+        let s = sticky.get(h);
+        let l = s
+            .and_then(|s| s.listener.clone())
+            .filter(|l| is_dns_label(l) && !taken_l.contains(l));
+        if let Some(l) = &l {
+            taken_l.insert(l.clone());
+        }
+        let c = s
+            .and_then(|s| s.certificate.clone())
+            .filter(|c| is_dns_subdomain(c) && !taken_c.contains(c));
+        if let Some(c) = &c {
+            taken_c.insert(c.clone());
+        }
+        kept.insert(h.as_str(), (l, c));
+    }
+    let cert_of = |stem: &str| fit(&format!("{tgw}-{stem}"), "-tls");
+    // Hostnames that need at least one generated part, with their escalation level.
+    let mut level: BTreeMap<&str, usize> = kept
+        .iter()
+        .filter(|(_, (l, c))| l.is_none() || c.is_none())
+        .map(|(h, _)| (*h, 0))
+        .collect();
+    let generated = loop {
+        let forms: BTreeMap<&str, (String, String)> = level
+            .iter()
+            .map(|(h, lv)| {
+                let stem = http01_stem(h, apex, *lv);
+                (*h, (format!("{HTTPS_PREFIX}{stem}"), cert_of(&stem)))
+            })
+            .collect();
+        // The names each hostname would hold: only the parts it generates compete.
+        let mut users_l: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut users_c: BTreeMap<&str, usize> = BTreeMap::new();
+        for (h, (l, c)) in &forms {
+            let (kl, kc) = &kept[h];
+            if kl.is_none() {
+                *users_l.entry(l.as_str()).or_default() += 1;
+            }
+            if kc.is_none() {
+                *users_c.entry(c.as_str()).or_default() += 1;
+            }
+        }
+        let clashing: Vec<&str> = forms
+            .iter()
+            .filter(|(h, (l, c))| {
+                let (kl, kc) = &kept[*h];
+                (kl.is_none() && (taken_l.contains(l) || users_l[l.as_str()] > 1))
+                    || (kc.is_none() && (taken_c.contains(c) || users_c[c.as_str()] > 1))
+            })
+            .map(|(h, _)| *h)
+            .collect();
+        let mut raised = false;
+        for h in &clashing {
+            if let Some(lv) = level.get_mut(h)
+                && *lv + 1 < HASH_LEVELS.len()
+            {
+                *lv += 1;
+                raised = true;
+            }
+        }
+        if !raised {
+            break resolve_last(
+                forms,
+                &clashing,
+                &kept,
+                (&mut taken_l, &mut taken_c),
+                &cert_of,
+            );
+        }
+    };
+    kept.into_iter()
+        .map(|(h, (l, c))| {
+            let g = generated.get(h);
             let names = HostNames {
-                listener: format!("{HTTPS_PREFIX}{stem}"),
-                certificate: fit(&format!("{tgw}-{stem}"), "-tls"),
+                listener: l.or_else(|| g.map(|g| g.0.clone())).unwrap_or_default(),
+                certificate: c.or_else(|| g.map(|g| g.1.clone())).unwrap_or_default(),
             };
-            (h, names)
+            (h.to_string(), names)
         })
         .collect()
 }
 
+/// The sticky listener and Certificate names kept for one hostname.
+type Kept = (Option<String>, Option<String>);
+
+/// The hostnames still clashing at the last hash level (only an input built to collide in
+/// 48 hex digits of SHA-256, or sticky names holding every form of a hostname, gets here):
+/// each, in hostname order, takes the first numbered hash form (16 hex digits of
+/// SHA-256 of `<hostname>#<i>`) whose generated parts are free. The other forms stay.
+fn resolve_last<'a>(
+    forms: BTreeMap<&'a str, (String, String)>,
+    clashing: &[&str],
+    kept: &BTreeMap<&str, Kept>,
+    (taken_l, taken_c): (&mut BTreeSet<String>, &mut BTreeSet<String>),
+    cert_of: &dyn Fn(&str) -> String,
+) -> BTreeMap<&'a str, (String, String)> {
+    let clashing: BTreeSet<&str> = clashing.iter().copied().collect();
+    // The forms that do not clash are final: reserve their generated parts first.
+    for (h, (l, c)) in forms.iter().filter(|(h, _)| !clashing.contains(*h)) {
+        let (kl, kc) = &kept[h];
+        if kl.is_none() {
+            taken_l.insert(l.clone());
+        }
+        if kc.is_none() {
+            taken_c.insert(c.clone());
+        }
+    }
+    let mut out = BTreeMap::new();
+    for (h, f) in forms {
+        if !clashing.contains(h) {
+            out.insert(h, f);
+            continue;
+        }
+        let (kl, kc) = &kept[h];
+        let mut i = 1usize;
+        let (l, c) = loop {
+            let stem = hash_hex(&format!("{h}#{i}"), 16);
+            let (l, c) = (format!("{HTTPS_PREFIX}{stem}"), cert_of(&stem));
+            if (kl.is_some() || !taken_l.contains(&l)) && (kc.is_some() || !taken_c.contains(&c)) {
+                break (l, c);
+            }
+            i += 1;
+        };
+        if kl.is_none() {
+            taken_l.insert(l.clone());
+        }
+        if kc.is_none() {
+            taken_c.insert(c.clone());
+        }
+        out.insert(h, (l, c));
+    }
+    out
+}
+
+/// The names a hostname's listener has on the observed Gateway, as far as they may be kept.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct StickyNames {
+    pub listener: Option<String>,
+    pub certificate: Option<String>,
+}
+
+/// True when `s` is a DNS-1123 subdomain: dot-separated labels, at most 253 characters (what
+/// a Certificate's and a Secret's name must be).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= crate::hostname::MAX_HOSTNAME_LEN && s.split('.').all(is_dns_label)
+}
+
 /// The part after `https-` at escalation `level`: `apex`, the label, or `<label>-<hash>`.
 fn http01_stem(h: &str, apex: &str, level: usize) -> String {
-    if h == apex {
-        // Only the apex reaches here as "apex" (a child named apex is reserved below), so it
-        // can never clash and never needs a hash.
-        return "apex".to_string();
-    }
-    let label = h.split('.').next().unwrap_or(h);
     let room = MAX_LABEL_LEN - HTTPS_PREFIX.len();
-    let direct = h.strip_suffix(apex).and_then(|rest| rest.strip_suffix('.')) == Some(label);
-    let reserved = RESERVED_STEMS.contains(&label) || label.starts_with("child-");
-    let short_ok = direct && !reserved && label.len() <= room;
+    // The apex's short form is `apex` (a direct child named `apex` is reserved below, so
+    // only the apex has it); its hashed forms `apex-<hash of the apex>` are needed only when
+    // a sticky name of another hostname holds `https-apex`.
+    let (label, short_ok) = if h == apex {
+        ("apex", true)
+    } else {
+        let label = h.split('.').next().unwrap_or(h);
+        let direct = h.strip_suffix(apex).and_then(|rest| rest.strip_suffix('.')) == Some(label);
+        let reserved = RESERVED_STEMS.contains(&label) || label.starts_with("child-");
+        (label, direct && !reserved && label.len() <= room)
+    };
     // A name without a short form starts at the first hashed level.
     let hex = if short_ok {
         HASH_LEVELS[level]
@@ -253,7 +420,7 @@ mod tests {
             "apex.alice.example.org",
             "gateway.alice.example.org",
         ]);
-        let n = http01("tgw", APEX, &hosts);
+        let n = http01("tgw", APEX, &hosts, &BTreeSet::new(), &BTreeMap::new());
         let l = |h: &str| n[h].listener.as_str();
         let c = |h: &str| n[h].certificate.as_str();
         assert_eq!(l(APEX), "https-apex");
@@ -281,7 +448,13 @@ mod tests {
     fn a_short_form_equal_to_a_hashed_form_is_hashed_too() {
         let deep = "web.bob.alice.example.org";
         let lookalike = format!("web-{}.{APEX}", h8(deep));
-        let n = http01("tgw", APEX, &set(&[deep, &lookalike]));
+        let n = http01(
+            "tgw",
+            APEX,
+            &set(&[deep, &lookalike]),
+            &BTreeSet::new(),
+            &BTreeMap::new(),
+        );
         assert_ne!(n[deep].listener, n[lookalike.as_str()].listener);
         assert_ne!(n[deep].certificate, n[lookalike.as_str()].certificate);
         // Neither keeps the contested name.
@@ -294,7 +467,13 @@ mod tests {
         let long_label = "a".repeat(63);
         let host = format!("{long_label}.{APEX}");
         let tgw = format!("{}.{}", "t".repeat(120), "u".repeat(120));
-        let n = http01(&tgw, APEX, &set(&[&host, APEX]));
+        let n = http01(
+            &tgw,
+            APEX,
+            &set(&[&host, APEX]),
+            &BTreeSet::new(),
+            &BTreeMap::new(),
+        );
         for v in n.values() {
             assert!(is_dns_label(&v.listener), "{v:?}");
             assert!(is_dns_label(&v.certificate), "{v:?}");
@@ -348,6 +527,216 @@ mod tests {
         }
         for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"a".repeat(64)] {
             assert!(!is_dns_label(bad), "{bad}");
+        }
+    }
+
+    fn none() -> (BTreeSet<String>, BTreeMap<String, StickyNames>) {
+        (BTreeSet::new(), BTreeMap::new())
+    }
+
+    fn sticky(l: Option<&str>, c: Option<&str>) -> StickyNames {
+        StickyNames {
+            listener: l.map(str::to_string),
+            certificate: c.map(str::to_string),
+        }
+    }
+
+    /// Issue 20 item 10: two hostnames with distinct listener stems whose Certificate names
+    /// still clash — a long direct child whose `<name>-<label>-tls` is too long and takes
+    /// `fit`'s hashed form, and a direct child whose label is literally that hashed form.
+    #[test]
+    fn certificate_names_are_checked_for_clashes_like_listener_stems() {
+        let long = "a".repeat(57);
+        let long_host = format!("{long}.{APEX}");
+        let base = format!("gw-{long}");
+        let twin_label = format!("{}-{}", &base[3..50], h8(&base));
+        let twin_host = format!("{twin_label}.{APEX}");
+        // The contested name, as the naming rule gives it to each alone.
+        let contested = format!("gw-{twin_label}-tls");
+        let (f, st) = none();
+        assert_eq!(
+            http01("gw", APEX, &set(&[&long_host]), &f, &st)[long_host.as_str()].certificate,
+            contested
+        );
+        assert_eq!(
+            http01("gw", APEX, &set(&[&twin_host]), &f, &st)[twin_host.as_str()].certificate,
+            contested
+        );
+        // Together: the listener stems differ, the Certificates must too, and neither keeps
+        // the contested name (a clash takes the hashed form, as for listener stems).
+        let n = http01("gw", APEX, &set(&[&long_host, &twin_host]), &f, &st);
+        assert_ne!(
+            n[long_host.as_str()].listener,
+            n[twin_host.as_str()].listener
+        );
+        assert_ne!(
+            n[long_host.as_str()].certificate,
+            n[twin_host.as_str()].certificate
+        );
+        assert!(n.values().all(|v| v.certificate != contested), "{n:?}");
+        assert!(n.values().all(|v| is_dns_label(&v.certificate)), "{n:?}");
+    }
+
+    #[test]
+    fn sticky_names_are_kept_and_new_names_avoid_them() {
+        let harbor = "harbor.alice.example.org";
+        let web = "web.alice.example.org";
+        let shop = "shop.alice.example.org";
+        let fixed: BTreeSet<String> = set(&["http", "tls-api"]);
+        // (sticky names by hostname, hostname, expected listener, expected certificate;
+        //  None: a generated name, checked only for being new)
+        type Case<'a> = (
+            Vec<(&'a str, StickyNames)>,
+            Vec<(&'a str, Option<String>, Option<String>)>,
+        );
+        let hashed = |h: &str| format!("https-{}-{}", h.split('.').next().unwrap_or(h), h8(h));
+        let cases: Vec<Case<'_>> = vec![
+            // The platform's hashed forms stay as they are.
+            (
+                vec![(
+                    harbor,
+                    sticky(Some("https-harbor-1234abcd"), Some("old-harbor-tls")),
+                )],
+                vec![
+                    (
+                        harbor,
+                        Some("https-harbor-1234abcd".into()),
+                        Some("old-harbor-tls".into()),
+                    ),
+                    (web, Some("https-web".into()), Some("gw-web-tls".into())),
+                ],
+            ),
+            // A sticky name equal to a new hostname's rule name: the new one is hashed.
+            (
+                vec![(harbor, sticky(Some("https-web"), Some("gw-web-tls")))],
+                vec![
+                    (harbor, Some("https-web".into()), Some("gw-web-tls".into())),
+                    (
+                        web,
+                        Some(hashed(web)),
+                        Some(format!("gw-{}-tls", &hashed(web)[6..])),
+                    ),
+                ],
+            ),
+            // A sticky `https-apex` on another hostname: the apex itself takes a hashed form.
+            (
+                vec![(harbor, sticky(Some("https-apex"), Some("gw-apex-tls")))],
+                vec![
+                    (
+                        harbor,
+                        Some("https-apex".into()),
+                        Some("gw-apex-tls".into()),
+                    ),
+                    (APEX, Some(format!("https-apex-{}", h8(APEX))), None),
+                ],
+            ),
+            // Names of other listeners and Secrets are never kept.
+            (
+                vec![
+                    (harbor, sticky(Some("http"), Some("gw-acme-account"))),
+                    (web, sticky(Some("tls-api"), Some("gw-gateway-tls"))),
+                ],
+                vec![
+                    (
+                        harbor,
+                        Some("https-harbor".into()),
+                        Some("gw-harbor-tls".into()),
+                    ),
+                    (web, Some("https-web".into()), Some("gw-web-tls".into())),
+                ],
+            ),
+            // Two hostnames holding the same sticky names: the first in hostname order keeps
+            // them, the other gets its own.
+            (
+                vec![
+                    (web, sticky(Some("https-x"), Some("x-tls"))),
+                    (harbor, sticky(Some("https-x"), Some("x-tls"))),
+                ],
+                vec![
+                    (harbor, Some("https-x".into()), Some("x-tls".into())),
+                    (web, Some("https-web".into()), Some("gw-web-tls".into())),
+                ],
+            ),
+            // Invalid sticky names are not kept; a listener kept without its Certificate
+            // gets the rule's Certificate name.
+            (
+                vec![
+                    (harbor, sticky(Some("Https_Bad"), Some("UPPER"))),
+                    (shop, sticky(Some("https-shop-old"), None)),
+                ],
+                vec![
+                    (
+                        harbor,
+                        Some("https-harbor".into()),
+                        Some("gw-harbor-tls".into()),
+                    ),
+                    (
+                        shop,
+                        Some("https-shop-old".into()),
+                        Some("gw-shop-tls".into()),
+                    ),
+                ],
+            ),
+        ];
+        for (st, want) in cases {
+            let sticky_map: BTreeMap<String, StickyNames> =
+                st.iter().map(|(h, s)| (h.to_string(), s.clone())).collect();
+            let hosts: BTreeSet<String> = want.iter().map(|(h, _, _)| h.to_string()).collect();
+            let n = http01("gw", APEX, &hosts, &fixed, &sticky_map);
+            for (h, l, c) in &want {
+                if let Some(l) = l {
+                    assert_eq!(&n[*h].listener, l, "{st:?}");
+                }
+                if let Some(c) = c {
+                    assert_eq!(&n[*h].certificate, c, "{st:?}");
+                }
+            }
+            let ls: BTreeSet<&String> = n.values().map(|v| &v.listener).collect();
+            let cs: BTreeSet<&String> = n.values().map(|v| &v.certificate).collect();
+            assert_eq!((ls.len(), cs.len()), (n.len(), n.len()), "{st:?}: {n:?}");
+            assert!(ls.iter().all(|l| !fixed.contains(*l)), "{n:?}");
+        }
+    }
+
+    /// Sticky names holding every hashed form of a hostname still leave it a unique name.
+    #[test]
+    fn a_hostname_whose_every_form_is_taken_gets_a_numbered_hash() {
+        let h = "deep.bob.alice.example.org";
+        let mut st = BTreeMap::new();
+        let mut hosts = set(&[h]);
+        for lv in 0..HASH_LEVELS.len() {
+            let other = format!("o{lv}.alice.example.org");
+            let stem = http01_stem(h, APEX, lv);
+            st.insert(
+                other.clone(),
+                sticky(
+                    Some(&format!("https-{stem}")),
+                    Some(&format!("gw-{stem}-tls")),
+                ),
+            );
+            hosts.insert(other);
+        }
+        let n = http01("gw", APEX, &hosts, &BTreeSet::new(), &st);
+        let stem = hash_hex(&format!("{h}#1"), 16);
+        assert_eq!(n[h].listener, format!("https-{stem}"));
+        assert_eq!(n[h].certificate, format!("gw-{stem}-tls"));
+        let ls: BTreeSet<&String> = n.values().map(|v| &v.listener).collect();
+        assert_eq!(ls.len(), n.len());
+    }
+
+    #[test]
+    fn subdomain_check() {
+        for ok in [
+            "a",
+            "a.b",
+            "gw-x-tls",
+            &format!("{}.{}", "a".repeat(63), "b".repeat(63)),
+        ] {
+            assert!(is_dns_subdomain(ok), "{ok}");
+        }
+        let too_long = vec!["a".repeat(63); 4].join(".");
+        for bad in ["", ".a", "a.", "a..b", "A.b", "a_b", too_long.as_str()] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
         }
     }
 }

@@ -55,6 +55,8 @@ pub struct ListenerInputs {
     pub hosts: BTreeSet<String>,
     /// dns01/existingSecret: inheriting child apexes that get a `*.C` listener.
     pub child_apexes: BTreeSet<String>,
+    /// http01: the names hostnames' listeners have on the owned Gateway (kept, SPEC §3.2).
+    pub sticky: BTreeMap<String, names::StickyNames>,
 }
 
 /// One listener as the TenantGateway status reports it.
@@ -212,7 +214,11 @@ pub fn render(
     let ns443 = &li.port443_namespaces;
     match &settings.mode {
         ModeSettings::Http01 => {
-            let assigned = names::http01(&tgw.name, apex, &li.hosts);
+            // The Gateway's other listener names: no hostname listener may take them.
+            let fixed: BTreeSet<String> = std::iter::once(HTTP_LISTENER.to_string())
+                .chain(settings.passthrough.iter().map(|(_, l)| l.clone()))
+                .collect();
+            let assigned = names::http01(&tgw.name, apex, &li.hosts, &fixed, &li.sticky);
             // Listener order: the apex first, then hostnames sorted.
             let mut order: Vec<&String> = li.hosts.iter().collect();
             order.sort_by_key(|h| (h.as_str() != apex, (*h).clone()));
@@ -454,6 +460,7 @@ mod tests {
                 .into(),
             hosts: hosts.iter().map(|s| s.to_string()).collect(),
             child_apexes: children.iter().map(|s| s.to_string()).collect(),
+            sticky: Default::default(),
         }
     }
 

@@ -9,9 +9,11 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+
 use super::inputs::{Inputs, ModeSettings, RouteFacts, RouteKind, Settings, SharedRef};
 use super::names;
-use crate::claims::{self, Claimant};
+use crate::claims::{self, ApexClaimant};
 use crate::hostname;
 use crate::platform::Scope;
 
@@ -150,21 +152,33 @@ pub fn analyse(
         verdicts.push(v);
     }
 
+    // Each claimant namespace's own apex (its host label), for the most-specific-apex rule of
+    // SPEC §3.3. Every attaching route lives in an allowed namespace, and the edge gathers
+    // each of those into `inputs.namespaces` (own, attachedNamespaces, inheriting); a label
+    // that is not a valid apex gives the namespace no precedence.
+    let apexes: BTreeMap<&str, String> = inputs
+        .namespaces
+        .iter()
+        .filter_map(|n| Some((n.name.as_str(), hostname::parse_apex(n.apex()?).ok()?)))
+        .collect();
     let mut owners = BTreeMap::new();
     // hostname -> the winning routes (winner's namespace)
     let mut winners: BTreeMap<String, Vec<usize>> = BTreeMap::new();
     for (h, idxs) in &claims {
-        let claimant = |i: &usize| Claimant {
+        let claimant = |i: &usize| ApexClaimant {
             namespace: &verdicts[*i].namespace,
             name: &verdicts[*i].name,
+            apex: apexes
+                .get(verdicts[*i].namespace.as_str())
+                .map(String::as_str),
         };
-        let Some(w) = claims::winner(idxs.iter().map(claimant), &scope.system_prefix) else {
+        let Some(w) = claims::winner_for(h, idxs.iter().map(claimant), &scope.system_prefix) else {
             continue;
         };
         let winner_ns = w.namespace.to_string();
         let (won, lost): (Vec<usize>, Vec<usize>) = idxs
             .iter()
-            .partition(|i| claims::shares_with(&claimant(i), &w));
+            .partition(|i| claims::shares_with(&claimant(i).claimant(), &w.claimant()));
         for i in lost {
             verdicts[i].conflicts.insert(h.clone(), winner_ns.clone());
         }
@@ -193,28 +207,43 @@ pub fn analyse(
                     })
                     .flatten()
             };
-            let mut order: Vec<&String> = winners.keys().collect();
-            order.sort_by_cached_key(|h| {
-                let owner = &analysis.owners[h.as_str()];
+            // Each owner namespace's hostnames in the order its share is filled: those that
+            // already have a listener, then older routes, then hostname order.
+            let mut by_ns: BTreeMap<&str, Vec<ShareRank<'_>>> = BTreeMap::new();
+            for h in winners.keys() {
                 let created = oldest(h);
-                (
-                    !existing_hosts.contains(h.as_str()),
-                    !scope.is_system(owner),
-                    created.is_none(),
-                    created,
-                    (*h).clone(),
-                )
-            });
-            for (rank, h) in order.into_iter().enumerate() {
-                if rank < budget {
-                    analysis.listener_hosts.insert(h.clone());
-                    for i in &winners[h] {
-                        verdicts[*i].served.insert(h.clone());
-                    }
-                } else {
-                    analysis.over_cap.insert(h.clone());
-                    for i in &winners[h] {
-                        verdicts[*i].over_cap.insert(h.clone());
+                by_ns
+                    .entry(analysis.owners[h.as_str()].as_str())
+                    .or_default()
+                    .push((
+                        !existing_hosts.contains(h.as_str()),
+                        created.is_none(),
+                        created,
+                        h,
+                    ));
+            }
+            for hosts in by_ns.values_mut() {
+                hosts.sort_unstable();
+            }
+            let shares = listener_shares(
+                by_ns.iter().map(|(ns, hosts)| (*ns, hosts.len())),
+                budget,
+                &scope.system_prefix,
+            );
+            for (ns, hosts) in &by_ns {
+                let share = shares.get(ns).copied().unwrap_or(0);
+                for (rank, (_, _, _, h)) in hosts.iter().enumerate() {
+                    let h: &String = h;
+                    if rank < share {
+                        analysis.listener_hosts.insert(h.clone());
+                        for i in &winners[h] {
+                            verdicts[*i].served.insert(h.clone());
+                        }
+                    } else {
+                        analysis.over_cap.insert(h.clone());
+                        for i in &winners[h] {
+                            verdicts[*i].over_cap.insert(h.clone());
+                        }
                     }
                 }
             }
@@ -229,6 +258,118 @@ pub fn analyse(
     }
     analysis.routes = verdicts;
     analysis
+}
+
+/// A hostname's place within its namespace's listener share: (no listener yet, no creation
+/// time, oldest claiming route's creation, hostname), ascending.
+type ShareRank<'a> = (bool, bool, Option<Time>, &'a String);
+
+/// Namespaces with how many listeners they ask for (or get).
+type Demands<'a> = Vec<(&'a str, usize)>;
+
+/// Max-min fair shares of `slots` among namespaces asking for `demands` listeners
+/// (water-filling): a namespace asking for no more than an equal split of what is left gets
+/// all it asks; the others split the rest equally. So no namespace is cut while another
+/// holds more than it (SPEC §3.3). When the split does not come out even, the spare slots go
+/// to the namespaces cut, one each, in name order (deterministic). O(k log k) in the number
+/// of namespaces.
+pub fn fair_shares<'a>(
+    demands: impl IntoIterator<Item = (&'a str, usize)>,
+    slots: usize,
+) -> BTreeMap<&'a str, usize> {
+    let mut asks: Vec<(usize, &str)> = demands
+        .into_iter()
+        .filter(|(_, d)| *d > 0)
+        .map(|(ns, d)| (d, ns))
+        .collect();
+    asks.sort_unstable();
+    let mut shares = BTreeMap::new();
+    let mut left = slots;
+    let mut rest = asks.len();
+    let mut cut: Vec<(&str, usize)> = Vec::new();
+    for (d, ns) in asks {
+        // `rest` ≥ 1 here: it counts this namespace and the larger ones after it.
+        let level = left / rest;
+        if cut.is_empty() && d <= level {
+            shares.insert(ns, d);
+            left -= d;
+            rest -= 1;
+        } else {
+            cut.push((ns, d));
+        }
+    }
+    if !cut.is_empty() {
+        let level = left / cut.len();
+        let mut spare = left % cut.len();
+        cut.sort_unstable();
+        for (ns, d) in cut {
+            // Every cut namespace asks for more than `level` (the demands are ascending).
+            let extra = usize::from(spare > 0);
+            spare -= extra;
+            shares.insert(ns, (level + extra).min(d));
+        }
+    }
+    shares
+}
+
+/// The listener share of each namespace on an http01 Gateway with `budget` hostname
+/// listeners (SPEC §3.3): `cozy-*` (system) namespaces first, fair among themselves; the
+/// rest shared max-min fair among the other namespaces that ask.
+pub fn listener_shares<'a>(
+    demands: impl IntoIterator<Item = (&'a str, usize)>,
+    budget: usize,
+    system_prefix: &str,
+) -> BTreeMap<&'a str, usize> {
+    let (system, tenants): (Demands<'a>, Demands<'a>) = demands
+        .into_iter()
+        .partition(|(ns, _)| claims::is_system(ns, system_prefix));
+    let mut shares = fair_shares(system, budget);
+    let used: usize = shares.values().sum();
+    shares.extend(fair_shares(tenants, budget.saturating_sub(used)));
+    shares
+}
+
+/// The admission warning of SPEC §3.3/§3.4 for a route that would push its namespace past
+/// its fair listener share on an http01 Gateway, or `None` when it stays within it.
+///
+/// `published` is how many listenable hostnames each namespace publishes on the Gateway now
+/// (the admitted route's own published hostnames not counted), `new` how many more distinct
+/// listenable hostnames the admitted route asks for in `namespace`, `budget` the hostname
+/// listeners the Gateway has (64 minus `http` and passthrough listeners). At most
+/// [`crate::warning::MAX_WARNING_LEN`] characters.
+pub fn share_warning(
+    gateway: (&str, &str),
+    namespace: &str,
+    published: &BTreeMap<String, usize>,
+    new: usize,
+    budget: usize,
+    system_prefix: &str,
+) -> Option<String> {
+    if new == 0 {
+        return None;
+    }
+    let mine = published.get(namespace).copied().unwrap_or(0) + new;
+    let demands = published
+        .iter()
+        .filter(|(ns, _)| ns.as_str() != namespace)
+        .map(|(ns, d)| (ns.as_str(), *d))
+        .chain([(namespace, mine)]);
+    let share = listener_shares(demands, budget, system_prefix)
+        .get(namespace)
+        .copied()
+        .unwrap_or(0);
+    if mine <= share {
+        return None;
+    }
+    // Short enough for the usual names; `clip` keeps longer ones within the limit.
+    let text = format!(
+        "Gateway {}/{}: this namespace's fair share is {share}/{budget} listeners (http01); \
+         {} hostname(s) get none; use dns01",
+        gateway.0,
+        gateway.1,
+        (mine - share).min(new),
+    );
+    Some(crate::warning::clip(&text, crate::warning::MAX_WARNING_LEN))
 }
 
 /// Listener names every parentRef section may name on this Gateway; a section outside this
@@ -368,7 +509,7 @@ mod tests {
     }
 
     #[test]
-    fn conflicts_cozy_first_then_namespace_then_name() {
+    fn conflicts_cozy_first_then_apex_then_namespace_then_name() {
         let mut w = testing::world();
         w.tgw.spec.attached_namespaces = vec!["cozy-harbor".into()];
         let h = "harbor.alice.example.org";
@@ -405,8 +546,91 @@ mod tests {
         );
     }
 
+    /// SPEC §3.3, issue 20 item 9: between tenants, the namespace whose own apex is the most
+    /// specific one containing the hostname wins, whatever the namespace names; cozy-* beats
+    /// it; equal apexes fall back to namespace, then route name order.
     #[test]
-    fn cap_keeps_existing_then_cozy_then_older_then_hostname() {
+    fn conflicts_by_most_specific_apex_owner() {
+        let h = "shop.kid.alice.example.org";
+        // (claimants as (namespace, route), expected owner namespace, losers)
+        type Case<'a> = (Vec<(&'a str, &'a str)>, &'a str, Vec<(&'a str, &'a str)>);
+        let cases: Vec<Case<'_>> = vec![
+            // tenant-alice sorts first, but tenant-alice-kid owns kid.alice.example.org.
+            (
+                vec![("tenant-alice", "shop"), ("tenant-alice-kid", "shop")],
+                "tenant-alice-kid",
+                vec![("tenant-alice", "shop")],
+            ),
+            // cozy-* still beats both.
+            (
+                vec![
+                    ("tenant-alice", "shop"),
+                    ("tenant-alice-kid", "shop"),
+                    ("cozy-shop", "shop"),
+                ],
+                "cozy-shop",
+                vec![("tenant-alice", "shop"), ("tenant-alice-kid", "shop")],
+            ),
+            // Equal apexes (tenant-alice-twin is labelled alice.example.org too): name order.
+            (
+                vec![("tenant-alice-twin", "a"), ("tenant-alice", "z")],
+                "tenant-alice",
+                vec![("tenant-alice-twin", "a")],
+            ),
+            // An apex not containing the hostname is no precedence: tenant-aaa (labelled
+            // bob.example.org) sorts first, the apex owner tenant-alice wins.
+            (
+                vec![("tenant-aaa", "a"), ("tenant-alice", "z")],
+                "tenant-alice",
+                vec![("tenant-aaa", "a")],
+            ),
+            // The winner's namespace shares the hostname among its routes.
+            (
+                vec![
+                    ("tenant-alice-kid", "b"),
+                    ("tenant-alice", "a"),
+                    ("tenant-alice-kid", "a"),
+                ],
+                "tenant-alice-kid",
+                vec![("tenant-alice", "a")],
+            ),
+        ];
+        for (claimants, owner, losers) in cases {
+            let mut w = testing::world();
+            w.tgw.spec.attached_namespaces = vec!["cozy-shop".into()];
+            w.namespaces.extend([
+                testing::tenant("tenant-alice-kid", "kid.alice.example.org", "tenant-alice"),
+                testing::tenant("tenant-alice-twin", "alice.example.org", "tenant-alice"),
+                testing::tenant("tenant-aaa", "bob.example.org", "tenant-alice"),
+                testing::namespace("cozy-shop", &[], &[]),
+            ]);
+            for (ns, name) in &claimants {
+                w.routes.push(testing::remote_route(ns, name, &[h]));
+            }
+            let a = testing::analyse(&w);
+            assert_eq!(a.owners[h], owner, "{claimants:?}");
+            assert!(a.listener_hosts.contains(h), "{claimants:?}");
+            for (ns, name) in &claimants {
+                let v = verdict(&a, ns, name);
+                if losers.contains(&(*ns, *name)) {
+                    assert_eq!(
+                        v.conflicts.get(h).map(String::as_str),
+                        Some(owner),
+                        "{ns}/{name}"
+                    );
+                    assert!(!v.served.contains(h), "{ns}/{name}");
+                } else {
+                    assert!(v.conflicts.is_empty(), "{ns}/{name}: {v:?}");
+                    assert!(v.served.contains(h), "{ns}/{name}");
+                }
+            }
+        }
+    }
+
+    /// SPEC §3.3: `cozy-*` first; the rest max-min fair among the namespaces that ask;
+    /// within a share: hostnames with a listener, then older routes, then hostname order.
+    #[test]
+    fn cap_cozy_first_then_fair_share_then_existing_older_hostname() {
         let mut w = testing::world();
         w.tgw.spec.tls_passthrough_services = vec![];
         w.tgw.spec.attached_namespaces = vec!["cozy-mon".into()];
@@ -423,7 +647,7 @@ mod tests {
         let a = testing::analyse(&w);
         assert_eq!(a.host_budget, 63);
         assert_eq!(a.listener_hosts.len(), 63);
-        // The 7 youngest are out.
+        // One namespace asks: its share is all 63, the 7 youngest are out.
         let out: Vec<&str> = a.over_cap.iter().map(String::as_str).collect();
         assert_eq!(out.len(), 7);
         assert!(out.iter().all(|h| *h >= "h63"), "{out:?}");
@@ -433,7 +657,7 @@ mod tests {
                 .contains("h69.alice.example.org")
         );
 
-        // A newer route from cozy-* goes before older tenant routes.
+        // A newer route from cozy-* goes first: tenant-alice's share drops to 62.
         let mut r = route("cozy-mon", "grafana", &["grafana.alice.example.org"]);
         r.parent_refs[0].namespace = Some("tenant-alice".into());
         r.creation = Some(testing::at(5000));
@@ -441,23 +665,76 @@ mod tests {
         let a = testing::analyse(&w);
         assert!(a.listener_hosts.contains("grafana.alice.example.org"));
         assert!(a.over_cap.contains("h62.alice.example.org"));
+        assert!(a.listener_hosts.contains("h61.alice.example.org"));
 
-        // Hostnames that already have a listener keep it, whatever their age.
+        // Within the share, hostnames that already have a listener go first, whatever
+        // their age: the 7 youngest keep theirs and the share's last 7 older ones give way.
         let existing: BTreeSet<String> = (63..70)
             .map(|i| format!("h{i:02}.alice.example.org"))
             .collect();
         let settings = w.tgw.settings(&Scope::default()).expect("valid");
-        let a = analyse(
-            &w,
-            &settings,
-            &testing::allowed(&w),
-            &existing,
-            &Scope::default(),
-            ("", ""),
-        );
+        let run = |w: &Inputs, existing: &BTreeSet<String>| {
+            analyse(
+                w,
+                &settings,
+                &testing::allowed(w),
+                existing,
+                &Scope::default(),
+                ("", ""),
+            )
+        };
+        let a = run(&w, &existing);
         for h in &existing {
             assert!(a.listener_hosts.contains(h), "{h} lost its listener");
         }
+        let kept_old = (0..63)
+            .filter(|i| {
+                a.listener_hosts
+                    .contains(&format!("h{i:02}.alice.example.org"))
+            })
+            .count();
+        assert_eq!(kept_old, 55, "62 - 7 existing");
+        assert!(a.listener_hosts.contains("h54.alice.example.org"));
+        assert!(a.over_cap.contains("h55.alice.example.org"));
+
+        // The share outranks stickiness: every tenant-alice hostname has a listener, then
+        // the inheriting tenant-alice-x asks for 3: it gets them, and tenant-alice keeps the
+        // rest (63 - 1 cozy - 3 = 59), its youngest listeners going first.
+        let all: BTreeSet<String> = (0..70)
+            .map(|i| format!("h{i:02}.alice.example.org"))
+            .chain(["grafana.alice.example.org".to_string()])
+            .collect();
+        for i in 0..3 {
+            let mut r = route(
+                "tenant-alice-x",
+                &format!("x{i}"),
+                &[&format!("s{i}.x.alice.example.org")],
+            );
+            r.parent_refs[0].namespace = Some("tenant-alice".into());
+            r.creation = Some(testing::at(9000 + i));
+            w.routes.push(r);
+        }
+        let a = run(&w, &all);
+        assert_eq!(a.listener_hosts.len(), 63);
+        for i in 0..3 {
+            assert!(
+                a.listener_hosts
+                    .contains(&format!("s{i}.x.alice.example.org")),
+                "{a:?}"
+            );
+        }
+        assert!(a.listener_hosts.contains("grafana.alice.example.org"));
+        let alice: Vec<&String> = a
+            .listener_hosts
+            .iter()
+            .filter(|h| h.starts_with('h'))
+            .collect();
+        assert_eq!(alice.len(), 59);
+        assert!(
+            a.over_cap.iter().all(|h| h.as_str() >= "h59"),
+            "{:?}",
+            a.over_cap
+        );
 
         // Same age: hostname order. The schema's 16 passthrough services leave 47 hostname
         // listeners (64 - http - 16); 48 same-aged routes, pushed in reverse order.
@@ -473,5 +750,153 @@ mod tests {
         assert_eq!(kept.len(), 47);
         assert!(!kept.iter().any(|h| h.starts_with("h47.")), "{kept:?}");
         assert!(kept.iter().any(|h| h.starts_with("h00.")), "{kept:?}");
+    }
+
+    #[test]
+    fn fair_shares_water_fill() {
+        // (demands, slots, expected shares)
+        let cases: Vec<(Demands<'_>, usize, Demands<'_>)> = vec![
+            (vec![], 63, vec![]),
+            (vec![("a", 0)], 5, vec![]),
+            (vec![("a", 70)], 63, vec![("a", 63)]),
+            (vec![("a", 5), ("b", 5)], 63, vec![("a", 5), ("b", 5)]),
+            // The small asker gets all it asks, the big one the rest.
+            (vec![("a", 70), ("b", 3)], 63, vec![("a", 60), ("b", 3)]),
+            // Two big askers split evenly; the odd slot goes by name order.
+            (vec![("b", 70), ("a", 70)], 63, vec![("a", 32), ("b", 31)]),
+            // a fully served; b and c cut at 17, the spare one to b (name order).
+            (
+                vec![("c", 40), ("a", 10), ("b", 20)],
+                45,
+                vec![("a", 10), ("b", 18), ("c", 17)],
+            ),
+            (vec![("a", 3), ("b", 9)], 0, vec![("a", 0), ("b", 0)]),
+            // Exactly enough.
+            (vec![("a", 30), ("b", 33)], 63, vec![("a", 30), ("b", 33)]),
+        ];
+        for (demands, slots, want) in cases {
+            let got: Vec<(&str, usize)> = fair_shares(demands.iter().copied(), slots)
+                .into_iter()
+                .collect();
+            assert_eq!(got, want, "{demands:?} in {slots}");
+        }
+    }
+
+    #[test]
+    fn listener_shares_put_cozy_first() {
+        // (demands, budget, expected)
+        let cases: Vec<(Demands<'_>, usize, Demands<'_>)> = vec![
+            (
+                vec![("tenant-a", 70), ("tenant-b", 3), ("cozy-mon", 2)],
+                63,
+                vec![("cozy-mon", 2), ("tenant-a", 58), ("tenant-b", 3)],
+            ),
+            // Cozy namespaces may take everything; they share fairly among themselves.
+            (
+                vec![("cozy-a", 70), ("cozy-b", 1), ("tenant-a", 5)],
+                63,
+                vec![("cozy-a", 62), ("cozy-b", 1), ("tenant-a", 0)],
+            ),
+        ];
+        for (demands, budget, want) in cases {
+            let got: Vec<(&str, usize)> = listener_shares(demands.iter().copied(), budget, "cozy-")
+                .into_iter()
+                .collect();
+            assert_eq!(got, want, "{demands:?}");
+        }
+        // Without a system prefix nobody goes first.
+        let got = listener_shares([("cozy-a", 70), ("tenant-a", 70)], 63, "");
+        assert_eq!(got["cozy-a"] + got["tenant-a"], 63);
+        assert!(got["tenant-a"] >= 31, "{got:?}");
+    }
+
+    /// Random demands: shares never exceed demands, use every slot that is asked for, and
+    /// are max-min fair (a cut namespace holds at least as much as any other, minus the one
+    /// spare slot of an uneven split).
+    #[test]
+    fn property_fair_shares_are_max_min_fair() {
+        let mut rng = testing::Rng::new(8);
+        for round in 0..500 {
+            let names: Vec<String> = (0..rng.below(12)).map(|i| format!("ns{i}")).collect();
+            let demands: Vec<(&str, usize)> =
+                names.iter().map(|n| (n.as_str(), rng.below(80))).collect();
+            let slots = rng.below(100);
+            let shares = fair_shares(demands.iter().copied(), slots);
+            let total: usize = demands.iter().map(|(_, d)| d).sum();
+            assert_eq!(shares.values().sum::<usize>(), total.min(slots), "{round}");
+            for (ns, d) in &demands {
+                let s = shares.get(ns).copied().unwrap_or(0);
+                assert!(s <= *d, "{round}: {ns} gets more than it asks");
+                if s < *d {
+                    for (other, o) in &shares {
+                        assert!(
+                            *o <= s + 1,
+                            "{round}: {ns} cut at {s} while {other} holds {o}: {demands:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn share_warning_says_what_the_share_leaves() {
+        let gw = ("tenant-root", "gw");
+        let pub_of = |kv: &[(&str, usize)]| -> BTreeMap<String, usize> {
+            kv.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        // (published, namespace, new, budget, expected fragment or None)
+        type Case<'a> = (BTreeMap<String, usize>, &'a str, usize, Option<&'a str>);
+        let cases: Vec<Case<'_>> = vec![
+            // Room for everyone: no warning.
+            (pub_of(&[("tenant-a", 10)]), "tenant-b", 3, None),
+            (pub_of(&[]), "tenant-a", 0, None),
+            // A full Gateway still has a fair share for a newcomer that asks little.
+            (pub_of(&[("tenant-a", 63)]), "tenant-b", 3, None),
+            // The big tenant past its share (another namespace asks): it is warned.
+            (
+                pub_of(&[("tenant-a", 60), ("tenant-b", 3)]),
+                "tenant-a",
+                1,
+                Some("fair share is 60/63 listeners (http01); 1 hostname(s) get none"),
+            ),
+            // Two big tenants: the newcomer's share is half.
+            (
+                pub_of(&[("tenant-a", 63)]),
+                "tenant-b",
+                40,
+                Some("fair share is 31/63 listeners (http01); 9 hostname(s) get none"),
+            ),
+            // cozy-* goes first, whatever the tenants hold.
+            (pub_of(&[("tenant-a", 63)]), "cozy-mon", 2, None),
+        ];
+        for (published, ns, new, want) in cases {
+            let got = share_warning(gw, ns, &published, new, 63, "cozy-");
+            match want {
+                None => assert_eq!(got, None, "{published:?} {ns} +{new}"),
+                Some(f) => {
+                    let text = got.unwrap_or_else(|| panic!("{published:?} {ns} +{new}: none"));
+                    assert!(text.contains(f), "{text}");
+                    assert!(text.starts_with("Gateway tenant-root/gw: "), "{text}");
+                    assert!(text.contains("dns01"), "{text}");
+                    assert!(
+                        text.chars().count() <= crate::warning::MAX_WARNING_LEN,
+                        "{text}"
+                    );
+                }
+            }
+        }
+        // Long Gateway names are clipped to the limit.
+        let long = "g".repeat(200);
+        let text = share_warning(
+            ("tenant-root", &long),
+            "tenant-b",
+            &pub_of(&[("tenant-a", 63)]),
+            40,
+            63,
+            "cozy-",
+        )
+        .expect("past the share");
+        assert_eq!(text.chars().count(), crate::warning::MAX_WARNING_LEN);
     }
 }

@@ -22,6 +22,11 @@ pub const READY: &str = "Ready";
 pub const PROGRAMMED: &str = "Programmed";
 pub const LISTENER_CAPACITY: &str = "ListenerCapacity";
 pub const NAMESPACES_ATTACHED: &str = "NamespacesAttached";
+pub const ROUTE_STATUS: &str = "RouteStatus";
+/// The API's bound on a route's `status.parents` (a longer list is refused with 422).
+pub const MAX_ROUTE_PARENTS: usize = 32;
+/// How many routes without room a condition message names; the count covers the rest.
+const ROUTES_NAMED: usize = 10;
 /// Route condition type.
 pub const ACCEPTED: &str = "Accepted";
 
@@ -94,6 +99,8 @@ pub struct StatusFacts<'a> {
     pub not_owned: &'a [String],
     /// Namespace and list-entry problems, sorted.
     pub attach_problems: &'a [String],
+    /// Routes whose `status.parents` had no room for some of our entries.
+    pub parents_full: &'a [ParentsFull],
     pub generation: Option<i64>,
     pub now: &'a Time,
     pub previous: Option<&'a TenantGatewayStatus>,
@@ -212,8 +219,9 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
             "ListenerLimitReached",
             format!(
                 "{} hostname(s) did not fit in the {MAX_LISTENERS}-listener limit of a Gateway \
-                 and are not served: {}; switch certMode to dns01 to serve every hostname under \
-                 the apex with one wildcard listener",
+                 (cozy-* namespaces first, the rest shared fairly between the namespaces that \
+                 publish here) and are not served: {}; switch certMode to dns01 to serve every \
+                 hostname under the apex with one wildcard listener",
                 f.over_cap.len(),
                 quoted_list(f.over_cap)
             ),
@@ -282,6 +290,21 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
             "the Gateway is programmed and every certificate is ready".into(),
         )
     };
+    let route_status = if f.parents_full.is_empty() {
+        cond(
+            ROUTE_STATUS,
+            true,
+            "Recorded",
+            "every attaching route's parentRefs to this Gateway have a status entry".into(),
+        )
+    } else {
+        cond(
+            ROUTE_STATUS,
+            false,
+            "ParentsFull",
+            parents_full_message(f.parents_full),
+        )
+    };
     TenantGatewayStatus {
         observed_generation: f.generation,
         conditions: vec![
@@ -289,9 +312,73 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
             cond(PROGRAMMED, programmed, p_reason, p_msg),
             capacity,
             attached,
+            route_status,
         ],
         listeners,
     }
+}
+
+/// A route some of whose parentRefs to this Gateway got no status entry: its
+/// `status.parents` had no room left under [`MAX_ROUTE_PARENTS`].
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ParentsFull {
+    pub kind: RouteKind,
+    pub namespace: String,
+    pub name: String,
+    /// parentRefs to this Gateway that got no entry.
+    pub without_entry: usize,
+    /// parentRefs to this Gateway in all.
+    pub parent_refs: usize,
+}
+
+/// The `RouteStatus=False` message: the count, then the routes in (kind, namespace, name)
+/// order — at most [`ROUTES_NAMED`] of them, so a Gateway with thousands of such routes keeps
+/// a bounded status — then what to do.
+pub fn parents_full_message(full: &[ParentsFull]) -> String {
+    let mut sorted: Vec<&ParentsFull> = full.iter().collect();
+    sorted.sort();
+    let named: Vec<String> = sorted
+        .iter()
+        .take(ROUTES_NAMED)
+        .map(|r| {
+            format!(
+                "{} {}/{} ({} of {} parentRefs)",
+                r.kind.as_str(),
+                r.namespace,
+                r.name,
+                r.without_entry,
+                r.parent_refs
+            )
+        })
+        .collect();
+    let more = sorted.len().saturating_sub(ROUTES_NAMED);
+    let more = if more > 0 {
+        format!(" and {more} more")
+    } else {
+        String::new()
+    };
+    format!(
+        "{} route(s) have parentRefs to this Gateway without a status entry because \
+         status.parents holds at most {MAX_ROUTE_PARENTS} entries and other entries fill it: \
+         {}{more}; they are served all the same, only those entries are missing (remove \
+         parentRefs to make room)",
+        sorted.len(),
+        named.join(", ")
+    )
+}
+
+/// Our entries for one route in parentRef order, cut to the room `status.parents` has left
+/// once the `foreign` entries (other controllers', and ours for other Gateways) are counted:
+/// those stay, ours fill what remains, in parentRef order (SPEC §3.7). Returns the entries
+/// kept and how many got no room.
+pub fn fit_parents(
+    mut entries: Vec<RouteParentStatus>,
+    foreign: usize,
+) -> (Vec<RouteParentStatus>, usize) {
+    let room = MAX_ROUTE_PARENTS.saturating_sub(foreign);
+    let cut = entries.len().saturating_sub(room);
+    entries.truncate(room);
+    (entries, cut)
 }
 
 /// Status when nothing can be rendered (`reason` InvalidSpec or Duplicate): only `Ready`,
@@ -381,14 +468,16 @@ fn claim_verdict(v: &RouteVerdict, tgw_ns: &str, tgw_name: &str) -> (bool, &'sta
         parts.push(format!(
             "hostname(s) {} already published by namespace {w} on TenantGateway \
              {tgw_ns}/{tgw_name} (HostnameConflict: cozy-* namespaces win, then the \
-             lexicographically smaller namespace, then the route name)",
+             namespace whose own apex is the most specific one containing the hostname, then \
+             the lexicographically smaller namespace, then the route name)",
             quoted_list(hosts.iter().copied())
         ));
     }
     if !v.over_cap.is_empty() {
         parts.push(format!(
             "hostname(s) {} not served: TenantGateway {tgw_ns}/{tgw_name} has reached the \
-             {MAX_LISTENERS}-listener limit of a Gateway (ListenerLimitReached)",
+             {MAX_LISTENERS}-listener limit of a Gateway, and this namespace its fair share of \
+             it (ListenerLimitReached)",
             quoted_list(&v.over_cap)
         ));
     }
@@ -568,5 +657,69 @@ mod tests {
         let e = route_entries(&v, gw, &["tls-api".to_string()], None, &now, &[]);
         assert_eq!(e[0].conditions.to_vec()[0].status, "True");
         assert_eq!(e[1].conditions.to_vec()[0].reason, "NoMatchingParent");
+    }
+
+    fn full(kind: RouteKind, ns: &str, name: &str) -> ParentsFull {
+        ParentsFull {
+            kind,
+            namespace: ns.into(),
+            name: name.into(),
+            without_entry: 1,
+            parent_refs: 32,
+        }
+    }
+
+    /// The message is a function of the set (sorted, whatever the order given) and bounded.
+    #[test]
+    fn parents_full_message_is_sorted_and_bounded() {
+        let a = full(RouteKind::HttpRoute, "tenant-b", "r");
+        let b = full(RouteKind::HttpRoute, "tenant-a", "z");
+        let c = full(RouteKind::TlsRoute, "tenant-a", "a");
+        let m = parents_full_message(&[c.clone(), a.clone(), b.clone()]);
+        assert_eq!(m, parents_full_message(&[b.clone(), c.clone(), a.clone()]));
+        let pos = |s: &str| m.find(s).unwrap_or_else(|| panic!("{s} missing: {m}"));
+        assert!(
+            pos("HTTPRoute tenant-a/z") < pos("HTTPRoute tenant-b/r"),
+            "{m}"
+        );
+        assert!(
+            pos("HTTPRoute tenant-b/r") < pos("TLSRoute tenant-a/a"),
+            "{m}"
+        );
+        assert!(m.starts_with("3 route(s)"), "{m}");
+
+        let many: Vec<ParentsFull> = (0..25)
+            .map(|i| full(RouteKind::HttpRoute, "tenant-a", &format!("r{i:02}")))
+            .collect();
+        let m = parents_full_message(&many);
+        assert!(m.contains("r09 (1 of 32 parentRefs) and 15 more"), "{m}");
+        assert!(!m.contains("r10"), "{m}");
+    }
+
+    #[test]
+    fn fit_parents_cuts_in_order() {
+        let entries: Vec<RouteParentStatus> = (0..40)
+            .map(|i| RouteParentStatus {
+                parent_ref: ParentRef {
+                    name: "gw".into(),
+                    port: Some(i),
+                    ..Default::default()
+                }
+                .into(),
+                conditions: Default::default(),
+            })
+            .collect();
+        // (entries, foreign, kept, cut)
+        for (n, foreign, kept, cut) in [
+            (31, 1, 31, 0),
+            (32, 1, 31, 1),
+            (40, 0, 32, 8),
+            (3, 40, 0, 3),
+            (0, 32, 0, 0),
+        ] {
+            let (k, c) = fit_parents(entries[..n].to_vec(), foreign);
+            assert_eq!((k.len(), c), (kept, cut), "{n}/{foreign}");
+            assert_eq!(k[..], entries[..kept], "{n}/{foreign}: the first ones stay");
+        }
     }
 }

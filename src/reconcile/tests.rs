@@ -1,7 +1,7 @@
 //! Whole-plan tests: the scenarios of issue 7's "must show" list on the pure core, and the
 //! properties (order independence, valid unique names, zero writes once converged).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 
 use super::api::CertMode;
 use super::diff::{Object, ObjectKind, Write};
@@ -225,6 +225,9 @@ fn cozy_wins_a_conflict_and_the_loser_recovers() {
     assert!(testing::entries(&w, "cozy-harbor", "harbor").is_empty());
 }
 
+/// One namespace alone: its share is the whole budget, and within its share hostnames that
+/// already have a listener go first, so an older route 71 of the same namespace evicts none
+/// of its own listeners (SPEC §3.3).
 #[test]
 fn seventy_routes_make_sixty_four_listeners_and_route_71_evicts_nothing() {
     let mut w = world();
@@ -859,7 +862,13 @@ fn property_names_are_valid_labels_and_unique() {
         hosts.insert(deep);
         hosts.insert(format!("w{i}.{apex}"));
     }
-    let assigned = names::http01(&"t".repeat(253), apex, &hosts);
+    let assigned = names::http01(
+        &"t".repeat(253),
+        apex,
+        &hosts,
+        &BTreeSet::new(),
+        &Default::default(),
+    );
     let l: BTreeSet<&String> = assigned.values().map(|n| &n.listener).collect();
     let c: BTreeSet<&String> = assigned.values().map(|n| &n.certificate).collect();
     assert_eq!(l.len(), hosts.len());
@@ -919,5 +928,533 @@ fn property_desired_fed_back_as_observed_yields_no_writes() {
             );
         }
         assert!(cleanup(&done, &Scope::default()).is_empty(), "case {case}");
+    }
+}
+
+/// SPEC §3.7: our entries never push a route's `status.parents` past 32. Others' entries
+/// (other controllers', and ours for other Gateways) stay; ours fill the room left in
+/// parentRef order; the TenantGateway status and an event name the routes cut; every other
+/// write of the plan still happens, and the converged world writes nothing more.
+#[test]
+fn route_status_never_pushes_parents_past_32() {
+    use super::inputs::{ParentRef, ParentsLayout, RouteParentStatus};
+    // (parentRefs to gw, other controllers' entries, our entries for another Gateway,
+    //  entries of ours for gw expected)
+    let cases: [(usize, usize, usize, usize); 9] = [
+        (31, 1, 0, 31),
+        (32, 1, 0, 31),
+        (32, 0, 0, 32),
+        (40, 0, 0, 32),
+        (1, 31, 0, 1),
+        (5, 32, 0, 0),
+        (31, 0, 1, 31),
+        (32, 0, 1, 31),
+        (16, 10, 10, 12),
+    ];
+    for (refs, others, elsewhere, kept) in cases {
+        let case = format!("{refs} parentRefs, {others} foreign, {elsewhere} ours elsewhere");
+        let mut w = world();
+        let mut big = route("tenant-alice", "big", &["big.alice.example.org"]);
+        // Distinct parentRefs to the same Gateway: each gets its own entry.
+        big.parent_refs = (0..refs)
+            .map(|i| {
+                ParentRef {
+                    name: "gw".into(),
+                    port: Some(i32::try_from(1000 + i).expect("small")),
+                    ..ParentRef::default()
+                }
+                .into()
+            })
+            .collect();
+        big.our_status = (0..elsewhere)
+            .map(|i| RouteParentStatus {
+                parent_ref: ParentRef {
+                    name: format!("other-gw-{i}"),
+                    ..ParentRef::default()
+                }
+                .into(),
+                conditions: Default::default(),
+            })
+            .collect();
+        big.parents_layout = Some(ParentsLayout {
+            status: true,
+            parents: Some(u32::try_from(others + elsewhere).expect("small")),
+            ours_at: (others..others + elsewhere)
+                .map(|i| u32::try_from(i).expect("small"))
+                .collect(),
+        });
+        w.routes.push(big);
+        w.routes
+            .push(route("tenant-alice", "small", &["small.alice.example.org"]));
+
+        let first = plan(&w, &cfg());
+        assert!(
+            first.writes.iter().any(|w| matches!(w, Write::Apply(_))),
+            "{case}: the objects are still written"
+        );
+        let (w, p) = settle(w);
+        let mine: Vec<&RouteParentStatus> = testing::entries(&w, "tenant-alice", "big")
+            .iter()
+            .filter(|e| e.parent_ref.name == "gw")
+            .collect();
+        assert_eq!(mine.len(), kept, "{case}");
+        assert!(others + elsewhere + mine.len() <= 32, "{case}");
+        // Ours fill the room in parentRef order: the first `kept` parentRefs.
+        let ports: BTreeSet<i32> = mine.iter().filter_map(|e| e.parent_ref.port).collect();
+        let want: BTreeSet<i32> = (0..kept)
+            .map(|i| i32::try_from(1000 + i).expect("small"))
+            .collect();
+        assert_eq!(ports, want, "{case}");
+        // Our entries for other Gateways stay.
+        let kept_elsewhere = testing::entries(&w, "tenant-alice", "big")
+            .iter()
+            .filter(|e| e.parent_ref.name != "gw")
+            .count();
+        assert_eq!(kept_elsewhere, elsewhere, "{case}");
+        // Nothing else is affected.
+        assert_eq!(accepted(&w, "tenant-alice", "small").0, "True", "{case}");
+        assert!(
+            listener_names(&w).contains(&"https-big".to_string()),
+            "{case}: the route is still served"
+        );
+
+        let c = condition(&p, status::ROUTE_STATUS);
+        let event = p.notices.iter().find(|n| n.reason == "RouteParentsFull");
+        if kept == refs {
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("True", "Recorded"),
+                "{case}"
+            );
+            assert!(event.is_none(), "{case}");
+        } else {
+            assert_eq!(
+                (c.status.as_str(), c.reason.as_str()),
+                ("False", "ParentsFull"),
+                "{case}"
+            );
+            let named = format!(
+                "HTTPRoute tenant-alice/big ({} of {refs} parentRefs)",
+                refs - kept
+            );
+            assert!(c.message.contains(&named), "{case}: {}", c.message);
+            assert!(c.message.starts_with("1 route(s)"), "{case}: {}", c.message);
+            assert!(
+                event.is_some_and(|n| n.message.contains("1 route(s)")),
+                "{case}"
+            );
+        }
+    }
+}
+
+/// SPEC §3.3, issue 20 item 8: one tenant's 70 hostnames fill a shared http01 Gateway; a
+/// later tenant and a `cozy-*` namespace still get listeners: cozy first, then max-min fair
+/// shares, and the share outranks the first tenant's existing listeners. Its hostnames that
+/// keep a listener keep their names.
+#[test]
+fn listener_share_is_fair_between_namespaces() {
+    // (tenant-alice hostnames, tenant-alice-x hostnames, cozy-mon hostnames, passthrough
+    //  services, expected listeners of alice, alice-x, cozy-mon).
+    // Hostname listeners = 64 - http - passthrough: 63 without passthrough services.
+    type Case = (usize, usize, usize, usize, (usize, usize, usize));
+    let cases: [Case; 6] = [
+        (70, 3, 2, 0, (58, 3, 2)),
+        (70, 0, 0, 0, (63, 0, 0)),
+        (10, 3, 2, 0, (10, 3, 2)),
+        // Two big tenants split evenly; the odd slot goes to the smaller namespace name.
+        (70, 70, 0, 0, (32, 31, 0)),
+        (70, 3, 2, 16, (42, 3, 2)),
+        (70, 40, 2, 0, (31, 30, 2)),
+    ];
+    for (n_alice, n_kid, n_cozy, pass, (want_alice, want_kid, want_cozy)) in cases {
+        let case = format!("{n_alice}/{n_kid}/{n_cozy} with {pass} passthrough");
+        let mut w = world();
+        w.tgw.spec.tls_passthrough_services = (0..pass).map(|i| format!("s{i}")).collect();
+        w.tgw.spec.attached_namespaces = vec!["cozy-mon".into()];
+        w.namespaces.push(testing::namespace("cozy-mon", &[], &[]));
+        for i in 0..n_alice {
+            let mut r = route(
+                "tenant-alice",
+                &format!("a{i:02}"),
+                &[&format!("a{i:02}.alice.example.org")],
+            );
+            r.creation = Some(at(1000 + i as i64));
+            w.routes.push(r);
+        }
+        // The first tenant alone: it takes every listener it can.
+        let (mut w, _) = settle(w);
+        let alone_names = listener_names(&w);
+        // Later, newer routes from the second tenant and from cozy-mon.
+        for i in 0..n_kid {
+            let mut r = remote_route(
+                "tenant-alice-x",
+                &format!("x{i:02}"),
+                &[&format!("x{i:02}.x.alice.example.org")],
+            );
+            r.creation = Some(at(5000 + i as i64));
+            w.routes.push(r);
+        }
+        for i in 0..n_cozy {
+            let mut r = remote_route(
+                "cozy-mon",
+                &format!("m{i}"),
+                &[&format!("m{i}.alice.example.org")],
+            );
+            r.creation = Some(at(6000 + i as i64));
+            w.routes.push(r);
+        }
+        let (w, p) = settle(w);
+        let gw = &w.observed.gateways[0].spec.listeners;
+        assert!(gw.len() <= 64, "{case}");
+        let count = |suffix: &str, prefix: char| {
+            gw.iter()
+                .filter_map(|l| l.hostname.as_deref())
+                .filter(|h| h.starts_with(prefix) && h.ends_with(suffix))
+                .count()
+        };
+        let got = (
+            count(".alice.example.org", 'a'),
+            count(".x.alice.example.org", 'x'),
+            count(".alice.example.org", 'm'),
+        );
+        assert_eq!(got, (want_alice, want_kid, want_cozy), "{case}");
+        // Who is cut: alice's youngest; everyone cut is told why.
+        for i in 0..n_alice {
+            let (status, reason, _) = accepted(&w, "tenant-alice", &format!("a{i:02}"));
+            let want = if i < want_alice {
+                ("True", "Accepted")
+            } else {
+                ("False", "ListenerLimitReached")
+            };
+            assert_eq!((status.as_str(), reason.as_str()), want, "{case}: a{i:02}");
+        }
+        for i in 0..n_kid {
+            let want = if i < want_kid { "True" } else { "False" };
+            assert_eq!(
+                accepted(&w, "tenant-alice-x", &format!("x{i:02}")).0,
+                want,
+                "{case}"
+            );
+        }
+        for i in 0..n_cozy {
+            assert_eq!(
+                accepted(&w, "cozy-mon", &format!("m{i}")).0,
+                "True",
+                "{case}"
+            );
+        }
+        let cut = n_alice + n_kid + n_cozy - want_alice - want_kid - want_cozy;
+        let cap = condition(&p, status::LISTENER_CAPACITY);
+        if cut == 0 {
+            assert_eq!(cap.status, "True", "{case}");
+        } else {
+            assert_eq!(
+                (cap.status.as_str(), cap.reason.as_str()),
+                ("False", "ListenerLimitReached"),
+                "{case}"
+            );
+            assert!(
+                cap.message.contains(&format!("{cut} hostname(s)"))
+                    && cap.message.contains("dns01"),
+                "{case}: {}",
+                cap.message
+            );
+        }
+        // Every listener that stays keeps the name it had (SPEC §3.2 stickiness).
+        let now = listener_names(&w);
+        for l in gw
+            .iter()
+            .filter(|l| l.hostname.as_deref().is_some_and(|h| h.starts_with('a')))
+        {
+            assert!(alone_names.contains(&l.name), "{case}: {} renamed", l.name);
+        }
+        assert!(now.len() <= 64, "{case}");
+    }
+}
+
+/// Issue 20 item 9 on the whole plan: the parent tenant's route never takes
+/// `shop.kid.alice.example.org` from the child that owns `kid.alice.example.org`, even when
+/// the parent's route came first; the parent's route is told who holds it.
+#[test]
+fn parent_never_takes_a_hostname_from_the_child_apex_owner() {
+    let h = "shop.kid.alice.example.org";
+    let mut w = world();
+    w.namespaces.push(tenant(
+        "tenant-alice-kid",
+        "kid.alice.example.org",
+        "tenant-alice",
+    ));
+    let mut parent = route("tenant-alice", "shop", &[h]);
+    parent.creation = Some(at(1));
+    w.routes.push(parent);
+    let (w, _) = settle(w);
+    assert_eq!(
+        accepted(&w, "tenant-alice", "shop").0,
+        "True",
+        "alone it is served"
+    );
+    let before = listener_names(&w);
+
+    let mut w = w;
+    w.routes
+        .push(remote_route("tenant-alice-kid", "shop", &[h]));
+    let (w, p) = settle(w);
+    assert_eq!(p.summary.hostname_owners[h], "tenant-alice-kid");
+    assert_eq!(accepted(&w, "tenant-alice-kid", "shop").0, "True");
+    let (status, reason, msg) = accepted(&w, "tenant-alice", "shop");
+    assert_eq!(
+        (status.as_str(), reason.as_str()),
+        ("False", "HostnameConflict")
+    );
+    assert!(
+        msg.contains("tenant-alice-kid") && msg.contains("most specific"),
+        "{msg}"
+    );
+    // The listener stays (same hostname, now the child's) and keeps its name.
+    assert_eq!(listener_names(&w), before);
+}
+
+/// A random adversarial hostname set under `apex`: direct children (one literally `apex`,
+/// `gateway`, `child-…`), deep names, labels equal to another hostname's hashed listener
+/// stem, labels equal to the hashed form `fit` gives a too-long Certificate name, long
+/// labels; and random sticky names, some taken from another hostname's names, some equal to
+/// names the rule gives new hostnames, some invalid.
+fn adversarial_names(
+    rng: &mut Rng,
+    tgw: &str,
+    apex: &str,
+) -> (BTreeSet<String>, BTreeMap<String, names::StickyNames>) {
+    use std::collections::BTreeMap;
+    let mut hosts: BTreeSet<String> = BTreeSet::new();
+    for _ in 0..rng.below(40) {
+        let i = rng.below(10);
+        let h = match rng.below(9) {
+            0 => apex.to_string(),
+            1 => format!(
+                "{}.{apex}",
+                rng.pick(&["apex", "gateway", "child-x", "www"])
+            ),
+            2 => format!("w{i}.deep.{apex}"),
+            // The label of a deep hostname's hashed stem, as a direct child.
+            3 => format!("w{i}-{}.{apex}", names::h8(&format!("w{i}.deep.{apex}"))),
+            4 => {
+                // A long direct child, and a twin whose label is the hashed form `fit` gives
+                // the long one's Certificate name.
+                let long = format!("{i}{}", "a".repeat(56));
+                let base = format!("{tgw}-{long}");
+                let cert = names::fit(&base, "-tls");
+                if let Some(stem) = cert
+                    .strip_prefix(&format!("{tgw}-"))
+                    .and_then(|c| c.strip_suffix("-tls"))
+                    .filter(|s| names::is_dns_label(s) && s.len() <= 57)
+                {
+                    hosts.insert(format!("{stem}.{apex}"));
+                }
+                format!("{long}.{apex}")
+            }
+            5 => format!("{}.{apex}", "l".repeat(63)),
+            _ => format!("h{}.{apex}", rng.below(30)),
+        };
+        hosts.insert(h);
+    }
+    let fixed = BTreeSet::from(["http".to_string(), "tls-api".to_string()]);
+    let plain = names::http01(tgw, apex, &hosts, &fixed, &BTreeMap::new());
+    let all: Vec<&names::HostNames> = plain.values().collect();
+    let mut sticky = BTreeMap::new();
+    for h in &hosts {
+        let pick_other = |rng: &mut Rng| all[rng.below(all.len())].clone();
+        let s = match rng.below(6) {
+            0 => continue,
+            // Its own names (as if rendered before).
+            1 => {
+                let n = plain[h].clone();
+                names::StickyNames {
+                    listener: Some(n.listener),
+                    certificate: Some(n.certificate),
+                }
+            }
+            // Another hostname's rule names: a new hostname would want them.
+            2 => {
+                let n = pick_other(rng);
+                names::StickyNames {
+                    listener: Some(n.listener),
+                    certificate: Some(n.certificate),
+                }
+            }
+            3 => names::StickyNames {
+                listener: Some(
+                    rng.pick(&["http", "tls-api", "https-apex", "Bad_Name"])
+                        .into(),
+                ),
+                certificate: Some(
+                    rng.pick(&[
+                        &format!("{tgw}-acme-account"),
+                        &format!("{tgw}-gateway-tls"),
+                        "x.y.tls",
+                        "UPPER",
+                    ])
+                    .to_string(),
+                ),
+            },
+            4 => names::StickyNames {
+                listener: Some(format!("https-old-{}", rng.below(5))),
+                certificate: None,
+            },
+            _ => names::StickyNames {
+                listener: None,
+                certificate: Some(format!("old-{}.tls", rng.below(5))),
+            },
+        };
+        sticky.insert(h.clone(), s);
+    }
+    (hosts, sticky)
+}
+
+/// Issue 20 item 10 (SPEC §3.2): Certificate names — and so their Secrets — are unique per
+/// TenantGateway and valid DNS-1123 subdomains of at most 253 characters, like listener
+/// names are unique labels, whatever the hostnames and the sticky names of the observed
+/// Gateway; a valid sticky name not already taken is kept.
+#[test]
+fn property_certificate_names_are_unique_valid_subdomains() {
+    let apex = "alice.example.org";
+    let mut rng = Rng::new(31);
+    for case in 0..400 {
+        let tgw = rng
+            .pick(&["gw", "a.b.c", &"t".repeat(253), "long-name-long-name"])
+            .to_string();
+        let (hosts, sticky) = adversarial_names(&mut rng, &tgw, apex);
+        let fixed = BTreeSet::from(["http".to_string(), "tls-api".to_string()]);
+        let n = names::http01(&tgw, apex, &hosts, &fixed, &sticky);
+        assert_eq!(
+            n.keys().collect::<Vec<_>>(),
+            hosts.iter().collect::<Vec<_>>()
+        );
+        let ls: BTreeSet<&str> = n.values().map(|v| v.listener.as_str()).collect();
+        let cs: BTreeSet<&str> = n.values().map(|v| v.certificate.as_str()).collect();
+        assert_eq!(ls.len(), n.len(), "case {case}: listeners {n:?}");
+        assert_eq!(cs.len(), n.len(), "case {case}: certificates {n:?}");
+        let acme = names::acme_account_secret(&tgw);
+        let wildcard = names::wildcard_certificate(&tgw);
+        for (h, v) in &n {
+            assert!(names::is_dns_label(&v.listener), "case {case}: {h} {v:?}");
+            assert!(!fixed.contains(&v.listener), "case {case}: {h} {v:?}");
+            assert!(
+                names::is_dns_subdomain(&v.certificate) && v.certificate.len() <= 253,
+                "case {case}: {h} {v:?}"
+            );
+            assert!(
+                v.certificate != acme && v.certificate != wildcard,
+                "case {case}: {h} {v:?}"
+            );
+        }
+        // Sticky names are kept unless invalid or taken before (hostname order).
+        let mut seen_l: BTreeSet<String> = fixed.clone();
+        let mut seen_c: BTreeSet<String> = BTreeSet::from([acme.clone(), wildcard.clone()]);
+        for h in &hosts {
+            let Some(s) = sticky.get(h) else { continue };
+            if let Some(l) = &s.listener
+                && names::is_dns_label(l)
+                && seen_l.insert(l.clone())
+            {
+                assert_eq!(&n[h].listener, l, "case {case}: {h} lost its listener name");
+            }
+            if let Some(c) = &s.certificate
+                && names::is_dns_subdomain(c)
+                && seen_c.insert(c.clone())
+            {
+                assert_eq!(
+                    &n[h].certificate, c,
+                    "case {case}: {h} lost its certificate"
+                );
+            }
+        }
+    }
+}
+
+/// On the whole plan: an observed Gateway whose listener holds the name the rule gives a new
+/// hostname keeps it; the new hostname gets another name, Certificates and Secrets stay
+/// unique, and adding routes later never renames a listener or a Certificate.
+#[test]
+fn property_sticky_names_survive_new_routes() {
+    let mut rng = Rng::new(37);
+    for case in 0..40 {
+        let mut w = random_world(&mut rng);
+        w.tgw.spec = testing::http01_spec();
+        let (w, _) = settle(w);
+        let names_of = |w: &Inputs| -> BTreeMap<String, (String, String)> {
+            w.observed
+                .gateways
+                .iter()
+                .flat_map(|g| g.spec.listeners.iter())
+                .filter(|l| l.protocol == "HTTPS")
+                .filter_map(|l| {
+                    let cert = l
+                        .tls
+                        .as_ref()?
+                        .certificate_refs
+                        .as_ref()?
+                        .first()?
+                        .name
+                        .clone();
+                    Some((l.hostname.clone()?, (l.name.clone(), cert)))
+                })
+                .collect()
+        };
+        let before = names_of(&w);
+        let mut w = w;
+        // New routes whose hostnames the rule would give an existing listener's name: a
+        // direct child whose label is an existing hashed stem, and a deep twin of an existing
+        // direct child (`<label>.deep.<apex>` has the stem `<label>-<h8>`).
+        let mut added = 0;
+        for (h, (listener, _)) in &before {
+            let Some(stem) = listener.strip_prefix("https-") else {
+                continue;
+            };
+            let label = h.split('.').next().unwrap_or("x");
+            for nh in [
+                format!("{stem}.alice.example.org"),
+                format!("{label}.deep.alice.example.org"),
+            ] {
+                if &nh != h && crate::hostname::listenable(&nh, "alice.example.org").is_ok() {
+                    w.routes
+                        .push(route("tenant-alice", &format!("new-{added}"), &[&nh]));
+                    added += 1;
+                }
+            }
+            if added >= 6 {
+                break;
+            }
+        }
+        let (w, p) = settle(w);
+        let after = names_of(&w);
+        for (h, n) in &before {
+            if let Some(m) = after.get(h) {
+                assert_eq!(m, n, "case {case}: {h} renamed");
+            }
+        }
+        let d = p.desired.expect("renders");
+        let certs: Vec<(&str, &str)> = d
+            .certificates
+            .iter()
+            .map(|c| {
+                (
+                    c.metadata.name.as_deref().unwrap_or_default(),
+                    c.spec.secret_name.as_str(),
+                )
+            })
+            .collect();
+        let names_set: BTreeSet<&str> = certs.iter().map(|c| c.0).collect();
+        let secrets: BTreeSet<&str> = certs.iter().map(|c| c.1).collect();
+        assert_eq!(names_set.len(), certs.len(), "case {case}: {certs:?}");
+        assert_eq!(secrets.len(), certs.len(), "case {case}: {certs:?}");
+        assert!(!secrets.contains(names::acme_account_secret(&w.tgw.name).as_str()));
+        let ls: BTreeSet<&str> = d
+            .gateway
+            .spec
+            .listeners
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
+        assert_eq!(ls.len(), d.gateway.spec.listeners.len(), "case {case}");
     }
 }
