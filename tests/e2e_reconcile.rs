@@ -283,6 +283,9 @@ fn reconciler_on_a_real_api_server() {
     // Issue 20, with no webhook in the path (defense in depth in the reconciler itself).
     platform_namespaces_stay_with_the_root(&c);
     forged_attached_by_is_ignored(&c);
+    route_status_never_exceeds_32_parents(&c);
+    one_tenant_cannot_take_every_listener(&c);
+    the_child_owning_the_apex_wins(&c);
 
     // Two replicas: one Lease holder, only it writes; killing it hands over.
     let two = start_replica(&rt, &cp);
@@ -1408,4 +1411,212 @@ fn forged_attached_by_is_ignored(c: &Cluster) {
         ns["metadata"], t["status"]
     );
     bob_served().expect("bob's site left the root Gateway");
+}
+
+fn route_with_parents(ns: &str, name: &str, host: &str, n: usize) -> Value {
+    let parents: Vec<Value> = (0..n)
+        .map(|i| json!({"name": "root", "namespace": "tenant-root", "sectionName": format!("s{i:02}")}))
+        .collect();
+    json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": name, "namespace": ns},
+        "spec": {"parentRefs": parents, "hostnames": [host],
+                 "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}})
+}
+
+/// Issue 20 item 7, the attacker's sequence: a route with 31 parentRefs to the shared root
+/// Gateway, one foreign status entry, then 32 parentRefs. Our entries fill the room left,
+/// the foreign one stays, the TenantGateway says so, and the root keeps reconciling.
+fn route_status_never_exceeds_32_parents(c: &Cluster) {
+    c.apply(&route_with_parents(
+        "tenant-bob",
+        "many",
+        "many.bob.example.org",
+        31,
+    ));
+    let r = c.wait("31 entries of ours", || {
+        let r = c.get("httproute", "tenant-bob", "many")?;
+        let ours = r["status"]["parents"]
+            .as_array()?
+            .iter()
+            .filter(|p| p["controllerName"] == CONTROLLER_NAME)
+            .count();
+        (ours == 31).then_some(r)
+    });
+    let mut parents = r["status"]["parents"].as_array().expect("parents").clone();
+    parents.push(
+        json!({"parentRef": {"name": "elsewhere", "namespace": "tenant-bob"},
+        "controllerName": "example.com/other-controller",
+        "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+            "message": "", "lastTransitionTime": "2026-01-01T00:00:00Z"}]}),
+    );
+    c.patch_status(
+        "httproute",
+        "tenant-bob",
+        "many",
+        &json!({"status": {"parents": parents}}),
+    );
+    c.apply(&route_with_parents(
+        "tenant-bob",
+        "many",
+        "many.bob.example.org",
+        32,
+    ));
+    let t = c.wait("the root says a route has no room", || {
+        let t = c.get("tenantgateway", "tenant-root", "root")?;
+        let cond = tgw_condition(&t, "RouteStatus")?;
+        (cond.0 == "False" && cond.2.contains("tenant-bob/many")).then_some(t)
+    });
+    let r = c.get("httproute", "tenant-bob", "many").expect("route");
+    let parents = r["status"]["parents"].as_array().expect("parents");
+    assert!(parents.len() <= 32, "{} entries", parents.len());
+    assert!(
+        parents
+            .iter()
+            .any(|p| p["controllerName"] == "example.com/other-controller"),
+        "the foreign entry was dropped: {}",
+        r["status"]
+    );
+    assert_eq!(
+        parents
+            .iter()
+            .filter(|p| p["controllerName"] == CONTROLLER_NAME)
+            .count(),
+        31,
+        "{}",
+        t["status"]
+    );
+    // Nothing else froze: a new route on the same Gateway is served and accepted.
+    c.apply(&http_route(
+        "tenant-bob",
+        "after-many",
+        ("tenant-root", "root"),
+        &["after.bob.example.org"],
+    ));
+    c.wait("the root still reconciles other routes", || {
+        let gw = c.get("gateway", "tenant-root", "root")?;
+        let r = c.get("httproute", "tenant-bob", "after-many")?;
+        let listed = listeners(&gw)
+            .iter()
+            .any(|(_, h)| h.as_deref() == Some("after.bob.example.org"));
+        (listed && route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    });
+    c.delete("httproute", "tenant-bob", "many");
+    c.delete("httproute", "tenant-bob", "after-many");
+}
+
+/// Issue 20 item 8, the attacker's objects: 70 routes from one tenant on the shared root
+/// Gateway, then a later tenant's route and a `cozy-*` route: both get a listener (the cozy
+/// first, then the max-min fair share); the flooding tenant is the one cut.
+fn one_tenant_cannot_take_every_listener(c: &Cluster) {
+    let items: Vec<Value> = (0..70)
+        .map(|i| {
+            http_route(
+                "tenant-bob",
+                &format!("flood{i:02}"),
+                ("tenant-root", "root"),
+                &[&format!("f{i:02}.bob.example.org")],
+            )
+        })
+        .collect();
+    c.apply(&json!({"apiVersion": "v1", "kind": "List", "items": items}));
+    c.wait("the flood fills the Gateway", || {
+        let t = c.get("tenantgateway", "tenant-root", "root")?;
+        (tgw_condition(&t, "ListenerCapacity")?.0 == "False").then_some(())
+    });
+    c.namespace(
+        "tenant-late",
+        &[
+            ("namespace.cozystack.io/host", "late.example.org"),
+            ("namespace.cozystack.io/gateway", "tenant-root"),
+        ],
+    );
+    c.apply(&http_route(
+        "tenant-late",
+        "shop",
+        ("tenant-root", "root"),
+        &["shop.late.example.org"],
+    ));
+    c.apply(&http_route(
+        "cozy-keycloak",
+        "keycloak",
+        ("tenant-root", "root"),
+        &["keycloak.example.org"],
+    ));
+    c.wait("the later tenant and the cozy route are served", || {
+        let gw = c.get("gateway", "tenant-root", "root")?;
+        let hosts: Vec<Option<String>> = listeners(&gw).into_iter().map(|(_, h)| h).collect();
+        let late = c.get("httproute", "tenant-late", "shop")?;
+        let keycloak = c.get("httproute", "cozy-keycloak", "keycloak")?;
+        (hosts.len() <= 64
+            && hosts.contains(&Some("shop.late.example.org".to_string()))
+            && hosts.contains(&Some("keycloak.example.org".to_string()))
+            && route_condition(&late, "Accepted")?.0 == "True"
+            && route_condition(&keycloak, "Accepted")?.0 == "True")
+            .then_some(())
+    });
+    let o = c.cp.kubectl(
+        &["get", "httproute", "-n", "tenant-bob", "-o", "json"],
+        None,
+    );
+    let list: Value = serde_json::from_str(&o.stdout).expect("json");
+    let cut = list["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|r| route_condition(r, "Accepted").is_some_and(|a| a.1 == "ListenerLimitReached"))
+        .count();
+    assert!(cut > 0, "the flooding tenant kept every listener");
+    let gw = c.get("gateway", "tenant-root", "root").expect("gateway");
+    assert!(listeners(&gw).len() <= 64);
+    for i in 0..70 {
+        c.delete("httproute", "tenant-bob", &format!("flood{i:02}"));
+    }
+    c.delete("httproute", "tenant-late", "shop");
+    c.delete("httproute", "cozy-keycloak", "keycloak");
+    c.wait("the flood gone, capacity back", || {
+        let t = c.get("tenantgateway", "tenant-root", "root")?;
+        (tgw_condition(&t, "ListenerCapacity")?.0 == "True").then_some(())
+    });
+}
+
+/// Issue 20 item 9: a parent tenant's route claiming `shop.kid.alice.example.org`, older
+/// than the child's, does not take it from `tenant-alice-kid`, whose apex is
+/// `kid.alice.example.org` — although `tenant-alice` sorts first.
+fn the_child_owning_the_apex_wins(c: &Cluster) {
+    let host = "shop.kid.alice.example.org";
+    c.apply(&http_route(
+        "tenant-alice",
+        "takes-kid",
+        ("tenant-alice", "gw"),
+        &[host],
+    ));
+    c.wait("the parent's route accepted while alone", || {
+        let r = c.get("httproute", "tenant-alice", "takes-kid")?;
+        (route_condition(&r, "Accepted")?.0 == "True").then_some(())
+    });
+    c.namespace(
+        "tenant-alice-kid",
+        &[
+            ("namespace.cozystack.io/host", "kid.alice.example.org"),
+            ("namespace.cozystack.io/gateway", "tenant-alice"),
+        ],
+    );
+    c.apply(&http_route(
+        "tenant-alice-kid",
+        "shop",
+        ("tenant-alice", "gw"),
+        &[host],
+    ));
+    c.wait(
+        "the child wins its own apex, the parent shows HostnameConflict",
+        || {
+            let parent = c.get("httproute", "tenant-alice", "takes-kid")?;
+            let kid = c.get("httproute", "tenant-alice-kid", "shop")?;
+            let p = route_condition(&parent, "Accepted")?;
+            let k = route_condition(&kid, "Accepted")?;
+            (p == ("False".into(), "HostnameConflict".into()) && k.0 == "True").then_some(())
+        },
+    );
+    c.delete("httproute", "tenant-alice", "takes-kid");
+    c.delete("httproute", "tenant-alice-kid", "shop");
 }
