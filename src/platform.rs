@@ -124,6 +124,13 @@ pub trait ApexOwners {
     /// True when a namespace other than `except` has `apex` (lowercase) as its
     /// `namespace.cozystack.io/host` label value (compared lowercased).
     fn owned_by_other(&self, apex: &str, except: &str) -> bool;
+
+    /// The apex (lowercase) of `namespace`, when it has a non-empty host label. Route
+    /// conflict warnings read it (SPEC §3.3: the most specific apex owner wins); an index that
+    /// keeps no names answers `None`.
+    fn apex_of(&self, _namespace: &str) -> Option<String> {
+        None
+    }
 }
 
 /// No other namespace carries any apex (tests, fuzzing, callers without an index).

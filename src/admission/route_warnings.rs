@@ -6,7 +6,10 @@
 //! Gateway it references, and the system prefix. It judges claims the way
 //! `reconcile::routes::analyse` does: only an HTTPRoute parentRef without a sectionName or
 //! naming an `https…` listener claims a hostname; the winner of a hostname claimed from
-//! several namespaces is [`claims::winner`], the function the reconciler's analysis calls.
+//! several namespaces is [`claims::winner_for`], the function the reconciler's analysis
+//! calls, with each namespace's apex from the namespace index (a summary is kept per route
+//! snapshot, so a host label changed since the Gateway's routes last changed is seen with
+//! the next route change; the reconciler, not the warning, decides).
 //!
 //! A route in the index counts as published on a Gateway when a parentRef targets it *and*
 //! it carries our status entry for it: the reconciler writes that entry only for routes that
@@ -17,19 +20,22 @@
 //! The listener budget is counted from the same routes: the `http` listener, one passthrough
 //! listener per `tls-…` section a published TLSRoute names, and one listener per distinct
 //! listenable (valid, not wildcard) hostname published by claiming HTTPRoutes; of
-//! [`MAX_LISTENERS`]. The index does not know a Gateway's certMode, so the count is the
+//! [`MAX_LISTENERS`]. When a route needs more listeners than are left and other namespaces
+//! publish on the Gateway too, the warning is the fair share's
+//! (`reconcile::routes::share_warning`, SPEC §3.3): a namespace within its share takes its
+//! listeners from the others and is not warned. The index does not know a Gateway's certMode, so the count is the
 //! http01 one (dns01/existingSecret Gateways have no per-hostname listeners; their routes
 //! rarely come near 63 distinct hostnames, and the warning says what it assumes).
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::claims::{self, Claimant};
+use crate::claims::{self, ApexClaimant, Claimant};
 use crate::cluster::routes::{GatewayRoutes, RouteIndex};
 use crate::hostname;
-use crate::platform::GATEWAY_API_GROUP;
+use crate::platform::{ApexOwners, GATEWAY_API_GROUP};
 use crate::reconcile::inputs::{ParentRef, RouteFacts, RouteKind};
-use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https};
+use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https, share_warning};
 
 /// Why a warning was given: the `reason` label of its counter (a closed set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -176,16 +182,18 @@ pub fn warnings(
     snapshot: impl Fn(&str, &str) -> Arc<GatewayRoutes>,
     system_prefix: &str,
     publishes_through: Option<&str>,
+    apexes: &dyn ApexOwners,
 ) -> Vec<RouteWarning> {
     warnings_from(
         route,
         |ns, name| {
             let routes = snapshot(ns, name);
-            let summary = Arc::new(GatewaySummary::of(&routes, ns, name, system_prefix));
+            let summary = Arc::new(GatewaySummary::of(&routes, ns, name, system_prefix, apexes));
             (routes, summary)
         },
         system_prefix,
         publishes_through,
+        apexes,
     )
 }
 
@@ -196,12 +204,14 @@ pub fn warnings_from(
     summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
     system_prefix: &str,
     publishes_through: Option<&str>,
+    apexes: &dyn ApexOwners,
 ) -> Vec<RouteWarning> {
     warnings_for(
         &Admitted::of(route),
         summary,
         system_prefix,
         publishes_through,
+        apexes,
     )
 }
 
@@ -211,6 +221,7 @@ pub fn warnings_for(
     summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
     system_prefix: &str,
     publishes_through: Option<&str>,
+    apexes: &dyn ApexOwners,
 ) -> Vec<RouteWarning> {
     let mut out = Vec::new();
     for (gw_ns, gw_name) in route.gateways() {
@@ -223,9 +234,15 @@ pub fn warnings_for(
             name: gw_name,
         };
         match route.kind {
-            RouteKind::HttpRoute => {
-                http_route(route, &on, &routes, &summary, system_prefix, &mut out)
-            }
+            RouteKind::HttpRoute => http_route(
+                route,
+                &on,
+                &routes,
+                &summary,
+                system_prefix,
+                apexes,
+                &mut out,
+            ),
             RouteKind::TlsRoute => tls_route(route, &summary, &on, &mut out),
         }
     }
@@ -251,6 +268,12 @@ pub struct GatewaySummary {
     https: HostMap<HostClaims>,
     /// How many of those hostnames get a listener (valid, not a wildcard).
     listenable: usize,
+    /// Those listenable hostnames by the namespace of their winning claimant (the fair
+    /// share's demands, SPEC §3.3).
+    per_namespace: BTreeMap<String, usize>,
+    /// The apex of each claiming namespace (`None`: no host label), as the conflict order
+    /// reads it.
+    apex: HashMap<String, Option<String>>,
     /// Distinct `tls-…` sections published TLSRoutes name here (one listener each).
     passthrough: usize,
     /// Hostnames of published TLSRoutes: one route per namespace passing each through, by
@@ -260,16 +283,21 @@ pub struct GatewaySummary {
 
 #[derive(Debug, Default)]
 struct HostClaims {
-    /// The claiming routes, each once, in [`claims::compare`] order (the winner first).
+    /// The claiming routes, each once, in [`claims::compare_for`] order (the winner first).
     ranked: Vec<Arc<RouteFacts>>,
     /// One claiming route per namespace, by namespace.
     namespaces: Vec<Arc<RouteFacts>>,
 }
 
-fn claimant(r: &RouteFacts) -> Claimant<'_> {
-    Claimant {
+/// `r` as the conflict order reads it, with its namespace's apex from `apex`.
+fn apex_claimant<'a>(
+    r: &'a RouteFacts,
+    apex: &'a HashMap<String, Option<String>>,
+) -> ApexClaimant<'a> {
+    ApexClaimant {
         namespace: &r.namespace,
         name: &r.name,
+        apex: apex.get(&*r.namespace).and_then(|a| a.as_deref()),
     }
 }
 
@@ -291,6 +319,7 @@ impl GatewaySummary {
         namespace: &str,
         name: &str,
         system_prefix: &str,
+        apexes: &dyn ApexOwners,
     ) -> GatewaySummary {
         let on = Gateway { namespace, name };
         let mut https: HostMap<Vec<Arc<RouteFacts>>> = HostMap::default();
@@ -317,20 +346,47 @@ impl GatewaySummary {
                 }
             }
         }
+        let mut apex: HashMap<String, Option<String>> = HashMap::new();
+        for rs in https.values() {
+            for r in rs {
+                if !apex.contains_key(&*r.namespace) {
+                    apex.insert(r.namespace.to_string(), apexes.apex_of(&r.namespace));
+                }
+            }
+        }
         let https: HostMap<HostClaims> = https
             .into_iter()
             .map(|(h, mut ranked)| {
-                ranked.sort_by(|a, b| claims::compare(&claimant(a), &claimant(b), system_prefix));
+                ranked.sort_by(|a, b| {
+                    claims::compare_for(
+                        &h,
+                        &apex_claimant(a, &apex),
+                        &apex_claimant(b, &apex),
+                        system_prefix,
+                    )
+                });
                 // A route listing a hostname twice is one claimant.
                 ranked.dedup_by(|a, b| same_route(a, b));
                 let namespaces = by_namespace(ranked.clone());
                 (h, HostClaims { ranked, namespaces })
             })
             .collect();
-        let listenable = https.keys().filter(|h| listenable(h)).count();
+        let mut listenable_count = 0;
+        let mut per_namespace: BTreeMap<String, usize> = BTreeMap::new();
+        for (h, c) in &https {
+            if !listenable(h) {
+                continue;
+            }
+            listenable_count += 1;
+            if let Some(w) = c.ranked.first() {
+                *per_namespace.entry(w.namespace.to_string()).or_default() += 1;
+            }
+        }
         GatewaySummary {
             https,
-            listenable,
+            listenable: listenable_count,
+            per_namespace,
+            apex,
             passthrough: sections.len(),
             tls: tls.into_iter().map(|(h, v)| (h, by_namespace(v))).collect(),
         }
@@ -421,10 +477,11 @@ impl SummaryCache {
         namespace: &str,
         name: &str,
         system_prefix: &str,
+        apexes: &dyn ApexOwners,
     ) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>) {
         let routes = index.for_gateway(namespace, name);
         if routes.len() < CACHE_FROM {
-            let summary = GatewaySummary::of(&routes, namespace, name, system_prefix);
+            let summary = GatewaySummary::of(&routes, namespace, name, system_prefix, apexes);
             return (routes, Arc::new(summary));
         }
         if let Some((seen, summary)) = self
@@ -437,7 +494,13 @@ impl SummaryCache {
             return (routes, summary.clone());
         }
         // Computed without the lock; reviews racing on a new snapshot each compute it once.
-        let summary = Arc::new(GatewaySummary::of(&routes, namespace, name, system_prefix));
+        let summary = Arc::new(GatewaySummary::of(
+            &routes,
+            namespace,
+            name,
+            system_prefix,
+            apexes,
+        ));
         let mut g = self.lock();
         if g.len >= g.sweep_at {
             g.by_gateway.retain(|_, m| {
@@ -520,6 +583,7 @@ fn http_route<'g>(
     routes: &GatewayRoutes,
     summary: &'g GatewaySummary,
     system_prefix: &str,
+    apexes: &dyn ApexOwners,
     out: &mut Vec<RouteWarning>,
 ) {
     if route.kind != RouteKind::HttpRoute || !route.sections_on(on).any(section_claims_https) {
@@ -550,6 +614,8 @@ fn http_route<'g>(
             }
         })
         .collect();
+    // Looked up once, and only for a route that meets another namespace's claim.
+    let mut my_apex: Option<Option<String>> = None;
     for Mine { h, claims, best } in &mine {
         let Some(claims) = claims else {
             continue;
@@ -559,8 +625,16 @@ fn http_route<'g>(
         if foreign == 0 {
             continue;
         }
-        let best = best.map(claimant);
-        let Some(winner) = claims::winner(best.into_iter().chain([me]), system_prefix) else {
+        let my_apex = my_apex.get_or_insert_with(|| apexes.apex_of(me.namespace));
+        let me_ac = ApexClaimant {
+            namespace: me.namespace,
+            name: me.name,
+            apex: my_apex.as_deref(),
+        };
+        let best = best.map(|r| apex_claimant(r, &summary.apex));
+        let Some(winner) = claims::winner_for(h, best.into_iter().chain([me_ac]), system_prefix)
+            .map(|w| w.claimant())
+        else {
             continue;
         };
         let text = if claims::shares_with(&me, &winner) {
@@ -623,7 +697,59 @@ fn http_route<'g>(
     if new == 0 || new < left {
         return;
     }
-    out.push(budget_warning(on, left, new));
+    // What each namespace publishes without this route's own published version: where that
+    // version wins a hostname, the best other claimant's namespace would hold it instead.
+    let mut published = summary.per_namespace.clone();
+    if let Some(old) = routes
+        .get(&(route.kind, route.namespace.into(), route.name.into()))
+        .filter(|r| on.published_by(r) && on.claimed_by(r))
+    {
+        let hosts: BTreeSet<&str> = old
+            .hostnames
+            .iter()
+            .map(String::as_str)
+            .filter(|h| listenable(h))
+            .collect();
+        for h in hosts {
+            let Some(c) = summary.https.get(h) else {
+                continue;
+            };
+            if !c.ranked.first().is_some_and(|w| is_me(w)) {
+                continue;
+            }
+            if let Some(n) = published.get_mut(me.namespace) {
+                *n = n.saturating_sub(1);
+            }
+            if let Some(next) = best_other(c) {
+                *published.entry(next.namespace.to_string()).or_default() += 1;
+            }
+        }
+    }
+    let others_publish = published
+        .iter()
+        .any(|(ns, n)| ns.as_str() != me.namespace && *n > 0);
+    if new == left || !others_publish {
+        // Alone on the Gateway (or taking exactly what is left) the share is the whole
+        // budget: the plain count says it.
+        out.push(budget_warning(on, left, new));
+        return;
+    }
+    let budget = MAX_LISTENERS.saturating_sub(1 + summary.passthrough);
+    // Within its share the route takes its listeners from a namespace over its share, and
+    // that namespace's routes are the ones cut: nothing to warn this one about.
+    if let Some(text) = share_warning(
+        (on.namespace, on.name),
+        me.namespace,
+        &published,
+        new,
+        budget,
+        system_prefix,
+    ) {
+        out.push(RouteWarning {
+            reason: Reason::ListenerBudget,
+            text,
+        });
+    }
 }
 
 /// The listener-budget warning: `new` hostnames need a listener, `left` are free (`new ≥ left`).
@@ -734,11 +860,13 @@ impl super::Admission {
             crate::policy::NamespaceContext::NotFound => None,
         };
         let prefix = &self.cfg.system_prefix;
+        let apexes = self.namespaces.apex_owners();
         let found = warnings_for(
             &route,
-            |ns, name| self.summaries.get(&self.routes, ns, name, prefix),
+            |ns, name| self.summaries.get(&self.routes, ns, name, prefix, apexes),
             prefix,
             publishes_through,
+            apexes,
         );
         found
             .into_iter()
@@ -906,7 +1034,13 @@ mod tests {
         for r in index {
             idx.apply(r.clone());
         }
-        warnings(route, |ns, n| idx.for_gateway(ns, n), "cozy-", None)
+        warnings(
+            route,
+            |ns, n| idx.for_gateway(ns, n),
+            "cozy-",
+            None,
+            &crate::platform::NoApexOwners,
+        )
     }
 
     #[test]
@@ -1152,6 +1286,99 @@ mod tests {
     }
 
     /// `n` published routes in `tenant-root` with one distinct hostname each.
+    fn run_with(
+        index: &[RouteFacts],
+        route: &RouteFacts,
+        apexes: &[(&str, &str)],
+    ) -> Vec<RouteWarning> {
+        let idx = RouteIndex::default();
+        for r in index {
+            idx.apply(r.clone());
+        }
+        let mut map = crate::cluster::apex::ApexMap::default();
+        for (ns, apex) in apexes {
+            map.set(
+                ns,
+                &BTreeMap::from([(crate::platform::HOST_LABEL.to_string(), apex.to_string())]),
+            );
+        }
+        warnings(route, |ns, n| idx.for_gateway(ns, n), "cozy-", None, &map)
+    }
+
+    /// Issue 20 items 8 and 9 as admission sees them: the fair share decides who is warned
+    /// about listeners (a later tenant within its share is not; the flooding one is), and the
+    /// most specific apex owner wins the conflict whatever the namespace order.
+    #[test]
+    fn warnings_follow_the_fair_share_and_the_apex_owner() {
+        let flood: Vec<RouteFacts> = (0..63)
+            .map(|i| {
+                let h = format!("f{i:02}.bob.example.org");
+                http("tenant-bob", &format!("f{i:02}"), &[h.as_str()])
+            })
+            .collect();
+        let budget = |w: &[RouteWarning]| -> Vec<String> {
+            w.iter()
+                .filter(|w| w.reason == Reason::ListenerBudget)
+                .map(|w| w.text.clone())
+                .collect()
+        };
+        // A later tenant's route: within its share (1 of 63), it takes a listener from
+        // tenant-bob; no warning for it.
+        let late = http("tenant-late", "shop", &["shop.late.example.org"]);
+        assert_eq!(budget(&run_with(&flood, &late, &[])), Vec::<String>::new());
+        // The flooding tenant's next route, alone on the Gateway: the plain count.
+        let more = http("tenant-bob", "f63", &["f63.bob.example.org"]);
+        let w = budget(&run_with(&flood, &more, &[]));
+        assert!(
+            w.len() == 1 && w[0].contains("0 of 64 listeners left"),
+            "{w:?}"
+        );
+        // With the later tenant published too: past its fair share.
+        let mut two = flood.clone();
+        two.push(http("tenant-late", "shop", &["shop.late.example.org"]));
+        let w = budget(&run_with(&two, &more, &[]));
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].contains("fair share is 62/63") && w[0].contains("1 hostname(s) get none"),
+            "{w:?}"
+        );
+        // The later tenant's second route is still within its share.
+        let late2 = http("tenant-late", "cart", &["cart.late.example.org"]);
+        assert_eq!(budget(&run_with(&two, &late2, &[])), Vec::<String>::new());
+        assert!(
+            w.iter()
+                .all(|t| t.chars().count() <= super::super::MAX_WARNING_LEN)
+        );
+        // Alone on the Gateway: the plain count, as before.
+        let w = budget(&run(
+            &filled(63),
+            &http("tenant-root", "x", &["new.example.org"]),
+        ));
+        assert!(w[0].contains("0 of 64 listeners left"), "{w:?}");
+
+        let host = "shop.kid.alice.example.org";
+        let apexes = [
+            ("tenant-alice", "alice.example.org"),
+            ("tenant-alice-kid", "kid.alice.example.org"),
+        ];
+        let conflict = |w: &[RouteWarning]| -> Vec<String> {
+            w.iter()
+                .filter(|w| w.reason == Reason::HostnameConflict)
+                .map(|w| w.text.clone())
+                .collect()
+        };
+        // The parent published it first; the child owning the apex is told it wins.
+        let parent = http("tenant-alice", "takes-kid", &[host]);
+        let kid = http("tenant-alice-kid", "shop", &[host]);
+        let w = conflict(&run_with(std::slice::from_ref(&parent), &kid, &apexes));
+        assert!(w.len() == 1 && w[0].contains("this route wins"), "{w:?}");
+        let w = conflict(&run_with(std::slice::from_ref(&kid), &parent, &apexes));
+        assert!(w[0].contains("from tenant-alice-kid, which wins"), "{w:?}");
+        // Without apexes known, the namespace order of before.
+        let w = conflict(&run_with(std::slice::from_ref(&parent), &kid, &[]));
+        assert!(w[0].contains("from tenant-alice, which wins"), "{w:?}");
+    }
+
     fn filled(n: usize) -> Vec<RouteFacts> {
         (0..n)
             .map(|i| {
@@ -1417,7 +1644,14 @@ mod tests {
         idx.apply(http("cozy-dashboard", "dashboard", &[h]));
         let route = http("tenant-alice", "web", &[h]);
         let run = |through: Option<&str>| {
-            warnings(&route, |ns, n| idx.for_gateway(ns, n), "cozy-", through).len()
+            warnings(
+                &route,
+                |ns, n| idx.for_gateway(ns, n),
+                "cozy-",
+                through,
+                &crate::platform::NoApexOwners,
+            )
+            .len()
         };
         // (gateway label of tenant-alice, warnings)
         for (through, want) in [
@@ -1440,7 +1674,13 @@ mod tests {
             }
         }
         idx.apply(other);
-        let got = warnings(&own, |ns, n| idx.for_gateway(ns, n), "cozy-", Some(""));
+        let got = warnings(
+            &own,
+            |ns, n| idx.for_gateway(ns, n),
+            "cozy-",
+            Some(""),
+            &crate::platform::NoApexOwners,
+        );
         assert_eq!(got.len(), 1, "{got:?}");
     }
 
@@ -1545,6 +1785,20 @@ mod tests {
     fn summaries_answer_as_the_old_scan_did() {
         let mut compared = 0usize;
         let mut warned: BTreeMap<Reason, usize> = BTreeMap::new();
+        // Apexes that contain the random hostnames at different depths, so the most
+        // specific owner rule (SPEC §3.3) decides some conflicts.
+        let mut apexes = crate::cluster::apex::ApexMap::default();
+        for (ns, apex) in [
+            ("tenant-root", "example.org"),
+            ("tenant-bob", "h1.example.org"),
+            ("tenant-c", "h2.example.org"),
+            ("cozy-a", "h3.example.org"),
+        ] {
+            apexes.set(
+                ns,
+                &BTreeMap::from([(crate::platform::HOST_LABEL.to_string(), apex.to_string())]),
+            );
+        }
         for seed in 0..40u64 {
             let mut rng = fastrand::Rng::with_seed(seed);
             let size = [0, 3, 30, 60, 200, 1000][rng.usize(0..6)];
@@ -1577,15 +1831,27 @@ mod tests {
                     }
                 }
                 for through in [None, Some("tenant-root"), Some("")] {
-                    let want =
-                        old_scan::warnings(&route, |ns, n| idx.for_gateway(ns, n), prefix, through);
-                    let got = warnings(&route, |ns, n| idx.for_gateway(ns, n), prefix, through);
+                    let want = old_scan::warnings(
+                        &route,
+                        |ns, n| idx.for_gateway(ns, n),
+                        prefix,
+                        through,
+                        &apexes,
+                    );
+                    let got = warnings(
+                        &route,
+                        |ns, n| idx.for_gateway(ns, n),
+                        prefix,
+                        through,
+                        &apexes,
+                    );
                     assert_eq!(got, want, "seed {seed}, review {i}: {route:?}");
                     let cached = warnings_from(
                         &route,
-                        |ns, n| cache.get(&idx, ns, n, prefix),
+                        |ns, n| cache.get(&idx, ns, n, prefix, &apexes),
                         prefix,
                         through,
+                        &apexes,
                     );
                     assert_eq!(cached, want, "seed {seed}, review {i} (cached)");
                     compared += 1;
@@ -1760,15 +2026,16 @@ mod tests {
         let run = || {
             warnings_from(
                 &route,
-                |ns, n| cache.get(&idx, ns, n, "cozy-"),
+                |ns, n| cache.get(&idx, ns, n, "cozy-", &crate::platform::NoApexOwners),
                 "cozy-",
                 None,
+                &crate::platform::NoApexOwners,
             )
         };
         assert!(run().is_empty());
-        let (first, _) = cache.get(&idx, GW.0, GW.1, "cozy-");
-        let (_, s1) = cache.get(&idx, GW.0, GW.1, "cozy-");
-        let (_, s2) = cache.get(&idx, GW.0, GW.1, "cozy-");
+        let (first, _) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
+        let (_, s1) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
+        let (_, s2) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
         assert!(
             Arc::ptr_eq(&s1, &s2),
             "the same snapshot reuses its summary"
@@ -1778,7 +2045,7 @@ mod tests {
         let got = run();
         assert_eq!(got.len(), 1, "{got:?}");
         assert!(got[0].text.contains("from cozy-dashboard, which wins"));
-        let (_, s3) = cache.get(&idx, GW.0, GW.1, "cozy-");
+        let (_, s3) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
         assert!(
             !Arc::ptr_eq(&s1, &s3),
             "a changed Gateway gets a new summary"
@@ -1805,7 +2072,13 @@ mod tests {
             for i in 0..CACHE_FROM {
                 idx.apply(on(gw, i));
             }
-            cache.get(&idx, "tenant-root", &format!("gw{gw}"), "cozy-");
+            cache.get(
+                &idx,
+                "tenant-root",
+                &format!("gw{gw}"),
+                "cozy-",
+                &crate::platform::NoApexOwners,
+            );
         }
         assert_eq!(cache.len(), 70);
         for gw in 0..70 {
@@ -1817,7 +2090,13 @@ mod tests {
             for i in 0..CACHE_FROM {
                 idx.apply(on(gw, i));
             }
-            cache.get(&idx, "tenant-root", &format!("gw{gw}"), "cozy-");
+            cache.get(
+                &idx,
+                "tenant-root",
+                &format!("gw{gw}"),
+                "cozy-",
+                &crate::platform::NoApexOwners,
+            );
         }
         // Swept at 128 entries (twice the 64 of the first sweep): the 70 gone ones left.
         assert_eq!(cache.len(), 100);
@@ -1854,6 +2133,7 @@ mod tests {
             snapshot: impl Fn(&str, &str) -> Arc<GatewayRoutes>,
             system_prefix: &str,
             publishes_through: Option<&str>,
+            apexes: &dyn ApexOwners,
         ) -> Vec<RouteWarning> {
             // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
             let targets = RouteFacts {
@@ -1881,7 +2161,7 @@ mod tests {
                     .collect();
                 match route.kind {
                     RouteKind::HttpRoute => {
-                        http_route(route, &on, &published, system_prefix, &mut out)
+                        http_route(route, &on, &published, system_prefix, apexes, &mut out)
                     }
                     RouteKind::TlsRoute => tls_route(route, &on, &published, &mut out),
                 }
@@ -1897,6 +2177,7 @@ mod tests {
             on: &Gateway<'_>,
             published: &[&RouteFacts],
             system_prefix: &str,
+            apexes: &dyn ApexOwners,
             out: &mut Vec<RouteWarning>,
         ) {
             if !on.claimed_by(route) {
@@ -1929,6 +2210,7 @@ mod tests {
                 namespace: &route.namespace,
                 name: &route.name,
             };
+            let apex_of = |ns: &str| apexes.apex_of(ns);
             for h in &mine {
                 let Some(others) = claimed.get(h) else {
                     continue;
@@ -1941,9 +2223,22 @@ mod tests {
                 if foreign.is_empty() {
                     continue;
                 }
-                let Some(winner) =
-                    claims::winner(others.iter().copied().chain([me]), system_prefix)
-                else {
+                let owned: Vec<(Claimant<'_>, Option<String>)> = others
+                    .iter()
+                    .copied()
+                    .chain([me])
+                    .map(|c| (c, apex_of(c.namespace)))
+                    .collect();
+                let Some(winner) = claims::winner_for(
+                    h,
+                    owned.iter().map(|(c, a)| ApexClaimant {
+                        namespace: c.namespace,
+                        name: c.name,
+                        apex: a.as_deref(),
+                    }),
+                    system_prefix,
+                )
+                .map(|w| w.claimant()) else {
                     continue;
                 };
                 let text = if claims::shares_with(&me, &winner) {
@@ -1980,8 +2275,55 @@ mod tests {
             if new == 0 || new < left {
                 return;
             }
+            // The fair share's demands, counted naively: every listenable hostname the others
+            // publish, for the namespace of its winning claimant.
+            let mut by_host: BTreeMap<&str, Vec<&RouteFacts>> = BTreeMap::new();
+            for r in published.iter().filter(|r| on.claimed_by(r)) {
+                for h in r.hostnames.iter().map(String::as_str) {
+                    if !hostname::is_wildcard(h) && hostname::validate(h).is_ok() {
+                        by_host.entry(h).or_default().push(r);
+                    }
+                }
+            }
+            let mut demands: BTreeMap<String, usize> = BTreeMap::new();
+            for (h, rs) in &by_host {
+                let owned: Vec<(&RouteFacts, Option<String>)> =
+                    rs.iter().map(|r| (*r, apex_of(&r.namespace))).collect();
+                let w = claims::winner_for(
+                    h,
+                    owned.iter().map(|(r, a)| ApexClaimant {
+                        namespace: &r.namespace,
+                        name: &r.name,
+                        apex: a.as_deref(),
+                    }),
+                    system_prefix,
+                );
+                if let Some(w) = w {
+                    *demands.entry(w.namespace.to_string()).or_default() += 1;
+                }
+            }
+            let others_publish = demands
+                .iter()
+                .any(|(ns, n)| ns.as_str() != me.namespace && *n > 0);
             // The oracle counts on its own; only the wording is shared.
-            out.push(budget_warning(on, left, new));
+            if new == left || !others_publish {
+                out.push(budget_warning(on, left, new));
+                return;
+            }
+            let budget = MAX_LISTENERS.saturating_sub(1 + passthrough.len());
+            if let Some(text) = share_warning(
+                (on.namespace, on.name),
+                me.namespace,
+                &demands,
+                new,
+                budget,
+                system_prefix,
+            ) {
+                out.push(RouteWarning {
+                    reason: Reason::ListenerBudget,
+                    text,
+                });
+            }
         }
 
         fn tls_route(

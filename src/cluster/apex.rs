@@ -79,6 +79,10 @@ impl ApexOwners for ApexMap {
     fn owned_by_other(&self, apex: &str, except: &str) -> bool {
         ApexMap::owned_by_other(self, apex, except)
     }
+
+    fn apex_of(&self, namespace: &str) -> Option<String> {
+        self.apex_of.get(namespace).cloned()
+    }
 }
 
 /// The apex map of the live index, fed by the namespace watch. A relist (`Init` …
@@ -122,6 +126,15 @@ impl ApexOwners for LiveApexIndex {
             .read()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .owned_by_other(apex, except)
+    }
+
+    fn apex_of(&self, namespace: &str) -> Option<String> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .apex_of
+            .get(namespace)
+            .cloned()
     }
 }
 
