@@ -4,10 +4,10 @@
 //! HTTPRoute reviews runs three times:
 //!
 //! 1. `idle`: nothing else runs (the baseline);
-//! 2. `planner`: reconciles plan back to back through `reconcile::planner::Planner`, the type
-//!    the controller plans with (blocking pool, half the cores), spawned on the server runtime
-//!    as the controller's tasks are;
-//! 3. `inline`: the same plans called directly in a task on the server runtime, as the
+//! 2. `planner`: `--reconciles` (8, the attack's TenantGateways) reconciles plan back to back
+//!    through `reconcile::planner::Planner`, the type the controller plans with (blocking pool,
+//!    half the cores), spawned on the server runtime as the controller's tasks are;
+//! 3. `inline`: the same plans called directly in tasks on the server runtime, as the
 //!    reconciler did before issue 20; it shows the bench can see the problem it guards.
 //!
 //! The TenantGateway is the largest the schema allows (128 attachedNamespaces, 16
@@ -48,6 +48,10 @@ pub struct PlanningArgs {
     /// Skip the `inline` phase (the pre-fix behaviour).
     #[arg(long)]
     no_inline: bool,
+    /// Reconciles planning at once (the attack of issue 20 item 6 had eight TenantGateways;
+    /// the controller runs up to 16 reconciles at once).
+    #[arg(long, default_value_t = 8)]
+    reconciles: usize,
 }
 
 /// The schema's bounds (SPEC §3.1).
@@ -155,32 +159,28 @@ pub fn run(a: PlanningArgs) -> std::process::ExitCode {
     for mode in modes {
         let stop = Arc::new(AtomicBool::new(false));
         let plans = Arc::new(AtomicU64::new(0));
-        let background = match mode {
-            "planner" => {
+        let planner = Planner::for_this_machine();
+        let background: Vec<_> = (0..a.reconciles)
+            .filter(|_| mode != "idle")
+            .map(|_| {
                 let (stop, plans, inputs, cfg) =
                     (stop.clone(), plans.clone(), inputs.clone(), cfg.clone());
-                let planner = Planner::for_this_machine();
-                Some(pair.server_rt.spawn(async move {
+                let planner = planner.clone();
+                let inline = mode == "inline";
+                pair.server_rt.spawn(async move {
                     while !stop.load(Ordering::Relaxed) {
-                        let (i, c) = (inputs.clone(), cfg.clone());
-                        let _ = planner.run(move || reconcile::plan(&i, &c)).await;
+                        if inline {
+                            let _ = reconcile::plan(&inputs, &cfg);
+                            tokio::task::yield_now().await;
+                        } else {
+                            let (i, c) = (inputs.clone(), cfg.clone());
+                            let _ = planner.run(move || reconcile::plan(&i, &c)).await;
+                        }
                         plans.fetch_add(1, Ordering::Relaxed);
                     }
-                }))
-            }
-            "inline" => {
-                let (stop, plans, inputs, cfg) =
-                    (stop.clone(), plans.clone(), inputs.clone(), cfg.clone());
-                Some(pair.server_rt.spawn(async move {
-                    while !stop.load(Ordering::Relaxed) {
-                        let _ = reconcile::plan(&inputs, &cfg);
-                        plans.fetch_add(1, Ordering::Relaxed);
-                        tokio::task::yield_now().await;
-                    }
-                }))
-            }
-            _ => None,
-        };
+                })
+            })
+            .collect();
         let result = pair.client_rt.block_on(async {
             let mut pool = Pool::open(&target, Proto::H2, a.load.concurrency, a.load.h2_conns)
                 .await
@@ -188,7 +188,7 @@ pub fn run(a: PlanningArgs) -> std::process::ExitCode {
             client::open_loop(&mut pool, &review, a.rate, duration).await
         });
         stop.store(true, Ordering::Relaxed);
-        if let Some(b) = background {
+        for b in background {
             // A plan in flight finishes first; at most one plan's time.
             let _ = pair.client_rt.block_on(b);
         }
