@@ -181,6 +181,15 @@ pub fn run(a: PlanningArgs) -> std::process::ExitCode {
                 })
             })
             .collect();
+        // The background reconciles stop when the window ends, not when the load does: inline
+        // plans can hold every server worker, and the load's last answers wait for them.
+        let timer = {
+            let stop = stop.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(duration);
+                stop.store(true, Ordering::Relaxed);
+            })
+        };
         let result = pair.client_rt.block_on(async {
             let mut pool = Pool::open(&target, Proto::H2, a.load.concurrency, a.load.h2_conns)
                 .await
@@ -188,6 +197,7 @@ pub fn run(a: PlanningArgs) -> std::process::ExitCode {
             client::open_loop(&mut pool, &review, a.rate, duration).await
         });
         stop.store(true, Ordering::Relaxed);
+        let _ = timer.join();
         for b in background {
             // A plan in flight finishes first; at most one plan's time.
             let _ = pair.client_rt.block_on(b);
