@@ -157,42 +157,16 @@ impl PolicyArgs {
             }
             groups
         };
-        let guarded_annotations = if self.guarded_annotations.is_empty() {
-            default_guarded_annotations()
-        } else {
-            let keys: Vec<String> = self
-                .guarded_annotations
-                .iter()
-                .map(|l| l.trim().to_string())
-                .collect();
-            for k in &keys {
-                if let Err(reason) = label_key_problem(k) {
-                    return Err(ConfigError::BadGuardedAnnotation {
-                        value: k.clone(),
-                        reason,
-                    });
-                }
-            }
-            keys
-        };
-        let guarded_labels = if self.guarded_labels.is_empty() {
-            default_guarded_labels()
-        } else {
-            let labels: Vec<String> = self
-                .guarded_labels
-                .iter()
-                .map(|l| l.trim().to_string())
-                .collect();
-            for l in &labels {
-                if let Err(reason) = label_key_problem(l) {
-                    return Err(ConfigError::BadGuardedLabel {
-                        value: l.clone(),
-                        reason,
-                    });
-                }
-            }
-            labels
-        };
+        let guarded_annotations = guarded_keys(
+            &self.guarded_annotations,
+            default_guarded_annotations,
+            |value, reason| ConfigError::BadGuardedAnnotation { value, reason },
+        )?;
+        let guarded_labels = guarded_keys(
+            &self.guarded_labels,
+            default_guarded_labels,
+            |value, reason| ConfigError::BadGuardedLabel { value, reason },
+        )?;
         let root_host = match self.root_host.as_deref().map(str::trim) {
             None | Some("") => None,
             Some(h) => Some(
@@ -225,6 +199,26 @@ impl PolicyArgs {
             }
         }
     }
+}
+
+/// A guarded-key list (`--guarded-label`, `--guarded-annotation`): the default when none is
+/// given, else the entries trimmed, each a valid label/annotation key or the error `bad`
+/// builds for the first one that is not.
+fn guarded_keys(
+    given: &[String],
+    default: fn() -> Vec<String>,
+    bad: fn(String, String) -> ConfigError,
+) -> Result<Vec<String>, ConfigError> {
+    if given.is_empty() {
+        return Ok(default());
+    }
+    let keys: Vec<String> = given.iter().map(|k| k.trim().to_string()).collect();
+    for k in &keys {
+        if let Err(reason) = label_key_problem(k) {
+            return Err(bad(k.clone(), reason));
+        }
+    }
+    Ok(keys)
 }
 
 /// Why `g` cannot be a group name of `request.userInfo.groups`, if it cannot. Kubernetes

@@ -286,6 +286,7 @@ fn reconciler_on_a_real_api_server() {
     route_status_never_exceeds_32_parents(&c);
     one_tenant_cannot_take_every_listener(&c);
     the_child_owning_the_apex_wins(&c);
+    one_failed_write_stops_nothing_else(&c);
 
     // Two replicas: one Lease holder, only it writes; killing it hands over.
     let two = start_replica(&rt, &cp);
@@ -1619,4 +1620,96 @@ fn the_child_owning_the_apex_wins(c: &Cluster) {
     );
     c.delete("httproute", "tenant-alice", "takes-kid");
     c.delete("httproute", "tenant-alice-kid", "shop");
+}
+
+/// SPEC §3.7 failure isolation on the real API server: an admission policy denies one
+/// Certificate (as a webhook or a quota could); the TenantGateway's other writes go on, its
+/// status and an event name the object, and once the denial is lifted the object is retried
+/// on its own and created.
+fn one_failed_write_stops_nothing_else(c: &Cluster) {
+    let policy = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicy", "metadata": {"name": "e2e-deny-one-certificate"},
+        "spec": {"failurePolicy": "Fail",
+            "matchConstraints": {"resourceRules": [{"apiGroups": ["cert-manager.io"],
+                "apiVersions": ["*"], "resources": ["certificates"],
+                "operations": ["CREATE", "UPDATE"]}]},
+            "validations": [{"expression": "object.metadata.name != 'gw-denied-tls'",
+                "message": "e2e: this Certificate is refused"}]}});
+    let binding = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+        "kind": "ValidatingAdmissionPolicyBinding",
+        "metadata": {"name": "e2e-deny-one-certificate"},
+        "spec": {"policyName": "e2e-deny-one-certificate", "validationActions": ["Deny"]}});
+    c.apply(&policy);
+    c.apply(&binding);
+    let probe = json!({"apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+        "metadata": {"name": "gw-denied-tls", "namespace": "tenant-alice"},
+        "spec": {"secretName": "gw-denied-tls", "dnsNames": ["denied.alice.example.org"],
+                 "issuerRef": {"name": "gw-gateway", "kind": "Issuer"}}});
+    c.wait("the policy denies the Certificate", || {
+        let o =
+            c.cp.dry_run("admin", &["system:masters"], &probe.to_string());
+        (!o.allowed && o.stderr.contains("this Certificate is refused")).then_some(())
+    });
+    c.apply(&http_route(
+        "tenant-alice",
+        "denied",
+        ("tenant-alice", "gw"),
+        &["denied.alice.example.org"],
+    ));
+    c.apply(&http_route(
+        "tenant-alice",
+        "fine",
+        ("tenant-alice", "gw"),
+        &["fine.alice.example.org"],
+    ));
+    c.wait(
+        "the other writes went on; the status names the refused one",
+        || {
+            let gw = c.get("gateway", "tenant-alice", "gw")?;
+            let t = c.get("tenantgateway", "tenant-alice", "gw")?;
+            let fine = c.get("httproute", "tenant-alice", "fine")?;
+            let ready = tgw_condition(&t, "Ready")?;
+            let listed = listeners(&gw)
+                .iter()
+                .any(|(_, h)| h.as_deref() == Some("fine.alice.example.org"));
+            (listed
+                && c.get("certificate", "tenant-alice", "gw-fine-tls")
+                    .is_some()
+                && route_condition(&fine, "Accepted")?.0 == "True"
+                && ready.1 == "WriteFailed"
+                && ready.2.contains("gw-denied-tls"))
+            .then_some(())
+        },
+    );
+    assert!(
+        c.get("certificate", "tenant-alice", "gw-denied-tls")
+            .is_none()
+    );
+    wait_event(c, "tenant-alice", "WriteFailed");
+    c.cp.kubectl_ok(
+        &[
+            "delete",
+            "validatingadmissionpolicybinding",
+            "e2e-deny-one-certificate",
+        ],
+        None,
+    );
+    c.wait(
+        "the refused Certificate is retried on its own and created",
+        || c.get("certificate", "tenant-alice", "gw-denied-tls"),
+    );
+    c.wait("the status no longer names it", || {
+        let t = c.get("tenantgateway", "tenant-alice", "gw")?;
+        (tgw_condition(&t, "Ready")?.1 != "WriteFailed").then_some(())
+    });
+    c.cp.kubectl_ok(
+        &[
+            "delete",
+            "validatingadmissionpolicy",
+            "e2e-deny-one-certificate",
+        ],
+        None,
+    );
+    c.delete("httproute", "tenant-alice", "denied");
+    c.delete("httproute", "tenant-alice", "fine");
 }
