@@ -26,6 +26,9 @@ const CONFLICT: &str = "HostnameConflict: dashboard.alice.example.org is already
 const LAST: &str = "Gateway tenant-erin/gw: this route takes the last 1 of 64 listeners (http01); more need certMode dns01";
 /// The route after it.
 const FULL: &str = "Gateway tenant-erin/gw: 0 of 64 listeners left, 1 needed, 1 hostname(s) get none (http01); use certMode dns01";
+/// Past the fair share (SPEC §3.3): 63 hostname listeners (64 minus `http`), two namespaces,
+/// the other asks for one.
+const SHARE: &str = "Gateway tenant-erin/gw: this namespace's fair share is 62/63 listeners (http01); 1 hostname(s) get none; use dns01";
 
 fn namespace(cp: &ControlPlane, name: &str, labels: Value) {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace",
@@ -359,12 +362,50 @@ fn route_index_warnings_on_a_real_api_server() {
         let r = get(&cp, "httproute", "tenant-erin", "r63")?;
         (accepted(&r)?.1 == "ListenerLimitReached").then_some(())
     });
+    // Issue 20 item 8: a later namespace on the full Gateway is within its fair share (one of
+    // 63 hostname listeners): no listener warning, and it is served; the flooding namespace is
+    // then past its share (63 - 1 = 62) and its next route is warned so.
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "tenant-erin-kid",
+                "labels": {"namespace.cozystack.io/host": "kid.erin.example.org",
+                           "namespace.cozystack.io/gateway": "tenant-erin"}}})
+            .to_string(),
+        ),
+    );
+    let kid = http_route(
+        "tenant-erin-kid",
+        "shop",
+        erin_gw,
+        &["shop.kid.erin.example.org"],
+    );
+    let o = apply_as(&cp, "erin", true, &kid);
+    assert!(o.allowed, "{}", o.stderr);
+    assert!(
+        !warnings(&o).iter().any(|w| w.contains("listeners")),
+        "a namespace within its fair share was warned: {}",
+        o.stderr
+    );
+    let o = apply_as(&cp, "erin", false, &kid);
+    assert!(o.allowed, "{}", o.stderr);
+    wait_for(
+        "the later namespace served on the full Gateway",
+        WAIT,
+        || {
+            let r = get(&cp, "httproute", "tenant-erin-kid", "shop")?;
+            (accepted(&r)?.0 == "True").then_some(())
+        },
+    );
+    let past = http_route("tenant-erin", "r64", erin_gw, &["h64.erin.example.org"]);
+    wait_for_warning(&cp, "erin", &past, SHARE);
+    offline_matches(&cp, dir.path(), "erin", &past, &[SHARE]);
     let text = metrics_text(serve.metrics_port);
     assert!(
         counter(
             &text,
             "tenant_gateway_admission_warnings_total{reason=\"listener_budget\",resource=\"httproutes\"}"
-        ) >= 2.0,
+        ) >= 3.0,
         "{text}"
     );
     serve.unregister(&cp);
