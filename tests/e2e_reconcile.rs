@@ -287,6 +287,7 @@ fn reconciler_on_a_real_api_server() {
     one_tenant_cannot_take_every_listener(&c);
     the_child_owning_the_apex_wins(&c);
     one_failed_write_stops_nothing_else(&c);
+    certificate_names_never_clash(&c);
 
     // Two replicas: one Lease holder, only it writes; killing it hands over.
     let two = start_replica(&rt, &cp);
@@ -1712,4 +1713,71 @@ fn one_failed_write_stops_nothing_else(c: &Cluster) {
     );
     c.delete("httproute", "tenant-alice", "denied");
     c.delete("httproute", "tenant-alice", "fine");
+}
+
+/// Issue 20 item 10 on the real API server: two hostnames whose Certificate names the naming
+/// rule alone makes equal (a 57-letter direct child whose `gw-<label>-tls` is too long and
+/// takes the shortened hashed form, and a direct child whose label is literally that form)
+/// get two Certificates with two names, each for its own hostname, and both routes are served.
+fn certificate_names_never_clash(c: &Cluster) {
+    let long = "a".repeat(57);
+    let long_host = format!("{long}.alice.example.org");
+    let base = format!("gw-{long}");
+    let twin_label = format!("{}-{}", &base[3..50], h8(&base));
+    let twin_host = format!("{twin_label}.alice.example.org");
+    let contested = format!("gw-{twin_label}-tls");
+    c.apply(&http_route(
+        "tenant-alice",
+        "long",
+        ("tenant-alice", "gw"),
+        &[&long_host],
+    ));
+    c.apply(&http_route(
+        "tenant-alice",
+        "twin",
+        ("tenant-alice", "gw"),
+        &[&twin_host],
+    ));
+    let certs = c.wait("both routes served, each with its own Certificate", || {
+        for name in ["long", "twin"] {
+            let r = c.get("httproute", "tenant-alice", name)?;
+            (route_condition(&r, "Accepted")?.0 == "True").then_some(())?;
+        }
+        let o = c.cp.kubectl(
+            &["get", "certificates", "-n", "tenant-alice", "-o", "json"],
+            None,
+        );
+        let list: Value = serde_json::from_str(&o.stdout).ok()?;
+        let for_host = |h: &str| -> Vec<String> {
+            list["items"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|cert| cert["spec"]["dnsNames"] == json!([h]))
+                .filter_map(|cert| cert["metadata"]["name"].as_str().map(str::to_string))
+                .collect()
+        };
+        let (a, b) = (for_host(&long_host), for_host(&twin_host));
+        (a.len() == 1 && b.len() == 1).then(|| (a[0].clone(), b[0].clone()))
+    });
+    assert_ne!(certs.0, certs.1, "one Certificate name for two hostnames");
+    assert!(
+        certs.0 != contested && certs.1 != contested,
+        "a clash kept the contested name: {certs:?}"
+    );
+    let gw = c.get("gateway", "tenant-alice", "gw").expect("gateway");
+    let refs: Vec<String> = gw["spec"]["listeners"]
+        .as_array()
+        .expect("listeners")
+        .iter()
+        .filter(|l| l["hostname"] == long_host.as_str() || l["hostname"] == twin_host.as_str())
+        .flat_map(cert_refs)
+        .collect();
+    assert_eq!(refs.len(), 2, "{refs:?}");
+    assert!(
+        refs.contains(&certs.0) && refs.contains(&certs.1),
+        "{refs:?} vs {certs:?}"
+    );
+    c.delete("httproute", "tenant-alice", "long");
+    c.delete("httproute", "tenant-alice", "twin");
 }

@@ -1,8 +1,8 @@
 //! Raw bytes through the AdmissionReview decoder and every policy layer behind it.
 //!
 //! Input layout: byte 0 picks the webhook path and the enforcement mode, the rest is the HTTP
-//! body. `b % 10` is the path (`0..=8` = `WebhookResource::ALL[b]`, 9 = no path, as the offline
-//! `review` command routes), `(b / 10) % 3` the mode of every layer (deny, warn, audit).
+//! body. `b % 11` is the path (`0..=9` = `WebhookResource::ALL[b]`, 10 = no path, as the
+//! offline `review` command routes), `(b / 11) % 3` the mode of every layer (deny, warn, audit).
 //!
 //! Invariants (src/admission/mod.rs): no panic (libFuzzer aborts on any panic, also one the
 //! decoder's `catch_unwind` would have turned into a denial); status 200 or 400; 400 only for
@@ -79,9 +79,9 @@ fuzz_target!(|data: &[u8]| {
     };
     let fx = fixture();
     let target = WebhookResource::ALL
-        .get(usize::from(selector % 10))
+        .get(usize::from(selector % 11))
         .copied();
-    let admission = &fx.admissions[usize::from(selector / 10) % 3];
+    let admission = &fx.admissions[usize::from(selector / 11) % 3];
 
     let reply = fx.rt.block_on(admission.handle(target, body));
 

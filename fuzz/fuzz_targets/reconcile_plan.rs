@@ -763,7 +763,7 @@ fuzz_target!(|data: &[u8]| {
     no_writes(&reconcile::plan(&w3, &cfg), "after ready", &w3);
 
     // The finalizer undoes our marks and is then done.
-    let writes = reconcile::cleanup(&w3);
+    let writes = reconcile::cleanup(&w3, &cfg.scope);
     let done = testing::converge(
         &w3,
         &Plan {
@@ -790,7 +790,7 @@ fuzz_target!(|data: &[u8]| {
         );
     }
     assert!(
-        reconcile::cleanup(&done).is_empty(),
+        reconcile::cleanup(&done, &cfg.scope).is_empty(),
         "second cleanup writes"
     );
 });
