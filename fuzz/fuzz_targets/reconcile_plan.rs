@@ -776,9 +776,22 @@ fuzz_target!(|data: &[u8]| {
         },
     );
     let own = done.tgw.namespace.as_str();
+    // Marks on tenant namespaces other than our own were never ours (a tenant can write the
+    // annotation there; SPEC §3.5): cleanup leaves them, and everything else of ours goes.
     assert!(
-        done.namespaces.iter().all(|n| n.attached_by() != Some(own)),
+        done.namespaces
+            .iter()
+            .filter(|n| n.name == own || !cfg.scope.is_tenant(&n.name))
+            .all(|n| n.attached_by() != Some(own)),
         "cleanup left an attached-by annotation"
+    );
+    assert!(
+        done.namespaces
+            .iter()
+            .filter(|n| n.name != own && cfg.scope.is_tenant(&n.name))
+            .zip(w3.namespaces.iter().filter(|n| n.name != own && cfg.scope.is_tenant(&n.name)))
+            .all(|(after, before)| after == before),
+        "cleanup touched a tenant namespace it never wrote"
     );
     let gw = (own, done.tgw.name.as_str());
     for r in &done.routes {
