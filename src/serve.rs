@@ -537,7 +537,8 @@ pub fn start_reconciler(
     let lease_cfg = LeaseConfig::new(namespace, opts.lease_name.clone());
     let instance = lease_cfg.identity.clone();
     let (tx, leader) = Leader::channel();
-    let routes = controller::route_index();
+    // The route index the controller fills and the webhook reads (SPEC §3.4).
+    let routes = Arc::new(crate::cluster::routes::RouteIndex::default());
     let parts = Parts {
         client: client.clone(),
         namespaces,

@@ -15,9 +15,9 @@ use serde_json::{Value, json};
 
 use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
+use tenant_gateway::readiness::Readiness;
 use tenant_gateway::replicate::{Hold, ValuesLocation};
 use tenant_gateway::serve::{ReplicatorOptions, start_replicator};
-use tenant_gateway::server::health::Readiness;
 
 const WAIT: Duration = Duration::from_secs(60);
 const COPY_LABEL: &str = "gateway.cozystack.io/wildcard-copy";

@@ -812,11 +812,6 @@ fn check_envelope(e: &Envelope) -> Result<(), String> {
     Ok(())
 }
 
-/// Turn a layer's findings into a decision according to its enforcement mode.
-pub fn apply_mode(layer: Layer, mode: Mode, findings: policy::Findings) -> Decision {
-    apply_mode_for(layer, mode, findings, None)
-}
-
 /// The warn-mode warning for one violation. The API server shows warnings cut at 120
 /// characters, so what matters comes first: the apex the object was judged against, then the
 /// problem without the object's name (kubectl prints warnings for the object it sent), so

@@ -129,11 +129,6 @@ pub struct Parts {
     pub instance: String,
 }
 
-/// The route index the controller fills, for the webhook (SPEC §3.4).
-pub fn route_index() -> Arc<RouteIndex> {
-    Arc::new(RouteIndex::default())
-}
-
 /// Run the watches and the controller until the process ends.
 pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
     let Parts {

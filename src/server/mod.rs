@@ -12,11 +12,6 @@
 
 mod budget;
 pub mod handler;
-/// `Readiness` moved to [`crate::readiness`] (the controller and the lease report it too);
-/// kept here so older paths still resolve.
-pub mod health {
-    pub use crate::readiness::Readiness;
-}
 mod listener;
 mod metrics_http;
 mod tls;
