@@ -1778,11 +1778,11 @@ mod tests {
         routed(kind, ns, &name, &parents, &names, &published)
     }
 
-    /// The summaries give the old scan's warnings, word for word, on random Gateways from
+    /// The summaries give the naive scan's warnings, word for word, on random Gateways from
     /// empty to 5,000 routes (listener budgets below, at and past 64; reviews of routes that
     /// are already indexed, as an UPDATE is), through `warnings` and through the cache.
     #[test]
-    fn summaries_answer_as_the_old_scan_did() {
+    fn summaries_answer_as_the_naive_scan_does() {
         let mut compared = 0usize;
         let mut warned: BTreeMap<Reason, usize> = BTreeMap::new();
         // Apexes that contain the random hostnames at different depths, so the most
@@ -1831,7 +1831,7 @@ mod tests {
                     }
                 }
                 for through in [None, Some("tenant-root"), Some("")] {
-                    let want = old_scan::warnings(
+                    let want = naive_scan::warnings(
                         &route,
                         |ns, n| idx.for_gateway(ns, n),
                         prefix,
@@ -2102,8 +2102,9 @@ mod tests {
         assert_eq!(cache.len(), 100);
     }
 
-    /// The scan every review did before [`GatewaySummary`] (kept as the oracle).
-    mod old_scan {
+    /// The oracle: every review's warnings computed by scanning all the Gateway's routes, with
+    /// no summary, no cache and its own counting; only the wording is shared.
+    mod naive_scan {
         use super::super::*;
         use crate::cluster::routes::gateways_of;
 
