@@ -1,16 +1,14 @@
 //! Who wins a hostname claimed from several namespaces (SPEC §3.3), as pure functions.
 //!
-//! A leaf. The order of SPEC §3.3 ([`winner_for`], which the reconciler calls): a claimant in
+//! A leaf: the reconciler (route status, listeners) and the admission warnings (SPEC §3.4)
+//! both call [`winner_for`], so they never disagree about who owns a hostname. The order of
+//! SPEC §3.3: a claimant in
 //! a system (`cozy-*`) namespace first; then the namespace whose own apex (its host label) is
 //! the most specific one containing the hostname, so a parent tenant publishing
 //! `shop.kid.alice.example.org` never takes it from the child whose apex is
 //! `kid.alice.example.org`; then the lexicographically smaller namespace, then the smaller
 //! route name. The winner's namespace shares the hostname among all its routes; only
 //! claimants from other namespaces lose.
-//!
-//! [`winner`] is the same order without the apex step, for callers that know no namespace's
-//! apex (the admission warnings, SPEC §3.4, until their index carries the apexes): it agrees
-//! with [`winner_for`] whenever no claimant's apex is more specific than another's.
 
 use std::cmp::Ordering;
 
@@ -24,23 +22,6 @@ pub struct Claimant<'a> {
 /// True when `namespace` is a system (`cozy-*`) namespace; an empty prefix makes none.
 pub fn is_system(namespace: &str, system_prefix: &str) -> bool {
     !system_prefix.is_empty() && namespace.starts_with(system_prefix)
-}
-
-/// The conflict order: `Less` means `a` beats `b`.
-pub fn compare(a: &Claimant<'_>, b: &Claimant<'_>, system_prefix: &str) -> Ordering {
-    let system = |c: &Claimant<'_>| is_system(c.namespace, system_prefix);
-    // `true` sorts after `false`, so negate: system namespaces first.
-    (!system(a), a.namespace, a.name).cmp(&(!system(b), b.namespace, b.name))
-}
-
-/// The winning claimant, `None` for no claimants. Independent of the input order.
-pub fn winner<'a, I>(claimants: I, system_prefix: &str) -> Option<Claimant<'a>>
-where
-    I: IntoIterator<Item = Claimant<'a>>,
-{
-    claimants
-        .into_iter()
-        .min_by(|a, b| compare(a, b, system_prefix))
 }
 
 /// One route claiming a hostname, with its namespace's apex (the host label, lowercased and
@@ -113,6 +94,20 @@ mod tests {
 
     fn c<'a>(namespace: &'a str, name: &'a str) -> Claimant<'a> {
         Claimant { namespace, name }
+    }
+
+    /// The winner among claimants whose namespaces carry no apex: the order without its apex
+    /// step.
+    fn winner<'a>(
+        claimants: impl IntoIterator<Item = Claimant<'a>>,
+        system_prefix: &str,
+    ) -> Option<Claimant<'a>> {
+        let with = claimants.into_iter().map(|c| ApexClaimant {
+            namespace: c.namespace,
+            name: c.name,
+            apex: None,
+        });
+        winner_for("x.example.org", with, system_prefix).map(|w| w.claimant())
     }
 
     #[test]
@@ -228,25 +223,5 @@ mod tests {
             );
         }
         assert_eq!(winner_for(h, [], "cozy-"), None);
-    }
-
-    /// Without apexes, [`winner_for`] is [`winner`].
-    #[test]
-    fn winner_for_without_apexes_is_winner() {
-        let names = [
-            ("tenant-b", "a"),
-            ("cozy-z", "y"),
-            ("tenant-a", "z"),
-            ("cozy-a", "x"),
-        ];
-        for n in 1..=names.len() {
-            let plain: Vec<Claimant<'_>> = names[..n].iter().map(|(ns, r)| c(ns, r)).collect();
-            let with: Vec<ApexClaimant<'_>> =
-                names[..n].iter().map(|(ns, r)| a(ns, r, None)).collect();
-            assert_eq!(
-                winner_for("x.example.org", with, "cozy-").map(|w| w.claimant()),
-                winner(plain, "cozy-")
-            );
-        }
     }
 }
