@@ -483,25 +483,9 @@ pub struct Caller {
     pub default_namespace: DefaultNamespace,
 }
 
-/// Cluster-scoped kinds among those we check.
-fn cluster_scoped(target: WebhookResource) -> bool {
-    matches!(
-        target,
-        WebhookResource::Namespaces | WebhookResource::Packages
-    )
-}
-
 /// True when objects of `target` live in a namespace.
 pub fn namespaced(target: WebhookResource) -> bool {
-    !cluster_scoped(target)
-}
-
-/// Layers that only look at tenant namespaces.
-fn tenant_scoped(layer: Layer) -> bool {
-    matches!(
-        layer,
-        Layer::Gateway | Layer::Route | Layer::Ingress | Layer::TenantGateway
-    )
+    !target.cluster_scoped()
 }
 
 /// What `check` needs to know about one object before deciding.
@@ -559,7 +543,7 @@ pub fn unnamespaced(manifests: &[Manifest]) -> usize {
         .iter()
         .filter(|m| match &m.object {
             Ok(o) => {
-                target_of(o).is_some_and(|t| !cluster_scoped(t))
+                target_of(o).is_some_and(|t| !t.cluster_scoped())
                     && o.pointer("/metadata/namespace")
                         .and_then(Value::as_str)
                         .is_none_or(str::is_empty)
@@ -656,7 +640,7 @@ async fn check_one(admission: &Admission, i: usize, m: &Manifest, caller: &Calle
     };
     let layer = target.layer();
     v.layer = Some(layer.as_str().to_string());
-    let (namespace, defaulted) = if cluster_scoped(target) {
+    let (namespace, defaulted) = if target.cluster_scoped() {
         (None, false)
     } else {
         let (ns, d) = namespace_of(object, caller);
@@ -695,7 +679,7 @@ async fn check_one(admission: &Admission, i: usize, m: &Manifest, caller: &Calle
     let (decision, _) = admission.decide(Some(target), &request).await;
     apply_decision(&mut v, &decision);
     if v.verdict == VerdictKind::Allowed
-        && tenant_scoped(layer)
+        && layer.tenant_scoped()
         && !cfg.in_tenant_scope(&v.namespace)
     {
         v.verdict = VerdictKind::Skipped;

@@ -544,7 +544,7 @@ impl Admission {
     ) -> Result<NamespaceContext, Decision> {
         let (kind, namespace, name) = (review.kind, review.namespace, review.name);
         // A DELETE is judged on the caller alone (layer 9): no namespace read can fail it.
-        let ns_ctx = if needs_namespace(layer)
+        let ns_ctx = if layer.tenant_scoped()
             && review.operation != Operation::Delete
             && self.cfg.in_tenant_scope(namespace)
         {
@@ -773,14 +773,6 @@ fn lowercase_apex(ctx: NamespaceContext) -> NamespaceContext {
         }
         other => other,
     }
-}
-
-/// Layers that read the namespace apex.
-fn needs_namespace(layer: Layer) -> bool {
-    matches!(
-        layer,
-        Layer::Gateway | Layer::Route | Layer::Ingress | Layer::TenantGateway
-    )
 }
 
 fn check_envelope(e: &Envelope) -> Result<(), String> {

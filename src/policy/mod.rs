@@ -78,6 +78,15 @@ impl Layer {
     pub fn parse(s: &str) -> Option<Layer> {
         Layer::ALL.into_iter().find(|l| l.as_str() == s)
     }
+
+    /// Layers that judge only tenant namespaces, against the namespace's apex (layers 2, 7, 8,
+    /// 9): the admission path reads the namespace for them, `check` skips them elsewhere.
+    pub fn tenant_scoped(self) -> bool {
+        matches!(
+            self,
+            Layer::Gateway | Layer::Route | Layer::Ingress | Layer::TenantGateway
+        )
+    }
 }
 
 impl fmt::Display for Layer {
