@@ -45,7 +45,7 @@ pub enum ConfigError {
     )]
     BadGuardedAnnotation { value: String, reason: String },
     #[error(transparent)]
-    Snapshot(#[from] crate::cluster::namespaces::SnapshotError),
+    Snapshot(#[from] crate::cluster::snapshot::SnapshotError),
 }
 
 /// Policy flags read by `serve`, `review` and `check` alike.

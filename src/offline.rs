@@ -8,7 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::admission::{Admission, AdmissionRequest, Decision, DecisionKind, WebhookResource};
-use crate::cluster::namespaces::flatten_list;
+use crate::cluster::snapshot::flatten_list;
 use crate::policy::{Layer, Mode, PolicyConfig};
 use crate::yaml;
 

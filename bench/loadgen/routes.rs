@@ -20,10 +20,10 @@
 
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
+use tenant_gateway::cluster::route_facts::RouteKind;
 use tenant_gateway::cluster::routes::{RouteIndex, project};
 use tenant_gateway::platform::CONTROLLER_NAME;
 use tenant_gateway::policy::GATEWAY_LABEL;
-use tenant_gateway::reconcile::inputs::RouteKind;
 
 use crate::payload::{self, Ns};
 

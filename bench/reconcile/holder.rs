@@ -7,12 +7,13 @@ use kube::api::PartialObjectMeta;
 use kube::runtime::reflector::{self, store::Writer};
 use kube::runtime::watcher::Event;
 use std::cell::RefCell;
+use tenant_gateway::cluster::kept::{Kept, ObjectCache};
 use tenant_gateway::cluster::nsmeta::{NamespaceMeta, NamespaceStore};
+use tenant_gateway::cluster::route_facts::{RouteFacts, RouteKind};
 use tenant_gateway::cluster::routes::{RouteIndex, WatchedRoute};
-use tenant_gateway::cluster::watch::{FromWatch, Kept, ObjectCache, Watched};
+use tenant_gateway::cluster::watch::{FromWatch, Watched};
 use tenant_gateway::reconcile::api::TenantGateway;
 use tenant_gateway::reconcile::certmanager::{Certificate, Issuer};
-use tenant_gateway::reconcile::inputs::{RouteFacts, RouteKind};
 
 #[derive(Debug, Clone, Copy)]
 pub enum Kind {
@@ -96,7 +97,7 @@ impl Holder {
             }
             Kind::TenantGateway => {
                 let mut t: TenantGateway = serde_json::from_str(text).expect("a TenantGateway");
-                tenant_gateway::cluster::watch::trim_tenant_gateway(&mut t);
+                tenant_gateway::reconcile::context::trim_tenant_gateway(&mut t);
                 self.tgws.borrow_mut().apply_watcher_event(&Event::Apply(t));
             }
         }

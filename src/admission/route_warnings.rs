@@ -31,10 +31,10 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::claims::{self, ApexClaimant, Claimant};
+use crate::cluster::route_facts::{ParentRef, RouteFacts, RouteKind};
 use crate::cluster::routes::{GatewayRoutes, RouteIndex};
 use crate::hostname;
 use crate::platform::{ApexOwners, GATEWAY_API_GROUP};
-use crate::reconcile::inputs::{ParentRef, RouteFacts, RouteKind};
 use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https, share_warning};
 
 /// Why a warning was given: the `reason` label of its counter (a closed set).

@@ -11,8 +11,6 @@ use std::collections::HashSet;
 use std::hash::Hash;
 use std::sync::{Arc, Mutex, OnceLock};
 
-use crate::reconcile::inputs::ParentRef;
-
 /// Values longer than this are rarely shared (messages, hostnames): kept as they are.
 pub const MAX_INTERNED_LEN: usize = 128;
 
@@ -84,7 +82,6 @@ impl<T: ?Sized + Eq + Hash> Default for Interner<T> {
 }
 
 static STRINGS: Interner<str> = Interner::new();
-static PARENT_REFS: Interner<ParentRef> = Interner::new();
 
 /// The shared copy of `s` (a fresh one when it is too long to be worth sharing).
 pub fn intern(s: &str) -> Arc<str> {
@@ -92,20 +89,6 @@ pub fn intern(s: &str) -> Arc<str> {
         return Arc::from(s);
     }
     STRINGS.shared(s, |s: &str| Arc::<str>::from(s))
-}
-
-/// The shared copy of a parentRef: the 20,000 routes of a large world name a few hundred
-/// Gateways and listeners between them.
-pub fn intern_parent_ref(p: &ParentRef) -> Arc<ParentRef> {
-    let long = [&p.group, &p.kind, &p.namespace, &p.section_name]
-        .into_iter()
-        .filter_map(Option::as_deref)
-        .chain([p.name.as_str()])
-        .any(|s| s.len() > MAX_INTERNED_LEN);
-    if long {
-        return Arc::new(p.clone());
-    }
-    PARENT_REFS.shared(p, |p| Arc::new(p.clone()))
 }
 
 #[cfg(test)]
@@ -148,25 +131,5 @@ mod tests {
             Arc::ptr_eq(&kept, &intern("intern-test-kept")),
             "a held value stays"
         );
-    }
-
-    #[test]
-    fn equal_parent_refs_share_one_allocation() {
-        let p = |name: &str, section: Option<&str>| ParentRef {
-            name: name.to_string(),
-            section_name: section.map(str::to_string),
-            ..ParentRef::default()
-        };
-        let a = intern_parent_ref(&p("intern-test-gw", Some("https-a")));
-        let b = intern_parent_ref(&p("intern-test-gw", Some("https-a")));
-        assert!(Arc::ptr_eq(&a, &b));
-        let c = intern_parent_ref(&p("intern-test-gw", Some("https-b")));
-        assert!(!Arc::ptr_eq(&a, &c), "another section is another value");
-        assert_eq!(c.section_name.as_deref(), Some("https-b"));
-        let long = p(&"g".repeat(MAX_INTERNED_LEN + 1), None);
-        assert!(!Arc::ptr_eq(
-            &intern_parent_ref(&long),
-            &intern_parent_ref(&long)
-        ));
     }
 }

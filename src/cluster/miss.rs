@@ -16,8 +16,20 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::{OnceCell, Semaphore};
 
-use super::namespaces::{LIVE_GET_TIMEOUT, LookupError};
 use crate::platform::NamespaceContext;
+
+/// How long the live GET on an index miss may take before the request is denied with
+/// "retry": well inside the API server's 5 s webhook timeout.
+pub const LIVE_GET_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Cloned to every review that waited for the same GET ([`MissCache`]).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum LookupError {
+    #[error("the API server did not answer within {0:?}")]
+    Timeout(Duration),
+    #[error("the API server returned an error: {0}")]
+    Api(Arc<kube::Error>),
+}
 
 /// How long a "not found" answers for its name.
 pub const NEGATIVE_TTL: Duration = Duration::from_secs(3);

@@ -4,15 +4,18 @@
 
 pub mod apex;
 pub mod intern;
+pub mod kept;
 pub mod lease;
 pub mod miss;
 pub mod namespaces;
 pub mod nsmeta;
 pub mod objects;
+pub mod route_facts;
 pub mod route_snapshot;
 pub mod routes;
+pub mod snapshot;
 pub mod watch;
 
-pub use namespaces::{
-    LiveNamespaces, LookupError, NamespaceChange, NamespaceSource, StaticNamespaces,
-};
+pub use miss::LookupError;
+pub use namespaces::{LiveNamespaces, NamespaceChange, NamespaceSource};
+pub use snapshot::StaticNamespaces;

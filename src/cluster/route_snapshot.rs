@@ -10,11 +10,11 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::namespaces::flatten_list;
+use super::route_facts::{RouteFacts, RouteKind};
 use super::routes::{RouteIndex, project};
+use super::snapshot::flatten_list;
 use super::watch;
 use crate::platform::GATEWAY_API_GROUP;
-use crate::reconcile::inputs::RouteKind;
 
 #[derive(Debug, thiserror::Error)]
 pub enum RouteSnapshotError {
@@ -88,11 +88,7 @@ pub fn from_text(text: &str, origin: &str) -> Result<RouteIndex, RouteSnapshotEr
     Ok(index)
 }
 
-fn route_of(
-    item: Value,
-    origin: &str,
-    index: usize,
-) -> Result<crate::reconcile::inputs::RouteFacts, RouteSnapshotError> {
+fn route_of(item: Value, origin: &str, index: usize) -> Result<RouteFacts, RouteSnapshotError> {
     let s = |k: &str| {
         item.get(k)
             .and_then(Value::as_str)

@@ -4,8 +4,8 @@
 //! `Arc` of one Gateway's routes and never blocks the watch; an update clones only the map of
 //! the Gateways it touches.
 //!
-//! The facts are the reconciler's input types (`reconcile::inputs`): the one place this module
-//! reaches into `reconcile`, so the projection is written once instead of converted twice.
+//! The facts (`route_facts`) are what the reconciler reads as its input and the admission
+//! warnings compare against: the projection is written once, never converted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
@@ -19,12 +19,12 @@ use kube::api::DynamicObject;
 use serde::Deserialize;
 
 use super::intern::intern;
+use super::route_facts::{
+    ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
+};
 use super::watch::{FromWatch, Key, Lenient};
 use crate::platform::{
     CONTROLLER_NAME, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND,
-};
-use crate::reconcile::inputs::{
-    ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
 };
 
 /// `(kind, namespace, name)` of a route. The namespace is interned and the name shared by

@@ -1,0 +1,970 @@
+//! What the caches of the shared watches keep of each object, and the caches themselves.
+//! Decoded Kubernetes structs cost several times their JSON, so an object of an owned kind
+//! is kept as the metadata the reconciler reads plus its spec and status as packed or
+//! deflated JSON text ([`Kept`], [`KeptJson`]), and restored when a reconcile reads it;
+//! [`ObjectCache`] holds them by namespace with relist bookkeeping.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::{Arc, RwLock};
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use super::intern::{Interner, intern};
+use super::watch::Key;
+use crate::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND};
+
+/// One value kept as its JSON text, packed or deflated as [`Kept`] bodies are, and decoded
+/// when read: for parts of objects that are read once per reconcile but held for the life of
+/// the process.
+#[derive(Clone, PartialEq)]
+pub struct KeptJson<T> {
+    body: Body,
+    kind: std::marker::PhantomData<fn() -> T>,
+}
+
+impl<T: Serialize + DeserializeOwned> KeptJson<T> {
+    pub fn new(value: &T) -> Result<Self, serde_json::Error> {
+        Ok(KeptJson::of_text(serde_json::to_string(value)?))
+    }
+
+    /// Keeps `text`, which must be `T`'s JSON (what `serde_json` writes for it).
+    pub fn of_text(text: String) -> Self {
+        KeptJson {
+            body: Body::new(text),
+            kind: std::marker::PhantomData,
+        }
+    }
+
+    /// The value; `None` (logged) when the kept text does not decode, which only a bug can
+    /// cause: the text is what `new` wrote.
+    pub fn get(&self) -> Option<T> {
+        match self.body.text() {
+            Ok(text) => serde_json::from_str(&text)
+                .map_err(|e| tracing::warn!(error = %e, "a kept value does not decode"))
+                .ok(),
+            Err(e) => {
+                tracing::warn!(error = %e, "a kept value does not unpack");
+                None
+            }
+        }
+    }
+}
+
+impl<T> std::fmt::Debug for KeptJson<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.body.fmt(f)
+    }
+}
+
+/// An object as three parts, for the kinds generated with a spec and a status.
+pub trait Split: Sized {
+    type Spec: Serialize + DeserializeOwned;
+    type Status: Serialize + DeserializeOwned;
+    fn split(self) -> (ObjectMeta, Self::Spec, Option<Self::Status>);
+    fn join(meta: ObjectMeta, spec: Self::Spec, status: Option<Self::Status>) -> Self;
+}
+
+/// An object of an owned kind as its cache keeps it: of the metadata only what the
+/// reconciler reads (name, uid, generation, deletion, our managed-by label, TenantGateway
+/// ownerReferences), and spec and status (as decoded, so unknown fields are gone) as compact
+/// JSON text, deflated when large. Decoded structs cost several times their JSON: a Gateway's
+/// 41 listeners held 62 KB, mostly inline optional fields and the spare capacity of every
+/// small list that serde grows to four; the text is 17 KB of listeners that differ only in
+/// their hostname, deflated about 1 KB, and a reconcile decodes only the objects of its own
+/// namespace. The strings shared by an owner's objects (its name and uid) are interned.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Kept<K: Split> {
+    name: Box<str>,
+    uid: Option<Uid>,
+    /// [`NO_GENERATION`] when absent: an `Option` would take 16 bytes for 8.
+    generation: i64,
+    /// Boxed: set on few objects, and only for a while.
+    deletion: Option<Box<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>>,
+    /// The value of our managed-by label.
+    managed_by: Label,
+    /// Shared by the owner's objects (its 40 Certificates hold one copy).
+    owners: Box<[Arc<Owner>]>,
+    /// `[spec, status]`.
+    body: Body,
+    kind: std::marker::PhantomData<fn() -> K>,
+}
+
+/// `metadata.generation` absent (the API server's start at 1).
+const NO_GENERATION: i64 = i64::MIN;
+
+/// Bodies from this size on are kept deflated: below it deflate saves little.
+pub const DEFLATE_FROM: usize = 512;
+
+/// `[spec, status]` as JSON text with its most common fragments packed, or deflated with the
+/// text's length.
+#[derive(Clone, PartialEq)]
+enum Body {
+    Text(Packed),
+    Deflated { len: u32, bytes: Box<[u8]> },
+}
+
+/// The fragments every kept Certificate, Issuer and redirect route spells out (keys of the
+/// cert-manager and Gateway API types as they serialise), each packed into two bytes: `0xFF`,
+/// which never occurs in UTF-8 text, and its index here. A Certificate's 147 bytes become 72.
+const FRAGMENTS: &[&str] = &[
+    "\"dnsNames\":[\"",
+    "\"issuerRef\":{",
+    "\"group\":\"cert-manager.io\"",
+    "\"kind\":\"Issuer\"",
+    "\"kind\":\"ClusterIssuer\"",
+    "\"secretName\":\"",
+    "\"name\":\"",
+    "\"conditions\":[{",
+    "\"lastTransitionTime\":\"",
+    "\"message\":\"",
+    "\"observedGeneration\":",
+    "\"reason\":\"",
+    "\"status\":\"True\"",
+    "\"status\":\"False\"",
+    "\"type\":\"Ready\"",
+    "\"notAfter\":\"",
+    "\"notBefore\":\"",
+    "\"renewalTime\":\"",
+    "\"revision\":",
+    "\"group\":\"gateway.networking.k8s.io\"",
+    "\"kind\":\"Gateway\"",
+    "\"parentRefs\":[{",
+    "\"sectionName\":\"",
+    "\"namespace\":\"",
+    // Our route status conditions (`reconcile::status`).
+    "\"type\":\"Accepted\"",
+    "\"reason\":\"Accepted\"",
+    "\"message\":\"hostname(s) \\\"",
+    "\\\" served by TenantGateway ",
+];
+
+const PACK_MARK: u8 = 0xFF;
+
+/// JSON text with [`FRAGMENTS`] packed: exact, and as comparable as the text (packing is a
+/// function of the text).
+#[derive(Clone, PartialEq)]
+struct Packed(Box<[u8]>);
+
+impl Packed {
+    fn new(text: &str) -> Packed {
+        let b = text.as_bytes();
+        let mut out = Vec::with_capacity(b.len());
+        let mut i = 0;
+        while i < b.len() {
+            let hit = FRAGMENTS
+                .iter()
+                .position(|f| b[i..].starts_with(f.as_bytes()));
+            match hit.and_then(|k| u8::try_from(k).ok().map(|k8| (k, k8))) {
+                Some((k, k8)) => {
+                    out.extend([PACK_MARK, k8]);
+                    i += FRAGMENTS[k].len();
+                }
+                None => {
+                    out.push(b[i]);
+                    i += 1;
+                }
+            }
+        }
+        Packed(out.into_boxed_slice())
+    }
+
+    fn text(&self) -> Result<String, String> {
+        let mut out = Vec::with_capacity(self.0.len() * 2);
+        let mut it = self.0.iter();
+        while let Some(&c) = it.next() {
+            if c == PACK_MARK {
+                let f = it
+                    .next()
+                    .and_then(|&k| FRAGMENTS.get(usize::from(k)))
+                    .ok_or("a packed body names no fragment")?;
+                out.extend_from_slice(f.as_bytes());
+            } else {
+                out.push(c);
+            }
+        }
+        String::from_utf8(out).map_err(|e| e.to_string())
+    }
+}
+
+impl std::fmt::Debug for Packed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{:?}", self.text())
+    }
+}
+
+impl std::fmt::Debug for Body {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Body::Text(t) => write!(f, "{}", t.text().unwrap_or_default()),
+            Body::Deflated { len, bytes } => write!(f, "<{len} bytes deflated to {}>", bytes.len()),
+        }
+    }
+}
+
+impl Body {
+    fn new(text: String) -> Body {
+        match u32::try_from(text.len()) {
+            Ok(len) if text.len() >= DEFLATE_FROM => {
+                let bytes = miniz_oxide::deflate::compress_to_vec(text.as_bytes(), 6);
+                if bytes.len() < text.len() {
+                    return Body::Deflated {
+                        len,
+                        bytes: bytes.into_boxed_slice(),
+                    };
+                }
+                Body::Text(Packed::new(&text))
+            }
+            _ => Body::Text(Packed::new(&text)),
+        }
+    }
+
+    fn text(&self) -> Result<Cow<'_, str>, String> {
+        match self {
+            Body::Text(t) => t.text().map(Cow::Owned),
+            Body::Deflated { len, bytes } => {
+                let limit = usize::try_from(*len).map_err(|e| e.to_string())?;
+                let raw = miniz_oxide::inflate::decompress_to_vec_with_limit(bytes, limit)
+                    .map_err(|e| format!("does not inflate: {e}"))?;
+                String::from_utf8(raw)
+                    .map(Cow::Owned)
+                    .map_err(|e| e.to_string())
+            }
+        }
+    }
+}
+
+/// A uid: 16 bytes when it is a UUID in the API server's form (lowercase hex, 8-4-4-4-12),
+/// else the text.
+#[derive(Clone, PartialEq, Eq)]
+enum Uid {
+    /// Big-endian bytes, not a `u128`: its 16-byte alignment would pad every `Kept`.
+    Uuid([u8; 16]),
+    Text(Box<str>),
+}
+
+impl std::fmt::Debug for Uid {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", self.to_text())
+    }
+}
+
+impl Uid {
+    fn new(s: String) -> Uid {
+        Uid::parse(&s).map_or_else(
+            || Uid::Text(s.into_boxed_str()),
+            |v| Uid::Uuid(v.to_be_bytes()),
+        )
+    }
+
+    fn parse(s: &str) -> Option<u128> {
+        let b = s.as_bytes();
+        if b.len() != 36 || [8, 13, 18, 23].iter().any(|&i| b[i] != b'-') {
+            return None;
+        }
+        let hex: String = s.chars().filter(|c| *c != '-').collect();
+        if hex.len() != 32 || !hex.bytes().all(|c| matches!(c, b'0'..=b'9' | b'a'..=b'f')) {
+            return None;
+        }
+        u128::from_str_radix(&hex, 16).ok()
+    }
+
+    fn to_text(&self) -> String {
+        match self {
+            Uid::Text(t) => t.to_string(),
+            Uid::Uuid(v) => {
+                let h = format!("{:032x}", u128::from_be_bytes(*v));
+                format!(
+                    "{}-{}-{}-{}-{}",
+                    &h[0..8],
+                    &h[8..12],
+                    &h[12..16],
+                    &h[16..20],
+                    &h[20..32]
+                )
+            }
+        }
+    }
+}
+
+/// The managed-by label: absent, ours, or another value (rare: boxed twice, so the label
+/// takes 16 bytes, not 24, in every kept object).
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Label {
+    Absent,
+    Ours,
+    #[allow(
+        clippy::redundant_allocation,
+        reason = "a thin pointer to a rare value"
+    )]
+    Other(Box<Box<str>>),
+}
+
+impl Label {
+    fn new(v: Option<String>) -> Label {
+        match v {
+            None => Label::Absent,
+            Some(v) if v == MANAGED_BY_VALUE => Label::Ours,
+            Some(v) => Label::Other(Box::new(v.into_boxed_str())),
+        }
+    }
+
+    fn value(&self) -> Option<&str> {
+        match self {
+            Label::Absent => None,
+            Label::Ours => Some(MANAGED_BY_VALUE),
+            Label::Other(v) => Some(v),
+        }
+    }
+}
+
+/// A TenantGateway ownerReference (the kind is known).
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+struct Owner {
+    api_version: Arc<str>,
+    name: Arc<str>,
+    uid: Arc<str>,
+    controller: Option<bool>,
+    block_owner_deletion: Option<bool>,
+}
+
+impl Owner {
+    fn shared(r: &OwnerReference) -> Arc<Owner> {
+        static OWNERS: Interner<Owner> = Interner::new();
+        let o = Owner {
+            api_version: intern(&r.api_version),
+            name: intern(&r.name),
+            uid: intern(&r.uid),
+            controller: r.controller,
+            block_owner_deletion: r.block_owner_deletion,
+        };
+        OWNERS.shared(&o, |o| Arc::new(o.clone()))
+    }
+
+    fn reference(&self) -> OwnerReference {
+        OwnerReference {
+            api_version: self.api_version.to_string(),
+            kind: TGW_KIND.to_string(),
+            name: self.name.to_string(),
+            uid: self.uid.to_string(),
+            controller: self.controller,
+            block_owner_deletion: self.block_owner_deletion,
+        }
+    }
+}
+
+impl<K: Split> Kept<K> {
+    /// `None` when spec and status do not encode (cannot happen for decoded values; the
+    /// object is then treated as not seen, and logged).
+    pub fn keep(k: K) -> Option<Self> {
+        let (meta, spec, status) = k.split();
+        let name = meta.name.unwrap_or_default();
+        let body = match serde_json::to_string(&(spec, status)) {
+            Ok(b) => Body::new(b),
+            Err(e) => {
+                tracing::warn!(name = %name, error = %e, "cannot keep a watched object; skipped");
+                return None;
+            }
+        };
+        Some(Kept {
+            name: name.into_boxed_str(),
+            uid: meta.uid.map(Uid::new),
+            generation: meta.generation.unwrap_or(NO_GENERATION),
+            deletion: meta.deletion_timestamp.map(Box::new),
+            managed_by: Label::new(meta.labels.and_then(|mut l| l.remove(MANAGED_BY_LABEL))),
+            owners: meta
+                .owner_references
+                .unwrap_or_default()
+                .iter()
+                .filter(|r| r.kind == TGW_KIND)
+                .map(Owner::shared)
+                .collect(),
+            body,
+            kind: std::marker::PhantomData,
+        })
+    }
+
+    /// The object with what was kept (`None`, logged, if the text does not decode back).
+    pub fn restore(&self) -> Option<K> {
+        let parts = self
+            .body
+            .text()
+            .and_then(|t| serde_json::from_str(&t).map_err(|e| e.to_string()));
+        let (spec, status) = match parts {
+            Ok(parts) => parts,
+            Err(e) => {
+                tracing::warn!(name = %self.name, error = %e, "a kept object does not decode");
+                return None;
+            }
+        };
+        let meta = ObjectMeta {
+            name: Some(self.name.to_string()),
+            uid: self.uid.as_ref().map(Uid::to_text),
+            generation: (self.generation != NO_GENERATION).then_some(self.generation),
+            deletion_timestamp: self.deletion.as_deref().cloned(),
+            labels: self
+                .managed_by
+                .value()
+                .map(|v| BTreeMap::from([(MANAGED_BY_LABEL.to_string(), v.to_string())])),
+            owner_references: (!self.owners.is_empty())
+                .then(|| self.owners.iter().map(|o| o.reference()).collect()),
+            ..ObjectMeta::default()
+        };
+        Some(K::join(meta, spec, status))
+    }
+}
+
+/// What a cache orders a namespace's objects by.
+pub trait Named {
+    fn name(&self) -> &str;
+}
+
+impl<K: Split> Named for Kept<K> {
+    fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+/// Decoded objects of one kind by namespace, with relist bookkeeping: after a relist the
+/// objects not seen again are dropped.
+pub struct ObjectCache<T> {
+    inner: RwLock<CacheInner<T>>,
+}
+
+/// A namespace's objects are one list sorted by name, not a map keyed by a copy of the name:
+/// a few dozen objects per namespace, and a B-tree's half-empty nodes of 384 bytes were the
+/// allocator size class left most fragmented after the initial lists (jemalloc's bin
+/// statistics of a restart against 12,600 owned objects: 26 % of those pages in use).
+struct CacheInner<T> {
+    by_ns: HashMap<Box<str>, Vec<Arc<T>>>,
+    relist: Option<HashSet<Key>>,
+}
+
+impl<T> Default for ObjectCache<T> {
+    fn default() -> Self {
+        ObjectCache {
+            inner: RwLock::new(CacheInner {
+                by_ns: HashMap::new(),
+                relist: None,
+            }),
+        }
+    }
+}
+
+impl<T: Named> ObjectCache<T> {
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, CacheInner<T>> {
+        // A panic while holding the lock leaves plain maps behind: still usable.
+        self.inner.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, CacheInner<T>> {
+        self.inner.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Insert or replace; `None` (did not decode) removes any previous version. A value is
+    /// filed under its own name, which is `key`'s (both come from the object's metadata).
+    pub fn apply(&self, key: Key, value: Option<T>) {
+        let mut g = self.write();
+        if let Some(seen) = g.relist.as_mut() {
+            seen.insert(key.clone());
+        }
+        match value {
+            Some(v) => {
+                let list = g.by_ns.entry(key.0.into_boxed_str()).or_default();
+                match position(list, v.name()) {
+                    Ok(i) => list[i] = Arc::new(v),
+                    Err(i) => list.insert(i, Arc::new(v)),
+                }
+            }
+            None => remove(&mut g.by_ns, &key),
+        }
+    }
+
+    pub fn delete(&self, key: &Key) {
+        remove(&mut self.write().by_ns, key);
+    }
+
+    pub fn relist_started(&self) {
+        self.write().relist = Some(HashSet::new());
+    }
+
+    /// Drop what the relist did not see; returns the dropped keys.
+    pub fn relist_done(&self) -> Vec<Key> {
+        let mut g = self.write();
+        let Some(seen) = g.relist.take() else {
+            return Vec::new();
+        };
+        let gone: Vec<Key> = g
+            .by_ns
+            .iter()
+            .flat_map(|(ns, list)| {
+                list.iter()
+                    .map(move |o| (ns.to_string(), o.name().to_string()))
+            })
+            .filter(|k| !seen.contains(k))
+            .collect();
+        for k in &gone {
+            remove(&mut g.by_ns, k);
+        }
+        for list in g.by_ns.values_mut() {
+            list.shrink_to_fit();
+        }
+        gone
+    }
+
+    /// A namespace's objects in name order.
+    pub fn in_namespace(&self, namespace: &str) -> Vec<Arc<T>> {
+        self.read()
+            .by_ns
+            .get(namespace)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    pub fn len(&self) -> usize {
+        self.read().by_ns.values().map(Vec::len).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// Where `name` is in a namespace's sorted list (`Err`: where it would go).
+fn position<T: Named>(list: &[Arc<T>], name: &str) -> Result<usize, usize> {
+    list.binary_search_by(|o| o.name().cmp(name))
+}
+
+fn remove<T: Named>(by_ns: &mut HashMap<Box<str>, Vec<Arc<T>>>, key: &Key) {
+    if let Some(list) = by_ns.get_mut(key.0.as_str()) {
+        if let Ok(i) = position(list, &key.1) {
+            list.remove(i);
+        }
+        if list.is_empty() {
+            by_ns.remove(key.0.as_str());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn k(ns: &str, n: &str) -> Key {
+        (ns.to_string(), n.to_string())
+    }
+
+    /// A cached value: its name and a payload.
+    #[derive(Debug, PartialEq)]
+    struct V(&'static str, u32);
+
+    impl Named for V {
+        fn name(&self) -> &str {
+            self.0
+        }
+    }
+
+    fn put(c: &ObjectCache<V>, ns: &str, name: &'static str, n: u32) {
+        c.apply(k(ns, name), Some(V(name, n)));
+    }
+
+    fn payloads(c: &ObjectCache<V>, ns: &str) -> Vec<u32> {
+        c.in_namespace(ns).iter().map(|v| v.1).collect()
+    }
+
+    #[test]
+    fn relist_drops_what_was_not_seen_again() {
+        let c: ObjectCache<V> = ObjectCache::default();
+        put(&c, "a", "x", 1);
+        put(&c, "a", "y", 2);
+        put(&c, "b", "z", 3);
+        c.relist_started();
+        put(&c, "a", "x", 10);
+        let gone = c.relist_done();
+        assert_eq!(gone.len(), 2);
+        assert_eq!(payloads(&c, "a"), [10]);
+        assert!(c.in_namespace("b").is_empty());
+    }
+
+    #[test]
+    fn a_namespace_lists_in_name_order_whatever_the_arrival_order() {
+        let c: ObjectCache<V> = ObjectCache::default();
+        for (name, n) in [("m", 2), ("z", 3), ("a", 1), ("q", 9)] {
+            put(&c, "ns", name, n);
+        }
+        put(&c, "ns", "q", 4);
+        c.delete(&k("ns", "z"));
+        c.delete(&k("ns", "absent"));
+        c.delete(&k("other", "m"));
+        assert_eq!(payloads(&c, "ns"), [1, 2, 4], "a, m, q: replaced in place");
+        assert_eq!(c.len(), 3);
+        for name in ["a", "m", "q"] {
+            c.delete(&k("ns", name));
+        }
+        assert!(c.is_empty());
+    }
+
+    /// The caches hold one `Arc<Kept>` per owned object (12,600 in the 300 x 40 world): 16
+    /// bytes of counts and the object must stay within jemalloc's 128-byte size class.
+    #[test]
+    fn kept_fits_its_size_class() {
+        let arc_inner = 2 * std::mem::size_of::<usize>()
+            + std::mem::size_of::<Kept<crate::reconcile::certmanager::Certificate>>();
+        assert!(arc_inner <= 128, "Arc<Kept> takes {arc_inner} bytes");
+    }
+
+    #[test]
+    fn undecodable_update_removes_the_old_version() {
+        let c: ObjectCache<V> = ObjectCache::default();
+        put(&c, "a", "x", 1);
+        c.apply(k("a", "x"), None);
+        assert!(c.is_empty());
+    }
+
+    #[test]
+    fn packed_text_round_trips_exactly() {
+        let cert = r#"[{"dnsNames":["h07.b0000.example.org"],"issuerRef":{"group":"cert-manager.io","kind":"Issuer","name":"gw-gateway"},"secretName":"gw-h07-tls"},null]"#;
+        let p = Packed::new(cert);
+        assert_eq!(p.text().as_deref(), Ok(cert));
+        assert!(
+            p.0.len() * 2 < cert.len() + 10,
+            "{} of {}",
+            p.0.len(),
+            cert.len()
+        );
+        for t in [
+            "",
+            "plain",
+            "\"name\":\"",
+            "\"name\":\"\"name\":\"x\"kind\":\"Issuer\"",
+            "\"nam\"name\":\"é\u{1F600}\"dnsNames\":[\"",
+            "\"dnsNames\":[",
+        ] {
+            assert_eq!(Packed::new(t).text().as_deref(), Ok(t), "{t:?}");
+        }
+        assert_ne!(Packed::new("\"name\":\"a"), Packed::new("\"name\":\"b"));
+        assert!(
+            Packed(Box::new([b'a', PACK_MARK])).text().is_err(),
+            "mark at the end"
+        );
+        assert!(
+            Packed(Box::new([PACK_MARK, 250])).text().is_err(),
+            "unknown fragment"
+        );
+    }
+
+    #[test]
+    fn objects_of_one_owner_share_its_reference_and_restore_it_whole() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{OwnerReference, Time};
+        let owner = OwnerReference {
+            api_version: "gateway.cozystack.io/v1alpha1".into(),
+            kind: TGW_KIND.into(),
+            name: "gw-share-test".into(),
+            uid: "e44238f1-8a9c-44d9-8e77-fe1ecbe4c8c5".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let obj = |name: &str, deleted: bool| Obj {
+            meta: ObjectMeta {
+                name: Some(name.into()),
+                uid: Some("943ab560-e10d-4bd6-b83d-7e423b7a074b".into()),
+                owner_references: Some(vec![owner.clone()]),
+                deletion_timestamp: deleted
+                    .then(|| Time("2026-12-01T11:32:29Z".parse().expect("a timestamp"))),
+                ..ObjectMeta::default()
+            },
+            spec: 1,
+            status: None,
+        };
+        let a = Kept::keep(obj("a", false)).expect("kept");
+        let b = Kept::keep(obj("b", true)).expect("kept");
+        assert!(
+            Arc::ptr_eq(&a.owners[0], &b.owners[0]),
+            "one copy per owner"
+        );
+        assert_eq!(a.restore(), Some(obj("a", false)));
+        assert_eq!(b.restore(), Some(obj("b", true)), "deletion time kept");
+        let other = OwnerReference {
+            controller: Some(false),
+            ..owner.clone()
+        };
+        let mut c = obj("c", false);
+        c.meta.owner_references = Some(vec![other.clone()]);
+        let c = Kept::keep(c).expect("kept");
+        assert!(!Arc::ptr_eq(&a.owners[0], &c.owners[0]));
+        assert_eq!(
+            c.restore().and_then(|o| o.meta.owner_references),
+            Some(vec![other]),
+            "a reference differing in one field is its own value"
+        );
+    }
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Obj {
+        meta: ObjectMeta,
+        spec: u8,
+        status: Option<u8>,
+    }
+
+    impl Split for Obj {
+        type Spec = u8;
+        type Status = u8;
+        fn split(self) -> (ObjectMeta, u8, Option<u8>) {
+            (self.meta, self.spec, self.status)
+        }
+        fn join(meta: ObjectMeta, spec: u8, status: Option<u8>) -> Self {
+            Obj { meta, spec, status }
+        }
+    }
+
+    #[test]
+    fn kept_objects_restore_what_the_diff_reads() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let owner = |kind: &str| OwnerReference {
+            api_version: "v".into(),
+            kind: kind.into(),
+            name: "gw".into(),
+            uid: "1".into(),
+            controller: Some(true),
+            block_owner_deletion: Some(true),
+        };
+        let meta = ObjectMeta {
+            name: Some("c".into()),
+            uid: Some("u".into()),
+            generation: Some(3),
+            resource_version: Some("77".into()),
+            labels: Some(BTreeMap::from([
+                (MANAGED_BY_LABEL.to_string(), "yes".to_string()),
+                ("other".to_string(), "x".to_string()),
+            ])),
+            annotations: Some(BTreeMap::from([("a".to_string(), "b".to_string())])),
+            owner_references: Some(vec![owner("ConfigMap"), owner(TGW_KIND)]),
+            ..ObjectMeta::default()
+        };
+        let o = Kept::keep(Obj {
+            meta,
+            spec: 5,
+            status: Some(6),
+        })
+        .and_then(|k| k.restore())
+        .expect("kept and restored");
+        let m = &o.meta;
+        assert_eq!(m.name.as_deref(), Some("c"));
+        assert_eq!(m.uid.as_deref(), Some("u"));
+        assert_eq!(m.generation, Some(3));
+        assert_eq!(m.resource_version, None);
+        assert_eq!(m.annotations, None);
+        assert_eq!(
+            m.labels,
+            Some(BTreeMap::from([(
+                MANAGED_BY_LABEL.to_string(),
+                "yes".to_string()
+            )]))
+        );
+        assert_eq!(m.owner_references, Some(vec![owner(TGW_KIND)]));
+        assert_eq!((o.spec, o.status), (5, Some(6)));
+        let bare = Obj {
+            meta: ObjectMeta {
+                name: Some("b".into()),
+                ..ObjectMeta::default()
+            },
+            spec: 1,
+            status: None,
+        };
+        assert_eq!(
+            Kept::keep(bare.clone()).and_then(|k| k.restore()),
+            Some(bare),
+            "nothing added"
+        );
+    }
+
+    #[derive(Debug, Clone, PartialEq)]
+    struct Big {
+        meta: ObjectMeta,
+        spec: Vec<String>,
+        status: Option<Vec<String>>,
+    }
+
+    impl Split for Big {
+        type Spec = Vec<String>;
+        type Status = Vec<String>;
+        fn split(self) -> (ObjectMeta, Vec<String>, Option<Vec<String>>) {
+            (self.meta, self.spec, self.status)
+        }
+        fn join(meta: ObjectMeta, spec: Vec<String>, status: Option<Vec<String>>) -> Self {
+            Big { meta, spec, status }
+        }
+    }
+
+    fn big(n: usize, odd: &str) -> Big {
+        let mut spec: Vec<String> = (0..n)
+            .map(|i| format!("h{i:03}.tenant.example.org"))
+            .collect();
+        spec.push(odd.to_string());
+        Big {
+            meta: ObjectMeta {
+                name: Some("gw".into()),
+                ..ObjectMeta::default()
+            },
+            spec,
+            status: Some(vec!["Accepted".into()]),
+        }
+    }
+
+    #[test]
+    fn large_bodies_are_deflated_and_restore_exactly() {
+        let b = big(200, "x");
+        let kept = Kept::keep(b.clone()).expect("kept");
+        let text_len = serde_json::to_string(&(&b.spec, &b.status))
+            .expect("encodes")
+            .len();
+        match &kept.body {
+            Body::Deflated { len, bytes } => {
+                assert_eq!(*len as usize, text_len);
+                assert!(bytes.len() * 4 < text_len, "{} of {text_len}", bytes.len());
+            }
+            Body::Text(_) => panic!("a {text_len}-byte body is kept as text"),
+        }
+        assert_eq!(kept.restore(), Some(b.clone()));
+        // Equal objects keep equal; one changed entry does not.
+        assert_eq!(Kept::keep(b.clone()), Some(kept.clone()));
+        let other = Kept::keep(big(200, "y")).expect("kept");
+        assert_ne!(other, kept);
+        assert_eq!(other.restore(), Some(big(200, "y")));
+        // Small bodies stay text.
+        let small = Kept::keep(big(1, "x")).expect("kept");
+        assert!(matches!(small.body, Body::Text(_)), "{:?}", small.body);
+        assert_eq!(small.restore(), Some(big(1, "x")));
+    }
+
+    /// The reconciler's diff through the cache: rendered objects kept and restored compare
+    /// equal to what it renders (a resync writes nothing), and one edited listener of a
+    /// deflated Gateway is still found and put back.
+    #[test]
+    fn kept_objects_diff_like_the_objects_themselves() {
+        use crate::reconcile::diff::{self, Object, Write};
+        use crate::reconcile::inputs::Observed;
+        use crate::reconcile::render::{ListenerInputs, RenderOptions, render};
+        use crate::reconcile::testing;
+
+        fn through<K: Split + Clone>(o: &K) -> K {
+            Kept::keep(o.clone())
+                .and_then(|k| k.restore())
+                .expect("kept and restored")
+        }
+        let w = testing::world();
+        let s = w.tgw.settings(&Default::default()).expect("valid");
+        let li = ListenerInputs {
+            port443_namespaces: ["tenant-alice".to_string()].into(),
+            hosts: (0..40).map(|i| format!("h{i}.alice.example.org")).collect(),
+            child_apexes: Default::default(),
+            sticky: Default::default(),
+        };
+        let d = render(&w.tgw, &s, &li, RenderOptions::default());
+        assert!(
+            matches!(
+                Kept::keep(d.gateway.clone()).map(|k| k.body),
+                Some(Body::Deflated { .. })
+            ),
+            "a Gateway with 41 listeners is kept deflated"
+        );
+        let observed = Observed {
+            gateways: vec![through(&d.gateway)],
+            issuers: d.issuer.iter().map(through).collect(),
+            certificates: d.certificates.iter().map(through).collect(),
+            http_routes: vec![through(&d.redirect)],
+        };
+        assert_eq!(observed.certificates.len(), 40);
+        let (writes, refused) = diff::objects(&d, &observed, &w.tgw);
+        assert!(
+            writes.is_empty() && refused.is_empty(),
+            "{writes:?} {refused:?}"
+        );
+
+        let mut edited = d.gateway.clone();
+        edited.spec.listeners[7].port = 8443;
+        let changed = Observed {
+            gateways: vec![through(&edited)],
+            ..observed.clone()
+        };
+        let (writes, _) = diff::objects(&d, &changed, &w.tgw);
+        assert!(
+            matches!(writes.as_slice(), [Write::Apply(Object::Gateway(_))]),
+            "{writes:?}"
+        );
+        let mut cert = d.certificates[3].clone();
+        cert.spec.dns_names.push("extra.alice.example.org".into());
+        let mut certs = observed.certificates.clone();
+        certs[3] = through(&cert);
+        let changed = Observed {
+            certificates: certs,
+            ..observed
+        };
+        let (writes, _) = diff::objects(&d, &changed, &w.tgw);
+        assert!(
+            matches!(writes.as_slice(), [Write::Apply(Object::Certificate(_))]),
+            "{writes:?}"
+        );
+    }
+
+    #[test]
+    fn a_damaged_deflated_body_is_not_restored() {
+        let mut kept = Kept::keep(big(200, "x")).expect("kept");
+        if let Body::Deflated { len, .. } = &mut kept.body {
+            // Claims less text than it inflates to: the limit stops it.
+            *len /= 2;
+        }
+        assert_eq!(kept.restore(), None);
+    }
+
+    #[test]
+    fn uids_round_trip_in_either_form() {
+        for uid in [
+            "8bef6697-f0a5-447e-bc59-c9828a4de1c6",
+            "00000000-0000-0000-0000-000000000000",
+            "8BEF6697-F0A5-447E-BC59-C9828A4DE1C6",
+            "8bef6697f0a5447ebc59c9828a4de1c6",
+            "8bef6697-f0a5-447e-bc59-c9828a4de1c",
+            "8bef6697+f0a5-447e-bc59-c9828a4de1c6",
+            "zzzzzzzz-f0a5-447e-bc59-c9828a4de1c6",
+            "",
+            "u",
+        ] {
+            let u = Uid::new(uid.to_string());
+            assert_eq!(u.to_text(), uid);
+            let compact = matches!(u, Uid::Uuid(_));
+            assert_eq!(
+                compact,
+                uid.len() == 36
+                    && uid
+                        .chars()
+                        .all(|c| c == '-' || c.is_ascii_digit() || ('a'..='f').contains(&c))
+                    && uid.matches('-').count() == 4,
+                "{uid}"
+            );
+        }
+    }
+
+    #[test]
+    fn labels_other_than_ours_are_kept_as_they_are() {
+        for v in [Some("yes"), Some(MANAGED_BY_VALUE), Some(""), None] {
+            let o = Obj {
+                meta: ObjectMeta {
+                    name: Some("c".into()),
+                    labels: v
+                        .map(|v| BTreeMap::from([(MANAGED_BY_LABEL.to_string(), v.to_string())])),
+                    ..ObjectMeta::default()
+                },
+                spec: 1,
+                status: None,
+            };
+            assert_eq!(
+                Kept::keep(o.clone()).and_then(|k| k.restore()),
+                Some(o),
+                "{v:?}"
+            );
+        }
+    }
+}
