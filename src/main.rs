@@ -9,7 +9,7 @@ use clap::{Parser, Subcommand, ValueEnum};
 
 use tenant_gateway::admission::Admission;
 use tenant_gateway::certs;
-use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces, objects, route_snapshot};
+use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces, client, objects, route_snapshot};
 use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::offline::{self, Caller, DefaultNamespace};
@@ -325,8 +325,7 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
     let default_namespace = match &check.namespace {
         Some(n) if !n.trim().is_empty() => DefaultNamespace::Flag(n.trim().to_string()),
         _ => {
-            match objects::context_namespace(check.kubeconfig.as_deref(), check.context.as_deref())
-            {
+            match client::context_namespace(check.kubeconfig.as_deref(), check.context.as_deref()) {
                 Ok(Some((context, namespace))) => DefaultNamespace::Context { context, namespace },
                 Ok(None) => DefaultNamespace::Default,
                 // Only $KUBECONFIG was in use: the namespace is a convenience, not worth failing.
@@ -347,7 +346,7 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
     };
     let cfg = policy.policy_config_offline()?;
     let admission = if cluster {
-        let client = objects::client(check.kubeconfig.as_deref(), check.context.as_deref()).await?;
+        let client = client::connect(check.kubeconfig.as_deref(), check.context.as_deref()).await?;
         let namespaces = objects::namespaces(&client).await?;
         if !check.create_only {
             for m in manifests.items.iter_mut() {
@@ -365,8 +364,13 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
                     .get("apiVersion")
                     .and_then(serde_json::Value::as_str)
                     .unwrap_or("");
+                let kind = objects::Kind {
+                    group: target.group(),
+                    kind: target.kind(),
+                    plural: target.resource(),
+                };
                 m.live =
-                    objects::live_object(&client, target, api_version, namespace.as_deref(), name)
+                    objects::live_object(&client, kind, api_version, namespace.as_deref(), name)
                         .await?;
             }
         }

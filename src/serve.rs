@@ -22,7 +22,7 @@ use tokio::task::JoinSet;
 use crate::admission::Admission;
 use crate::cluster::lease::{self, Leader, LeaseConfig};
 use crate::cluster::routes::RouteIndex;
-use crate::cluster::{LiveNamespaces, NamespaceSource};
+use crate::cluster::{LiveNamespaces, NamespaceSource, client};
 use crate::config::{PolicyArgs, ServeArgs};
 use crate::metrics::Metrics;
 use crate::platform::Scope;
@@ -189,7 +189,7 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
                 "--no-webhook leaves nothing to run: the reconciler and the replicator need a cluster (drop --no-controller or --no-replicator, and --namespaces)"
             );
         }
-        let client = kube_client(serve.kubeconfig.as_deref()).await?;
+        let client = client::connect(serve.kubeconfig.as_deref(), None).await?;
         let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
         let health = server::bind_health(serve.metrics_listen, &limits).await?;
         tracing::info!(metrics = %health.addr(), "listening (no webhook)");
@@ -269,7 +269,7 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
             s
         }
         None => {
-            let client = kube_client(serve.kubeconfig.as_deref()).await?;
+            let client = client::connect(serve.kubeconfig.as_deref(), None).await?;
             let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
             let mut leader = None;
             if !serve.no_controller {
@@ -479,27 +479,6 @@ async fn shutdown_signal() {
     {
         let _ = tokio::signal::ctrl_c().await;
     }
-}
-
-/// In-cluster first, then $KUBECONFIG, then ~/.kube/config (SPEC §2.6), unless a file is named.
-async fn kube_client(path: Option<&Path>) -> anyhow::Result<Client> {
-    use kube::config::{KubeConfigOptions, Kubeconfig};
-    let config = match path {
-        Some(p) => {
-            let kc = Kubeconfig::read_from(p)
-                .map_err(|e| anyhow::anyhow!("cannot read kubeconfig {}: {e}", p.display()))?;
-            kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?
-        }
-        None => match kube::Config::incluster() {
-            Ok(c) => c,
-            Err(_) => kube::Config::from_kubeconfig(&KubeConfigOptions::default())
-                .await
-                .map_err(|e| {
-                    anyhow::anyhow!("no in-cluster config and no usable kubeconfig: {e}")
-                })?,
-        },
-    };
-    Ok(Client::try_from(config)?)
 }
 
 /// What the reconciler needs from the command line.

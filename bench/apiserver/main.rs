@@ -10,7 +10,6 @@ use std::time::{Duration, Instant};
 
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::json;
 
 struct Args {
@@ -234,9 +233,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "{e}\nusage: apiserver-latency --kubeconfig FILE [--requests N] [--warmup N] [--label L] [--kind K]"
         )
     })?;
-    let kc = Kubeconfig::read_from(&args.kubeconfig)?;
     let mut config =
-        kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+        tenant_gateway::cluster::client::config(Some(std::path::Path::new(&args.kubeconfig)), None)
+            .await?;
     let (user, groups) = args.kind.caller();
     config.auth_info.impersonate = Some(user.to_string());
     config.auth_info.impersonate_groups = Some(groups.iter().map(|g| g.to_string()).collect());

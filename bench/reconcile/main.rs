@@ -16,7 +16,6 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, GroupVersionKind, PostParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 
 struct Args {
     cmd: String,
@@ -767,8 +766,9 @@ async fn costs(client: &Client, a: &Args) -> Result<(), String> {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let a = parse_args().map_err(|e| format!("usage: {e}"))?;
-    let kc = Kubeconfig::read_from(&a.kubeconfig)?;
-    let mut cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default()).await?;
+    let mut cfg =
+        tenant_gateway::cluster::client::config(Some(std::path::Path::new(&a.kubeconfig)), None)
+            .await?;
     cfg.read_timeout = Some(Duration::from_secs(60));
     let client = Client::try_from(cfg)?;
     match a.cmd.as_str() {

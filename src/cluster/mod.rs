@@ -3,6 +3,7 @@
 //! leader Lease.
 
 pub mod apex;
+pub mod client;
 pub mod intern;
 pub mod kept;
 pub mod lease;

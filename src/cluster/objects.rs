@@ -1,26 +1,16 @@
-//! What `check --kubeconfig/--context` reads from a cluster, read-only: the kubeconfig
-//! context's namespace, every namespace with its labels (one paged LIST, no watch), and the
-//! live object a manifest would update. Nothing here writes.
-
-use std::path::Path;
+//! What `check --kubeconfig/--context` reads from a cluster, read-only: every namespace with
+//! its labels (one paged LIST, no watch), and the live object a manifest would update.
+//! Nothing here writes; the client comes from `client`.
 
 use k8s_openapi::api::core::v1::Namespace;
 use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
-use kube::config::{KubeConfigOptions, Kubeconfig};
 use serde_json::Value;
 
 use super::StaticNamespaces;
-use crate::admission::WebhookResource;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ClusterReadError {
-    #[error("cannot read kubeconfig {path}: {reason}")]
-    Kubeconfig { path: String, reason: String },
-    #[error("kubeconfig has no context {0:?}")]
-    NoContext(String),
-    #[error("cannot connect with the kubeconfig: {0}")]
-    Connect(String),
     #[error("cannot list namespaces: {0}")]
     Namespaces(Box<kube::Error>),
     #[error("cannot read {what} from the cluster: {source}")]
@@ -28,76 +18,6 @@ pub enum ClusterReadError {
         what: String,
         source: Box<kube::Error>,
     },
-}
-
-/// The kubeconfig kubectl would use: the named file, else `$KUBECONFIG` (its list of files
-/// merged), else none. `~/.kube/config` alone does not count: without a flag or the variable
-/// `check` stays offline, as its output would otherwise depend on a file nobody named.
-fn load(path: Option<&Path>) -> Result<Option<Kubeconfig>, ClusterReadError> {
-    match path {
-        Some(p) => Kubeconfig::read_from(p)
-            .map(Some)
-            .map_err(|e| ClusterReadError::Kubeconfig {
-                path: p.display().to_string(),
-                reason: e.to_string(),
-            }),
-        None if std::env::var_os("KUBECONFIG").is_some_and(|v| !v.is_empty()) => Kubeconfig::read()
-            .map(Some)
-            .map_err(|e| ClusterReadError::Kubeconfig {
-                path: "$KUBECONFIG".to_string(),
-                reason: e.to_string(),
-            }),
-        None => Ok(None),
-    }
-}
-
-/// `(context, namespace)` of the selected context when it names a namespace.
-pub fn context_namespace(
-    path: Option<&Path>,
-    context: Option<&str>,
-) -> Result<Option<(String, String)>, ClusterReadError> {
-    let Some(kc) = load(path)? else {
-        return Ok(None);
-    };
-    let Some(name) = context
-        .map(str::to_string)
-        .or_else(|| kc.current_context.clone())
-    else {
-        return Ok(None);
-    };
-    let named = kc
-        .contexts
-        .iter()
-        .find(|c| c.name == name)
-        .ok_or_else(|| ClusterReadError::NoContext(name.clone()))?;
-    Ok(named
-        .context
-        .as_ref()
-        .and_then(|c| c.namespace.clone())
-        .filter(|n| !n.is_empty())
-        .map(|n| (name, n)))
-}
-
-/// A client for the selected kubeconfig and context.
-pub async fn client(
-    path: Option<&Path>,
-    context: Option<&str>,
-) -> Result<Client, ClusterReadError> {
-    let kc = match load(path)? {
-        Some(kc) => kc,
-        None => Kubeconfig::read().map_err(|e| ClusterReadError::Kubeconfig {
-            path: "~/.kube/config".to_string(),
-            reason: e.to_string(),
-        })?,
-    };
-    let options = KubeConfigOptions {
-        context: context.map(str::to_string),
-        ..KubeConfigOptions::default()
-    };
-    let config = kube::Config::from_custom_kubeconfig(kc, &options)
-        .await
-        .map_err(|e| ClusterReadError::Connect(e.to_string()))?;
-    Client::try_from(config).map_err(|e| ClusterReadError::Connect(e.to_string()))
 }
 
 /// Every namespace and its labels, listed in pages.
@@ -122,11 +42,20 @@ pub async fn namespaces(client: &Client) -> Result<StaticNamespaces, ClusterRead
     }
 }
 
+/// A kind as the API addresses it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Kind<'a> {
+    pub group: &'a str,
+    pub kind: &'a str,
+    /// The plural resource name.
+    pub plural: &'a str,
+}
+
 /// The object as it is in the cluster, or `None` when it does not exist (or its kind is not
 /// served there).
 pub async fn live_object(
     client: &Client,
-    target: WebhookResource,
+    target: Kind<'_>,
     api_version: &str,
     namespace: Option<&str>,
     name: &str,
@@ -136,19 +65,19 @@ pub async fn live_object(
     }
     let version = api_version.rsplit('/').next().unwrap_or_default();
     let resource = ApiResource {
-        group: target.group().to_string(),
+        group: target.group.to_string(),
         version: version.to_string(),
         api_version: api_version.to_string(),
-        kind: target.kind().to_string(),
-        plural: target.resource().to_string(),
+        kind: target.kind.to_string(),
+        plural: target.plural.to_string(),
     };
     let api: Api<DynamicObject> = match namespace {
         Some(ns) => Api::namespaced_with(client.clone(), ns, &resource),
         None => Api::all_with(client.clone(), &resource),
     };
     let what = match namespace {
-        Some(ns) => format!("{} {ns}/{name}", target.kind()),
-        None => format!("{} {name}", target.kind()),
+        Some(ns) => format!("{} {ns}/{name}", target.kind),
+        None => format!("{} {name}", target.kind),
     };
     match api.get_opt(name).await {
         Ok(Some(obj)) => serde_json::to_value(obj)
