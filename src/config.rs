@@ -307,7 +307,7 @@ impl LogArgs {
             .with_env_filter(filter)
             .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
             .with_writer(std::io::stderr);
-        crate::admission::logfield::set_json_format(self.log_format == LogFormat::Json);
+        crate::logfield::set_json_format(self.log_format == LogFormat::Json);
         let _ = match self.log_format {
             LogFormat::Text => builder.try_init(),
             LogFormat::Json => builder.json().flatten_event(true).try_init(),

@@ -10,6 +10,7 @@ pub mod claims;
 pub mod cluster;
 pub mod config;
 pub mod hostname;
+pub mod logfield;
 pub mod metrics;
 pub mod offline;
 pub mod platform;

@@ -16,11 +16,11 @@ use tracing::Instrument;
 
 use crate::cluster::NamespaceSource;
 use crate::cluster::routes::RouteIndex;
+use crate::logfield;
 use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
 mod counters;
-pub mod logfield;
 pub mod project;
 pub mod registration;
 pub mod resource;

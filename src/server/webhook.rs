@@ -169,8 +169,8 @@ fn panicked(
     let uid = read_uid(body);
     tracing::error!(
         path = %target.path(),
-        uid = %admission::logfield::Escaped(uid.as_deref().unwrap_or("")),
-        panic = %admission::logfield::Escaped(&what),
+        uid = %crate::logfield::Escaped(uid.as_deref().unwrap_or("")),
+        panic = %crate::logfield::Escaped(&what),
         "review handler panicked; denying"
     );
     let message = format!(
