@@ -9,8 +9,14 @@
 //! `kid.alice.example.org`; then the lexicographically smaller namespace, then the smaller
 //! route name. The winner's namespace shares the hostname among all its routes; only
 //! claimants from other namespaces lose.
+//!
+//! The listener rules both sides count with live here too: Gateway API's [`MAX_LISTENERS`],
+//! which parentRefs claim HTTPS listeners ([`section_claims_https`]), and each namespace's fair
+//! share of an http01 Gateway's listeners ([`listener_shares`]), with the admission warning
+//! for a route past it ([`share_warning`], SPEC §3.3, §3.4).
 
 use std::cmp::Ordering;
+use std::collections::BTreeMap;
 
 /// One route claiming a hostname.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -86,6 +92,125 @@ where
 /// True when `c` keeps the hostname against `winner`: same namespace (one namespace shares).
 pub fn shares_with(c: &Claimant<'_>, winner: &Claimant<'_>) -> bool {
     c.namespace == winner.namespace
+}
+
+/// Gateway API's limit on `spec.listeners`.
+pub const MAX_LISTENERS: usize = 64;
+
+/// Whether a parentRef with this sectionName claims HTTPS listeners.
+pub fn section_claims_https(section: Option<&str>) -> bool {
+    match section {
+        None => true,
+        Some(s) => s.starts_with("https"),
+    }
+}
+
+/// Namespaces with how many listeners they ask for (or get).
+type Demands<'a> = Vec<(&'a str, usize)>;
+
+/// Max-min fair shares of `slots` among namespaces asking for `demands` listeners
+/// (water-filling): a namespace asking for no more than an equal split of what is left gets
+/// all it asks; the others split the rest equally. So no namespace is cut while another
+/// holds more than it (SPEC §3.3). When the split does not come out even, the spare slots go
+/// to the namespaces cut, one each, in name order (deterministic). O(k log k) in the number
+/// of namespaces.
+pub fn fair_shares<'a>(
+    demands: impl IntoIterator<Item = (&'a str, usize)>,
+    slots: usize,
+) -> BTreeMap<&'a str, usize> {
+    let mut asks: Vec<(usize, &str)> = demands
+        .into_iter()
+        .filter(|(_, d)| *d > 0)
+        .map(|(ns, d)| (d, ns))
+        .collect();
+    asks.sort_unstable();
+    let mut shares = BTreeMap::new();
+    let mut left = slots;
+    let mut rest = asks.len();
+    let mut cut: Vec<(&str, usize)> = Vec::new();
+    for (d, ns) in asks {
+        // `rest` ≥ 1 here: it counts this namespace and the larger ones after it.
+        let level = left / rest;
+        if cut.is_empty() && d <= level {
+            shares.insert(ns, d);
+            left -= d;
+            rest -= 1;
+        } else {
+            cut.push((ns, d));
+        }
+    }
+    if !cut.is_empty() {
+        let level = left / cut.len();
+        let mut spare = left % cut.len();
+        cut.sort_unstable();
+        for (ns, d) in cut {
+            // Every cut namespace asks for more than `level` (the demands are ascending).
+            let extra = usize::from(spare > 0);
+            spare -= extra;
+            shares.insert(ns, (level + extra).min(d));
+        }
+    }
+    shares
+}
+
+/// The listener share of each namespace on an http01 Gateway with `budget` hostname
+/// listeners (SPEC §3.3): `cozy-*` (system) namespaces first, fair among themselves; the
+/// rest shared max-min fair among the other namespaces that ask.
+pub fn listener_shares<'a>(
+    demands: impl IntoIterator<Item = (&'a str, usize)>,
+    budget: usize,
+    system_prefix: &str,
+) -> BTreeMap<&'a str, usize> {
+    let (system, tenants): (Demands<'a>, Demands<'a>) = demands
+        .into_iter()
+        .partition(|(ns, _)| is_system(ns, system_prefix));
+    let mut shares = fair_shares(system, budget);
+    let used: usize = shares.values().sum();
+    shares.extend(fair_shares(tenants, budget.saturating_sub(used)));
+    shares
+}
+
+/// The admission warning of SPEC §3.3/§3.4 for a route that would push its namespace past
+/// its fair listener share on an http01 Gateway, or `None` when it stays within it.
+///
+/// `published` is how many listenable hostnames each namespace publishes on the Gateway now
+/// (the admitted route's own published hostnames not counted), `new` how many more distinct
+/// listenable hostnames the admitted route asks for in `namespace`, `budget` the hostname
+/// listeners the Gateway has (64 minus `http` and passthrough listeners). At most
+/// [`crate::warning::MAX_WARNING_LEN`] characters.
+pub fn share_warning(
+    gateway: (&str, &str),
+    namespace: &str,
+    published: &BTreeMap<String, usize>,
+    new: usize,
+    budget: usize,
+    system_prefix: &str,
+) -> Option<String> {
+    if new == 0 {
+        return None;
+    }
+    let mine = published.get(namespace).copied().unwrap_or(0) + new;
+    let demands = published
+        .iter()
+        .filter(|(ns, _)| ns.as_str() != namespace)
+        .map(|(ns, d)| (ns.as_str(), *d))
+        .chain([(namespace, mine)]);
+    let share = listener_shares(demands, budget, system_prefix)
+        .get(namespace)
+        .copied()
+        .unwrap_or(0);
+    if mine <= share {
+        return None;
+    }
+    // Short enough for the usual names; `clip` keeps longer ones within the limit.
+    let text = format!(
+        "Gateway {}/{}: this namespace's fair share is {share}/{budget} listeners (http01); \
+         {} hostname(s) get none; use dns01",
+        gateway.0,
+        gateway.1,
+        (mine - share).min(new),
+    );
+    Some(crate::warning::clip(&text, crate::warning::MAX_WARNING_LEN))
 }
 
 #[cfg(test)]
@@ -223,5 +348,153 @@ mod tests {
             );
         }
         assert_eq!(winner_for(h, [], "cozy-"), None);
+    }
+
+    #[test]
+    fn fair_shares_water_fill() {
+        // (demands, slots, expected shares)
+        let cases: Vec<(Demands<'_>, usize, Demands<'_>)> = vec![
+            (vec![], 63, vec![]),
+            (vec![("a", 0)], 5, vec![]),
+            (vec![("a", 70)], 63, vec![("a", 63)]),
+            (vec![("a", 5), ("b", 5)], 63, vec![("a", 5), ("b", 5)]),
+            // The small asker gets all it asks, the big one the rest.
+            (vec![("a", 70), ("b", 3)], 63, vec![("a", 60), ("b", 3)]),
+            // Two big askers split evenly; the odd slot goes by name order.
+            (vec![("b", 70), ("a", 70)], 63, vec![("a", 32), ("b", 31)]),
+            // a fully served; b and c cut at 17, the spare one to b (name order).
+            (
+                vec![("c", 40), ("a", 10), ("b", 20)],
+                45,
+                vec![("a", 10), ("b", 18), ("c", 17)],
+            ),
+            (vec![("a", 3), ("b", 9)], 0, vec![("a", 0), ("b", 0)]),
+            // Exactly enough.
+            (vec![("a", 30), ("b", 33)], 63, vec![("a", 30), ("b", 33)]),
+        ];
+        for (demands, slots, want) in cases {
+            let got: Vec<(&str, usize)> = fair_shares(demands.iter().copied(), slots)
+                .into_iter()
+                .collect();
+            assert_eq!(got, want, "{demands:?} in {slots}");
+        }
+    }
+
+    #[test]
+    fn listener_shares_put_cozy_first() {
+        // (demands, budget, expected)
+        let cases: Vec<(Demands<'_>, usize, Demands<'_>)> = vec![
+            (
+                vec![("tenant-a", 70), ("tenant-b", 3), ("cozy-mon", 2)],
+                63,
+                vec![("cozy-mon", 2), ("tenant-a", 58), ("tenant-b", 3)],
+            ),
+            // Cozy namespaces may take everything; they share fairly among themselves.
+            (
+                vec![("cozy-a", 70), ("cozy-b", 1), ("tenant-a", 5)],
+                63,
+                vec![("cozy-a", 62), ("cozy-b", 1), ("tenant-a", 0)],
+            ),
+        ];
+        for (demands, budget, want) in cases {
+            let got: Vec<(&str, usize)> = listener_shares(demands.iter().copied(), budget, "cozy-")
+                .into_iter()
+                .collect();
+            assert_eq!(got, want, "{demands:?}");
+        }
+        // Without a system prefix nobody goes first.
+        let got = listener_shares([("cozy-a", 70), ("tenant-a", 70)], 63, "");
+        assert_eq!(got["cozy-a"] + got["tenant-a"], 63);
+        assert!(got["tenant-a"] >= 31, "{got:?}");
+    }
+
+    /// Random demands: shares never exceed demands, use every slot that is asked for, and
+    /// are max-min fair (a cut namespace holds at least as much as any other, minus the one
+    /// spare slot of an uneven split).
+    #[test]
+    fn property_fair_shares_are_max_min_fair() {
+        let mut rng = crate::reconcile::testing::Rng::new(8);
+        for round in 0..500 {
+            let names: Vec<String> = (0..rng.below(12)).map(|i| format!("ns{i}")).collect();
+            let demands: Vec<(&str, usize)> =
+                names.iter().map(|n| (n.as_str(), rng.below(80))).collect();
+            let slots = rng.below(100);
+            let shares = fair_shares(demands.iter().copied(), slots);
+            let total: usize = demands.iter().map(|(_, d)| d).sum();
+            assert_eq!(shares.values().sum::<usize>(), total.min(slots), "{round}");
+            for (ns, d) in &demands {
+                let s = shares.get(ns).copied().unwrap_or(0);
+                assert!(s <= *d, "{round}: {ns} gets more than it asks");
+                if s < *d {
+                    for (other, o) in &shares {
+                        assert!(
+                            *o <= s + 1,
+                            "{round}: {ns} cut at {s} while {other} holds {o}: {demands:?}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn share_warning_says_what_the_share_leaves() {
+        let gw = ("tenant-root", "gw");
+        let pub_of = |kv: &[(&str, usize)]| -> BTreeMap<String, usize> {
+            kv.iter().map(|(k, v)| (k.to_string(), *v)).collect()
+        };
+        // (published, namespace, new, budget, expected fragment or None)
+        type Case<'a> = (BTreeMap<String, usize>, &'a str, usize, Option<&'a str>);
+        let cases: Vec<Case<'_>> = vec![
+            // Room for everyone: no warning.
+            (pub_of(&[("tenant-a", 10)]), "tenant-b", 3, None),
+            (pub_of(&[]), "tenant-a", 0, None),
+            // A full Gateway still has a fair share for a newcomer that asks little.
+            (pub_of(&[("tenant-a", 63)]), "tenant-b", 3, None),
+            // The big tenant past its share (another namespace asks): it is warned.
+            (
+                pub_of(&[("tenant-a", 60), ("tenant-b", 3)]),
+                "tenant-a",
+                1,
+                Some("fair share is 60/63 listeners (http01); 1 hostname(s) get none"),
+            ),
+            // Two big tenants: the newcomer's share is half.
+            (
+                pub_of(&[("tenant-a", 63)]),
+                "tenant-b",
+                40,
+                Some("fair share is 31/63 listeners (http01); 9 hostname(s) get none"),
+            ),
+            // cozy-* goes first, whatever the tenants hold.
+            (pub_of(&[("tenant-a", 63)]), "cozy-mon", 2, None),
+        ];
+        for (published, ns, new, want) in cases {
+            let got = share_warning(gw, ns, &published, new, 63, "cozy-");
+            match want {
+                None => assert_eq!(got, None, "{published:?} {ns} +{new}"),
+                Some(f) => {
+                    let text = got.unwrap_or_else(|| panic!("{published:?} {ns} +{new}: none"));
+                    assert!(text.contains(f), "{text}");
+                    assert!(text.starts_with("Gateway tenant-root/gw: "), "{text}");
+                    assert!(text.contains("dns01"), "{text}");
+                    assert!(
+                        text.chars().count() <= crate::warning::MAX_WARNING_LEN,
+                        "{text}"
+                    );
+                }
+            }
+        }
+        // Long Gateway names are clipped to the limit.
+        let long = "g".repeat(200);
+        let text = share_warning(
+            ("tenant-root", &long),
+            "tenant-b",
+            &pub_of(&[("tenant-a", 63)]),
+            40,
+            63,
+            "cozy-",
+        )
+        .expect("past the share");
+        assert_eq!(text.chars().count(), crate::warning::MAX_WARNING_LEN);
     }
 }

@@ -261,6 +261,24 @@ pub fn within(h: &str, apex: &str) -> bool {
     split == 0 || h[split - 1] == b'.'
 }
 
+/// True when `s` is a DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters
+/// (namespace, Service, listener names).
+pub fn is_dns_label(s: &str) -> bool {
+    let b = s.as_bytes();
+    !b.is_empty()
+        && b.len() <= MAX_LABEL_LEN
+        && b.iter()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
+        && b[0] != b'-'
+        && b[b.len() - 1] != b'-'
+}
+
+/// True when `s` is a DNS-1123 subdomain: dot-separated labels, at most 253 characters (what
+/// a Certificate's and a Secret's name must be).
+pub fn is_dns_subdomain(s: &str) -> bool {
+    !s.is_empty() && s.len() <= MAX_HOSTNAME_LEN && s.split('.').all(is_dns_label)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -609,5 +627,38 @@ mod apex_tests {
             .expect_err("wildcard")
             .to_string();
         assert!(msg.contains("dns01"), "{msg}");
+    }
+}
+
+#[cfg(test)]
+mod name_tests {
+    use super::*;
+
+    #[test]
+    fn dns_labels() {
+        for ok in ["a", "a-b", "0", "tenant-root", "a-1", &"a".repeat(63)] {
+            assert!(is_dns_label(ok), "{ok}");
+        }
+        for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"a".repeat(64)] {
+            assert!(!is_dns_label(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn dns_subdomains() {
+        for ok in [
+            "a",
+            "a.b",
+            "gw-x-tls",
+            "wild-tls",
+            "x.y.z",
+            &format!("{}.{}", "a".repeat(63), "b".repeat(63)),
+        ] {
+            assert!(is_dns_subdomain(ok), "{ok}");
+        }
+        let too_long = vec!["a".repeat(63); 4].join(".");
+        for bad in ["", ".a", "a.", "a..b", "A.b", "a_b", too_long.as_str()] {
+            assert!(!is_dns_subdomain(bad), "{bad}");
+        }
     }
 }

@@ -45,7 +45,7 @@ use tenant_gateway::reconcile::inputs::{
 use tenant_gateway::reconcile::labels::NamespaceWrite;
 use tenant_gateway::reconcile::render::RenderOptions;
 use tenant_gateway::reconcile::testing::{self, Rng, at};
-use tenant_gateway::reconcile::{self, Config, Plan, names, routes, status};
+use tenant_gateway::reconcile::{self, Config, Plan, status};
 
 const APEX: &str = "alice.example.org";
 
@@ -525,7 +525,7 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             .map(|l| l.name.as_str())
             .collect();
         assert!(
-            listeners.len() <= routes::MAX_LISTENERS,
+            listeners.len() <= tenant_gateway::claims::MAX_LISTENERS,
             "{} listeners",
             listeners.len()
         );
@@ -536,7 +536,7 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             "duplicate listener: {listeners:?}"
         );
         for n in &listeners {
-            assert!(names::is_dns_label(n), "listener name {n:?}");
+            assert!(tenant_gateway::hostname::is_dns_label(n), "listener name {n:?}");
         }
         let certs: Vec<&str> = d
             .certificates
@@ -559,7 +559,7 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             let ok = if Some(n) == d.gateway.metadata.name.as_deref() {
                 n == w.tgw.name
             } else {
-                names::is_dns_label(n)
+                tenant_gateway::hostname::is_dns_label(n)
             };
             assert!(ok, "object name {n:?}");
         }

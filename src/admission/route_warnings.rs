@@ -22,7 +22,7 @@
 //! listenable (valid, not wildcard) hostname published by claiming HTTPRoutes; of
 //! [`MAX_LISTENERS`]. When a route needs more listeners than are left and other namespaces
 //! publish on the Gateway too, the warning is the fair share's
-//! (`reconcile::routes::share_warning`, SPEC §3.3): a namespace within its share takes its
+//! (`claims::share_warning`, SPEC §3.3): a namespace within its share takes its
 //! listeners from the others and is not warned. The index does not know a Gateway's certMode, so the count is the
 //! http01 one (dns01/existingSecret Gateways have no per-hostname listeners; their routes
 //! rarely come near 63 distinct hostnames, and the warning says what it assumes).
@@ -30,12 +30,13 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
-use crate::claims::{self, ApexClaimant, Claimant};
+use crate::claims::{
+    self, ApexClaimant, Claimant, MAX_LISTENERS, section_claims_https, share_warning,
+};
 use crate::cluster::route_facts::{ParentRef, RouteFacts, RouteKind};
 use crate::cluster::routes::{GatewayRoutes, RouteIndex};
 use crate::hostname;
 use crate::platform::{ApexOwners, GATEWAY_API_GROUP};
-use crate::reconcile::routes::{MAX_LISTENERS, section_claims_https, share_warning};
 
 /// Why a warning was given: the `reason` label of its counter (a closed set).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]

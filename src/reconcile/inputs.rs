@@ -223,7 +223,7 @@ impl TgwFacts {
         let mut skipped = Vec::new();
         let mut attached: Vec<String> = Vec::new();
         for ns in &spec.attached_namespaces {
-            if !super::names::is_dns_label(ns) {
+            if !crate::hostname::is_dns_label(ns) {
                 skipped.push(format!(
                     "attachedNamespaces entry {ns:?} is not a namespace name; skipped"
                 ));

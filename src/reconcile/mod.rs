@@ -291,7 +291,7 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
             message: format!(
                 "{} hostname(s) did not fit in the {}-listener limit",
                 over_cap.len(),
-                routes::MAX_LISTENERS
+                crate::claims::MAX_LISTENERS
             ),
         });
     }
@@ -410,7 +410,7 @@ fn child_apexes(
         }
     }
     // http, https, https-apex, the passthrough listeners; the rest for children.
-    let budget = routes::MAX_LISTENERS.saturating_sub(3 + settings.passthrough.len());
+    let budget = crate::claims::MAX_LISTENERS.saturating_sub(3 + settings.passthrough.len());
     let fit: BTreeSet<String> = all.iter().take(budget).cloned().collect();
     let cut: BTreeSet<String> = all.iter().skip(budget).map(|c| format!("*.{c}")).collect();
     (fit, cut)

@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use sha2::{Digest, Sha256};
 
-use crate::hostname::MAX_LABEL_LEN;
+use crate::hostname::{MAX_LABEL_LEN, is_dns_label, is_dns_subdomain};
 
 /// Listener `http` (port 80).
 pub const HTTP_LISTENER: &str = "http";
@@ -38,17 +38,6 @@ const TLS_PREFIX: &str = "tls-";
 const RESERVED_STEMS: [&str; 2] = ["apex", "gateway"];
 /// Hex digits of the hash at each escalation level (level 0 is the unhashed form).
 const HASH_LEVELS: [usize; 5] = [0, 8, 16, 32, 48];
-
-/// True when `s` is a DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters.
-pub fn is_dns_label(s: &str) -> bool {
-    let b = s.as_bytes();
-    !b.is_empty()
-        && b.len() <= MAX_LABEL_LEN
-        && b.iter()
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || *c == b'-')
-        && b[0] != b'-'
-        && b[b.len() - 1] != b'-'
-}
 
 /// The first `n` hex digits of SHA-256 of `s` (lowercased).
 pub fn hash_hex(s: &str, n: usize) -> String {
@@ -306,12 +295,6 @@ pub struct StickyNames {
     pub certificate: Option<String>,
 }
 
-/// True when `s` is a DNS-1123 subdomain: dot-separated labels, at most 253 characters (what
-/// a Certificate's and a Secret's name must be).
-pub fn is_dns_subdomain(s: &str) -> bool {
-    !s.is_empty() && s.len() <= crate::hostname::MAX_HOSTNAME_LEN && s.split('.').all(is_dns_label)
-}
-
 /// The part after `https-` at escalation `level`: `apex`, the label, or `<label>-<hash>`.
 fn http01_stem(h: &str, apex: &str, level: usize) -> String {
     let room = MAX_LABEL_LEN - HTTPS_PREFIX.len();
@@ -520,16 +503,6 @@ mod tests {
         );
     }
 
-    #[test]
-    fn label_check() {
-        for ok in ["a", "a-b", "0", &"a".repeat(63)] {
-            assert!(is_dns_label(ok), "{ok}");
-        }
-        for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"a".repeat(64)] {
-            assert!(!is_dns_label(bad), "{bad}");
-        }
-    }
-
     fn none() -> (BTreeSet<String>, BTreeMap<String, StickyNames>) {
         (BTreeSet::new(), BTreeMap::new())
     }
@@ -722,21 +695,5 @@ mod tests {
         assert_eq!(n[h].certificate, format!("gw-{stem}-tls"));
         let ls: BTreeSet<&String> = n.values().map(|v| &v.listener).collect();
         assert_eq!(ls.len(), n.len());
-    }
-
-    #[test]
-    fn subdomain_check() {
-        for ok in [
-            "a",
-            "a.b",
-            "gw-x-tls",
-            &format!("{}.{}", "a".repeat(63), "b".repeat(63)),
-        ] {
-            assert!(is_dns_subdomain(ok), "{ok}");
-        }
-        let too_long = vec!["a".repeat(63); 4].join(".");
-        for bad in ["", ".a", "a.", "a..b", "A.b", "a_b", too_long.as_str()] {
-            assert!(!is_dns_subdomain(bad), "{bad}");
-        }
     }
 }

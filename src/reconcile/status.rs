@@ -16,7 +16,8 @@ use super::api::{ListenerStatus, TenantGatewayStatus};
 use super::certmanager::Certificate;
 use super::inputs::{ParentRef, RouteKind, RouteParentStatus};
 use super::render::ListenerInfo;
-use super::routes::{MAX_LISTENERS, RouteVerdict, known_sections};
+use super::routes::{RouteVerdict, known_sections};
+use crate::claims::MAX_LISTENERS;
 
 pub const READY: &str = "Ready";
 pub const PROGRAMMED: &str = "Programmed";

@@ -828,7 +828,10 @@ fn property_names_are_valid_labels_and_unique() {
             .iter()
             .map(|l| l.name.as_str())
             .collect();
-        assert!(listeners.len() <= routes::MAX_LISTENERS, "case {case}");
+        assert!(
+            listeners.len() <= crate::claims::MAX_LISTENERS,
+            "case {case}"
+        );
         let unique: BTreeSet<&str> = listeners.iter().copied().collect();
         assert_eq!(unique.len(), listeners.len(), "case {case}: {listeners:?}");
         let certs: Vec<&str> = d
@@ -843,7 +846,7 @@ fn property_names_are_valid_labels_and_unique() {
         all.extend(d.issuer.iter().filter_map(|i| i.metadata.name.as_deref()));
         all.push(d.redirect.metadata.name.as_deref().unwrap_or_default());
         for n in all {
-            assert!(names::is_dns_label(n), "case {case}: {n:?}");
+            assert!(crate::hostname::is_dns_label(n), "case {case}: {n:?}");
         }
         // Every hostname listener is listenable and within the apex.
         for l in &d.gateway.spec.listeners {
@@ -876,7 +879,8 @@ fn property_names_are_valid_labels_and_unique() {
     assert!(
         assigned
             .values()
-            .all(|n| names::is_dns_label(&n.listener) && names::is_dns_label(&n.certificate))
+            .all(|n| crate::hostname::is_dns_label(&n.listener)
+                && crate::hostname::is_dns_label(&n.certificate))
     );
 }
 
@@ -1246,7 +1250,7 @@ fn adversarial_names(
                 if let Some(stem) = cert
                     .strip_prefix(&format!("{tgw}-"))
                     .and_then(|c| c.strip_suffix("-tls"))
-                    .filter(|s| names::is_dns_label(s) && s.len() <= 57)
+                    .filter(|s| crate::hostname::is_dns_label(s) && s.len() <= 57)
                 {
                     hosts.insert(format!("{stem}.{apex}"));
                 }
@@ -1336,10 +1340,13 @@ fn property_certificate_names_are_unique_valid_subdomains() {
         let acme = names::acme_account_secret(&tgw);
         let wildcard = names::wildcard_certificate(&tgw);
         for (h, v) in &n {
-            assert!(names::is_dns_label(&v.listener), "case {case}: {h} {v:?}");
+            assert!(
+                crate::hostname::is_dns_label(&v.listener),
+                "case {case}: {h} {v:?}"
+            );
             assert!(!fixed.contains(&v.listener), "case {case}: {h} {v:?}");
             assert!(
-                names::is_dns_subdomain(&v.certificate) && v.certificate.len() <= 253,
+                crate::hostname::is_dns_subdomain(&v.certificate) && v.certificate.len() <= 253,
                 "case {case}: {h} {v:?}"
             );
             assert!(
@@ -1353,13 +1360,13 @@ fn property_certificate_names_are_unique_valid_subdomains() {
         for h in &hosts {
             let Some(s) = sticky.get(h) else { continue };
             if let Some(l) = &s.listener
-                && names::is_dns_label(l)
+                && crate::hostname::is_dns_label(l)
                 && seen_l.insert(l.clone())
             {
                 assert_eq!(&n[h].listener, l, "case {case}: {h} lost its listener name");
             }
             if let Some(c) = &s.certificate
-                && names::is_dns_subdomain(c)
+                && crate::hostname::is_dns_subdomain(c)
                 && seen_c.insert(c.clone())
             {
                 assert_eq!(

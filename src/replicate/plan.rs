@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use k8s_openapi::ByteString;
 
+use crate::hostname::{is_dns_label, is_dns_subdomain};
 use crate::platform::{GATEWAY_LABEL, INGRESS_LABEL, WILDCARD_COPY_LABEL};
 
 /// Value of [`WILDCARD_COPY_LABEL`] on a replica.
@@ -189,21 +190,6 @@ fn kind_of(v: &serde_json::Value) -> &'static str {
         serde_json::Value::Array(_) => "a list",
         serde_json::Value::Object(_) => "a mapping",
     }
-}
-
-/// RFC 1123 label (namespace names): 1–63 of `[a-z0-9-]`, alphanumeric at both ends.
-pub fn is_dns_label(s: &str) -> bool {
-    !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-')
-}
-
-/// RFC 1123 subdomain (Secret names): dot-separated labels, at most 253 characters.
-pub fn is_dns_subdomain(s: &str) -> bool {
-    s.len() <= 253 && s.split('.').all(is_dns_label)
 }
 
 /// A namespace as the plan sees it.
@@ -1120,21 +1106,5 @@ mod tests {
         ];
         let reasons: BTreeSet<&str> = all.iter().map(Hold::reason).collect();
         assert_eq!(reasons, Hold::REASONS.into_iter().collect());
-    }
-
-    #[test]
-    fn names_and_labels() {
-        for ok in ["a", "tenant-root", "a-1", &"b".repeat(63)] {
-            assert!(is_dns_label(ok), "{ok}");
-        }
-        for bad in ["", "-a", "a-", "A", "a.b", "a_b", &"b".repeat(64)] {
-            assert!(!is_dns_label(bad), "{bad}");
-        }
-        for ok in ["a.b", "wild-tls", "x.y.z"] {
-            assert!(is_dns_subdomain(ok), "{ok}");
-        }
-        for bad in ["", ".a", "a.", "a..b", "A.b"] {
-            assert!(!is_dns_subdomain(bad), "{bad}");
-        }
     }
 }
