@@ -2,9 +2,11 @@
 //! observed Secrets → [`Plan`]. No I/O; `run.rs` feeds it the caches and executes the plan.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Arc;
 
 use k8s_openapi::ByteString;
 
+use crate::cluster::nsmeta::NamespaceMeta;
 use crate::hostname::{is_dns_label, is_dns_subdomain};
 use crate::platform::{GATEWAY_LABEL, INGRESS_LABEL, WILDCARD_COPY_LABEL};
 
@@ -192,27 +194,15 @@ fn kind_of(v: &serde_json::Value) -> &'static str {
     }
 }
 
-/// A namespace as the plan sees it.
-#[derive(Debug, Clone, Copy)]
-pub struct NamespaceView<'a> {
-    pub name: &'a str,
-    pub labels: Option<&'a BTreeMap<String, String>>,
-    /// `metadata.deletionTimestamp` is set.
-    pub terminating: bool,
-}
-
 /// Whether `ns` should hold a replica of a Secret from `source_namespace`: not the source,
 /// not terminating, and its ingress or gateway label names itself.
-pub fn is_target(ns: &NamespaceView, source_namespace: &str) -> bool {
-    if ns.name == source_namespace || ns.terminating {
+pub fn is_target(ns: &NamespaceMeta, source_namespace: &str) -> bool {
+    if ns.name() == source_namespace || ns.terminating() {
         return false;
     }
-    let Some(labels) = ns.labels else {
-        return false;
-    };
     [INGRESS_LABEL, GATEWAY_LABEL]
         .iter()
-        .any(|k| labels.get(*k).is_some_and(|v| v == ns.name))
+        .any(|k| ns.label(k) == Some(ns.name()))
 }
 
 /// A Secret as observed by a watch.
@@ -323,7 +313,7 @@ pub struct Observed<'a> {
 }
 
 /// Everything to do so that the replicas match `setting`.
-pub fn plan(setting: &Setting, namespaces: &[NamespaceView], observed: Observed) -> Plan {
+pub fn plan(setting: &Setting, namespaces: &[Arc<NamespaceMeta>], observed: Observed) -> Plan {
     match setting {
         Setting::Hold(h) => Plan {
             hold: Some(h.clone()),
@@ -370,7 +360,7 @@ fn every_replica<'a>(observed: Observed<'a>) -> Vec<&'a SecretView<'a>> {
 fn replicate(
     source_namespace: &str,
     name: &str,
-    namespaces: &[NamespaceView],
+    namespaces: &[Arc<NamespaceMeta>],
     observed: Observed,
 ) -> Plan {
     let source_key = format!("{source_namespace}/{name}");
@@ -401,7 +391,7 @@ fn replicate(
     let targets: BTreeSet<&str> = namespaces
         .iter()
         .filter(|ns| is_target(ns, source_namespace))
-        .map(|ns| ns.name)
+        .map(|ns| ns.name())
         .collect();
     let same_name: BTreeMap<&str, &SecretView> = observed
         .named
@@ -473,6 +463,8 @@ fn up_to_date(o: &SecretView, want: &Replica) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+
     use crate::platform::WILDCARD_SOURCE_ANNOTATION;
 
     fn loc() -> ValuesLocation {
@@ -607,7 +599,7 @@ mod tests {
             .collect()
     }
 
-    /// Owned test objects the views borrow from.
+    /// Test namespaces, made into index entries by `views`.
     struct Ns {
         name: String,
         labels: BTreeMap<String, String>,
@@ -626,12 +618,17 @@ mod tests {
         ns(name, &[(GATEWAY_LABEL, name)])
     }
 
-    fn views(list: &[Ns]) -> Vec<NamespaceView<'_>> {
+    fn views(list: &[Ns]) -> Vec<Arc<NamespaceMeta>> {
         list.iter()
-            .map(|n| NamespaceView {
-                name: &n.name,
-                labels: Some(&n.labels),
-                terminating: n.terminating,
+            .map(|n| {
+                Arc::new(NamespaceMeta::from_meta(&ObjectMeta {
+                    name: Some(n.name.clone()),
+                    labels: Some(n.labels.clone()),
+                    deletion_timestamp: n
+                        .terminating
+                        .then(|| Time("2026-12-01T11:32:29Z".parse().expect("a timestamp"))),
+                    ..ObjectMeta::default()
+                }))
             })
             .collect()
     }
@@ -782,12 +779,11 @@ mod tests {
         assert_eq!(r.data, data("v1"));
         assert_eq!(r.source, "tenant-root/wild");
         // No labels map at all.
-        let n = [NamespaceView {
-            name: "x",
-            labels: None,
-            terminating: false,
-        }];
-        assert!(!is_target(&n[0], "tenant-root"));
+        let n = NamespaceMeta::from_meta(&ObjectMeta {
+            name: Some("x".into()),
+            ..ObjectMeta::default()
+        });
+        assert!(!is_target(&n, "tenant-root"));
     }
 
     #[test]

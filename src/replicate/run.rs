@@ -35,8 +35,8 @@ use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource};
 
 use super::plan::{
-    self, Action, COPY_LABEL_VALUE, Hold, NamespaceView, Observed, Plan, Replica, SecretView,
-    Setting, ValuesLocation,
+    self, Action, COPY_LABEL_VALUE, Hold, Observed, Plan, Replica, SecretView, Setting,
+    ValuesLocation,
 };
 use crate::cluster::LiveNamespaces;
 use crate::cluster::lease::Leader;
@@ -354,29 +354,7 @@ impl State {
             return Outcome::NotReady;
         }
         let all = namespaces.all();
-        // Only the labels `plan::is_target` reads.
-        let target_labels: Vec<BTreeMap<String, String>> = all
-            .iter()
-            .map(|n| {
-                [
-                    crate::platform::INGRESS_LABEL,
-                    crate::platform::GATEWAY_LABEL,
-                ]
-                .into_iter()
-                .filter_map(|k| n.label(k).map(|v| (k.to_string(), v.to_string())))
-                .collect()
-            })
-            .collect();
         let plan = {
-            let ns_views: Vec<NamespaceView> = all
-                .iter()
-                .zip(&target_labels)
-                .map(|(n, labels)| NamespaceView {
-                    name: n.name(),
-                    labels: Some(labels),
-                    terminating: n.terminating(),
-                })
-                .collect();
             // While the values name no source, the named cache holds the previous name's
             // Secrets: it only counts when it is the current name's.
             let named: Vec<SecretView> = match &setting {
@@ -396,7 +374,7 @@ impl State {
                 .collect();
             plan::plan(
                 &setting,
-                &ns_views,
+                &all,
                 Observed {
                     named: &named,
                     replicas: &replicas,
