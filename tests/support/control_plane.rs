@@ -1,4 +1,4 @@
-//! The one wrapper around `tests/k8s/control-plane` (a real kube-apiserver and etcd, built
+//! Every e2e test's access to `tests/k8s/control-plane` (a real kube-apiserver and etcd, built
 //! from Go modules and cached under ~/.cache/tenant-gateway): start and teardown, its
 //! kubeconfig and the kube client on it, kubectl and helm, and the cluster setup the e2e
 //! tests share (CRDs, RBAC for impersonated users, the demo tenants, the policies).

@@ -4,10 +4,10 @@
 //! - `process.rs`: `tenant-gateway serve` as a real process (with the example namespace
 //!   snapshot, or against a control plane as [`process::Webhook`]), its log, plain-HTTP GETs
 //!   of its metrics/health port, signals, RSS sampling;
-//! - `control_plane.rs`: the one wrapper around `tests/k8s/control-plane` (start, kubeconfig,
+//! - `control_plane.rs`: the e2e tests' access to `tests/k8s/control-plane` (start, kubeconfig,
 //!   the kube client, kubectl and helm, teardown);
-//! - `review.rs`: the one AdmissionReview builder, [`review::review`];
-//! - `poll.rs`: the one way to wait, a retry loop with a deadline that names what it waited
+//! - `review.rs`: the AdmissionReview builder every test uses, [`review::review`];
+//! - `poll.rs`: how a test waits: a retry loop with a deadline that names what it waited
 //!   for;
 //! - `load.rs`: the bounded load generator of the robustness tests.
 //!

@@ -1,4 +1,4 @@
-//! The one way a test waits: retry a check until it yields `Some` or the deadline passes,
+//! How a test waits: retry a check until it yields `Some` or the deadline passes,
 //! then fail naming what was awaited. [`poll`] for threads, [`poll_async`] inside a tokio
 //! runtime (where a blocking sleep would stall the server under test); [`try_poll`] when the
 //! caller reports a timeout itself.

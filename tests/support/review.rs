@@ -1,4 +1,4 @@
-//! The one AdmissionReview builder of the tests: [`review`] starts one for a webhook
+//! The AdmissionReview builder of the tests: [`review`] starts one for a webhook
 //! resource, the methods set what a test varies, [`Review::build`] gives the JSON. A field no
 //! method set is left out of the request (except `name` and `namespace`, which every review
 //! carries, null when unset), so each test sends exactly the shape it means: the example
