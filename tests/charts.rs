@@ -5,12 +5,14 @@
 //! charts cannot drift from the code. helm is the harness's (`tests/k8s/control-plane
 //! --build-only` prints where it is cached).
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
-use std::sync::OnceLock;
 
 use serde_json::{Value, json};
+use support::control_plane::harness_bin;
 
 const RELEASE_NS: &str = "cozy-system";
 
@@ -23,24 +25,8 @@ fn bin() -> &'static str {
 }
 
 /// The harness's helm: built once and cached under ~/.cache/tenant-gateway.
-fn helm() -> &'static Path {
-    static HELM: OnceLock<PathBuf> = OnceLock::new();
-    HELM.get_or_init(|| {
-        let out = Command::new(repo().join("tests/k8s/control-plane"))
-            .arg("--build-only")
-            .output()
-            .expect("tests/k8s/control-plane runs");
-        assert!(
-            out.status.success(),
-            "control-plane --build-only failed: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        let dir = stdout.lines().last().expect("the bin directory").trim();
-        let helm = PathBuf::from(dir).join("helm");
-        assert!(helm.exists(), "no helm at {}", helm.display());
-        helm
-    })
+fn helm() -> PathBuf {
+    harness_bin("helm")
 }
 
 fn chart(name: &str) -> String {

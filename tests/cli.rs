@@ -3,7 +3,11 @@
 use std::io::Write;
 use std::process::{Command, Output, Stdio};
 
+mod support;
+
 use serde_json::Value;
+use support::review::{EXAMPLE_UID, example};
+use tenant_gateway::admission::WebhookResource;
 
 fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
@@ -28,7 +32,12 @@ fn run(args: &[&str], stdin: &str) -> Output {
 }
 
 fn review_doc(uid: &str, host: &str) -> String {
-    let mut v: Value = serde_json::from_str(
+    example(uid, host).build().to_string()
+}
+
+#[test]
+fn the_review_builder_writes_the_example_review() {
+    let file: Value = serde_json::from_str(
         &std::fs::read_to_string(concat!(
             env!("CARGO_MANIFEST_DIR"),
             "/examples/reviews/httproute-hijack.json"
@@ -36,9 +45,7 @@ fn review_doc(uid: &str, host: &str) -> String {
         .expect("example review"),
     )
     .expect("json");
-    v["request"]["uid"] = Value::from(uid);
-    v["request"]["object"]["spec"]["hostnames"] = serde_json::json!([host]);
-    v.to_string()
+    assert_eq!(example(EXAMPLE_UID, "shop.bob.example.org").build(), file);
 }
 
 const NS: &[&str] = &[
@@ -114,11 +121,7 @@ fn review_refuses_to_start_without_root_host_while_ingress_layer_is_on() {
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let mut ingress: Value = serde_json::from_str(&review_doc("i", "x")).expect("json");
-    ingress["request"]["resource"] =
-        serde_json::json!({"group": "networking.k8s.io", "version": "v1", "resource": "ingresses"});
-    ingress["request"]["kind"] =
-        serde_json::json!({"group": "networking.k8s.io", "version": "v1", "kind": "Ingress"});
+    let ingress = example("i", "x").target(WebhookResource::Ingresses).build();
     let out = run(
         &["review", "--namespaces", "examples/namespaces.yaml"],
         &ingress.to_string(),

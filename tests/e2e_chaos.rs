@@ -27,14 +27,16 @@
 //! `TG_CHAOS_SCALE=N` multiplies the world and the kill rounds;
 //! `TG_CHAOS_SEED` repeats a run (the seed is printed). TENANT_GATEWAY_SKIP_E2E=1 skips.
 
-mod common_e2e;
+mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common_e2e::*;
 use serde_json::{Value, json};
+use support::control_plane::*;
+use support::poll::{poll, try_poll};
+use support::process::*;
 use tenant_gateway::platform::CONTROLLER_NAME;
 use tenant_gateway::reconcile::testing::Rng;
 
@@ -396,23 +398,24 @@ fn check_state(cp: &ControlPlane, w: &World, foreign_rv: &str) -> Result<(), Str
 /// Wait until the cluster matches the world; on timeout say what differs and show the end of
 /// `by`'s log.
 fn wait_converged(cp: &ControlPlane, w: &World, foreign_rv: &str, what: &str, by: &Webhook) {
-    let deadline = Instant::now() + WAIT;
-    loop {
+    let mut last = String::new();
+    let converged = try_poll(WAIT, Duration::from_millis(500), || {
         match check_state(cp, w, foreign_rv) {
-            Ok(()) => return,
+            Ok(()) => Some(()),
             Err(e) => {
-                if Instant::now() >= deadline {
-                    let log = by.log();
-                    let tail: Vec<&str> = log.lines().rev().take(40).collect();
-                    let tail: Vec<&str> = tail.into_iter().rev().collect();
-                    panic!(
-                        "{what}: not converged: {e}\nserve log:\n{}",
-                        tail.join("\n")
-                    );
-                }
+                last = e;
+                None
             }
         }
-        std::thread::sleep(Duration::from_millis(500));
+    });
+    if converged.is_none() {
+        let log = by.log();
+        let tail: Vec<&str> = log.lines().rev().take(40).collect();
+        let tail: Vec<&str> = tail.into_iter().rev().collect();
+        panic!(
+            "{what}: not converged: {last}\nserve log:\n{}",
+            tail.join("\n")
+        );
     }
 }
 
@@ -465,7 +468,7 @@ fn spawn(cp: &ControlPlane, dir: &str, lease: &str, kubeconfig: &std::path::Path
 
 /// Wait until `h` answers its metrics and `f` holds on them.
 fn wait_probe(h: &Webhook, what: &str, within: Duration, f: impl Fn(&Probe) -> bool) -> Probe {
-    wait_for(what, within, || {
+    poll(within, what, || {
         assert!(h.running(), "{what}: serve exited: {}", h.log());
         probe(h).filter(|p| f(p))
     })
@@ -474,9 +477,9 @@ fn wait_probe(h: &Webhook, what: &str, within: Duration, f: impl Fn(&Probe) -> b
 /// Stop a process for good and reap it.
 fn kill9(h: Webhook) {
     h.signal("KILL");
-    wait_for(
-        "the killed process to be gone",
+    poll(
         Duration::from_secs(10),
+        "the killed process to be gone",
         || (!h.running()).then_some(()),
     );
 }
@@ -519,6 +522,8 @@ fn kill_rounds(cp: &ControlPlane, w: &mut World, rng: &mut Rng, rounds: usize) {
             if Instant::now() >= deadline {
                 break;
             }
+            // Not a wait for a condition: the kill point under test is a moment, looked for
+            // every 5 ms.
             std::thread::sleep(Duration::from_millis(5));
         }
         kill9(h);
@@ -657,7 +662,7 @@ fn apiserver_restart_during_a_reconcile(
         .get_mut(&ns)
         .expect("known")
         .insert((ns.clone(), "during".into()), vec![host]);
-    wait_for("the outage to last 4 s", Duration::from_secs(10), || {
+    poll(Duration::from_secs(10), "the outage to last 4 s", || {
         (cut.elapsed() >= Duration::from_secs(4)).then_some(())
     });
     assert!(h.running(), "serve died in the outage: {}", h.log());
@@ -681,9 +686,9 @@ fn apiserver_restart_during_a_reconcile(
         p.writes, p.reconciles
     );
     h.signal("TERM");
-    wait_for(
-        "the proxied replica to exit",
+    poll(
         Duration::from_secs(30),
+        "the proxied replica to exit",
         || (!h.running()).then_some(()),
     );
 }
@@ -705,7 +710,7 @@ fn leader_handover_without_double_writes(cp: &ControlPlane, w: &mut World, forei
     a.wait_ready();
     b.wait_ready();
     let n = w.tgws as f64;
-    let both = wait_for("one leader of two, both synced", WAIT, || {
+    let both = poll(WAIT, "one leader of two, both synced", || {
         let (pa, pb) = (probe(&a)?, probe(&b)?);
         (pa.leader + pb.leader == 1.0 && pa.reconciles >= n && pb.reconciles >= n)
             .then_some((pa, pb))
@@ -871,9 +876,9 @@ fn reconciler_chaos_on_a_real_api_server() {
         p.writes
     );
     last.signal("TERM");
-    wait_for(
-        "the converging process to exit",
+    poll(
         Duration::from_secs(30),
+        "the converging process to exit",
         || (!last.running()).then_some(()),
     );
     let fresh = spawn(&cp, "resync", "chaos-resync", &cp.kubeconfig());
@@ -884,9 +889,9 @@ fn reconciler_chaos_on_a_real_api_server() {
     assert_eq!(p.writes, 0.0, "the converged world is not a fixed point");
     check_state(&cp, &w, &foreign_rv).expect("state after the resync");
     fresh.signal("TERM");
-    wait_for(
-        "the resync process to exit",
+    poll(
         Duration::from_secs(30),
+        "the resync process to exit",
         || (!fresh.running()).then_some(()),
     );
     eprintln!("chaos: kill rounds done after {:?}", started.elapsed());

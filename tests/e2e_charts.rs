@@ -9,14 +9,16 @@
 //!
 //! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
 
-mod common_e2e;
+mod support;
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
-use common_e2e::*;
 use serde_json::{Value, json};
+use support::control_plane::*;
+use support::poll::{EVERY, poll, try_poll};
+use support::process::*;
 
 const NS: &str = "cozy-system";
 const SA: &str = "tg-tenant-gateway";
@@ -39,25 +41,14 @@ impl Drop for Serve {
     }
 }
 
-/// `wait_for` that shows the workload's log when the deadline passes.
-fn wait_logged<T>(
-    serve: &Serve,
-    what: &str,
-    timeout: Duration,
-    mut f: impl FnMut() -> Option<T>,
-) -> T {
-    let deadline = std::time::Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
+/// [`poll`] that shows the workload's log when the deadline passes.
+fn wait_logged<T>(serve: &Serve, what: &str, timeout: Duration, f: impl FnMut() -> Option<T>) -> T {
+    try_poll(timeout, EVERY, f).unwrap_or_else(|| {
+        panic!(
             "timed out after {timeout:?} waiting for {what}; serve log:\n{}",
             serve.log()
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+        )
+    })
 }
 
 fn metrics_text(addr: &str) -> String {
@@ -139,22 +130,12 @@ fn get(cp: &ControlPlane, args: &[&str]) -> Option<Value> {
         .then(|| serde_json::from_str(&o.stdout).expect("kubectl prints JSON"))
 }
 
-/// `helm` of the harness against its cluster.
-fn helm(cp: &ControlPlane, args: &[&str]) -> std::process::Output {
-    Command::new(cp.bin("helm"))
-        .arg("--kubeconfig")
-        .arg(cp.kubeconfig())
-        .args(args)
-        .output()
-        .expect("helm runs")
-}
-
 /// The Deployment `helm template` renders for the release with `values` (the container
 /// arguments its pods would run with).
 fn rendered_deployment(cp: &ControlPlane, chart: &std::path::Path, values: &[String]) -> Value {
     let mut tpl: Vec<&str> = vec!["template", "tg", path_str(chart), "-n", NS];
     tpl.extend(values.iter().map(String::as_str));
-    let out = helm(cp, &tpl);
+    let out = cp.helm(&tpl);
     assert!(
         out.status.success(),
         "{}",
@@ -231,7 +212,7 @@ fn helm_install_then_run_with_the_charts_rbac() {
         "--set".to_string(),
         format!("certificates.manual.caBundle={ca_b64}"),
     ];
-    let helm = |args: &[&str]| helm(&cp, args);
+    let helm = |args: &[&str]| cp.helm(args);
 
     // The container arguments the release's pods would run with.
     let deployment = rendered_deployment(&cp, &chart, &values);
@@ -461,7 +442,7 @@ fn helm_install_then_run_with_the_charts_rbac() {
         .expect("serve starts");
     let mut serve = Serve { child, log };
     let addr = format!("127.0.0.1:{metrics_port}");
-    wait_for("serve ready", WAIT, || {
+    poll(WAIT, "serve ready", || {
         if let Ok(Some(st)) = serve.child.try_wait() {
             panic!("serve exited with {st}: {}", serve.log());
         }
@@ -473,7 +454,7 @@ fn helm_install_then_run_with_the_charts_rbac() {
         "metadata": {"name": "probe", "namespace": "tenant-alice"},
         "spec": {"hostnames": ["probe.bob.example.org"]}})
     .to_string();
-    wait_for("the chart's webhook to be called", WAIT, || {
+    poll(WAIT, "the chart's webhook to be called", || {
         let o = cp.dry_run("alice", &[E2E_GROUP], &probe);
         o.stderr.contains("denied the request").then_some(())
     });
@@ -824,7 +805,7 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
         "--set".to_string(),
         "certificates.self.extraHosts={127.0.0.1}".to_string(),
     ];
-    let helm = |args: &[&str]| helm(&cp, args);
+    let helm = |args: &[&str]| cp.helm(args);
     let deployment = rendered_deployment(&cp, &chart, &values);
     let mut install: Vec<&str> = vec!["install", "tg", path_str(&chart), "-n", NS];
     install.extend(values.iter().map(String::as_str));
@@ -869,7 +850,7 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
         .expect("serve starts");
     let mut serve = Serve { child, log };
     let addr = format!("127.0.0.1:{metrics_port}");
-    wait_for("serve ready on its own certificate", WAIT, || {
+    poll(WAIT, "serve ready on its own certificate", || {
         if let Ok(Some(st)) = serve.child.try_wait() {
             panic!("serve exited with {st}: {}", serve.log());
         }
@@ -922,8 +903,10 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
         .expect("tls.crt")
         .to_string();
     let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let answered = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let load = {
         let stop = stop.clone();
+        let answered = answered.clone();
         let kubectl = cp.bin("kubectl");
         let kubeconfig = cp.kubeconfig();
         let probe = probe.clone();
@@ -947,6 +930,7 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
                     .expect("stdin")
                     .write_all(probe.as_bytes());
                 let out = child.wait_with_output().expect("kubectl ends");
+                answered.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let err = String::from_utf8_lossy(&out.stderr).into_owned();
                 if err.contains("hostnames must equal") {
                     ok += 1;
@@ -957,7 +941,9 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
             (ok, failed)
         })
     };
-    std::thread::sleep(Duration::from_millis(500));
+    poll(WAIT, "the load to run before the swap", || {
+        (answered.load(std::sync::atomic::Ordering::Relaxed) > 0).then_some(())
+    });
     cp.kubectl_ok(
         &[
             "patch",
@@ -992,7 +978,8 @@ fn self_certificate_mode_bootstraps_and_renews_without_a_failed_admission() {
         WAIT,
         || (reloads(&metrics_text(&addr)) > before).then_some(()),
     );
-    // Keep the load going a little on the new certificate.
+    // Not a synchronisation: the load runs a while on the new certificate (the window under
+    // test).
     std::thread::sleep(Duration::from_secs(2));
     stop.store(true, std::sync::atomic::Ordering::Relaxed);
     let (ok, failed) = load.join().expect("load thread");

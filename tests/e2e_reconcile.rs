@@ -6,15 +6,17 @@
 //!
 //! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
 
-mod common_e2e;
+mod support;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common_e2e::*;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
+use support::control_plane::*;
+use support::poll::poll;
+use support::process::*;
 
 use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
@@ -83,7 +85,7 @@ impl Cluster<'_> {
     }
 
     fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-        wait_for(what, WAIT, &mut f)
+        poll(WAIT, what, &mut f)
     }
 }
 
@@ -216,14 +218,8 @@ struct Replica {
 }
 
 fn start_replica(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
-    let kubeconfig = cp.kubeconfig();
     rt.block_on(async move {
-        use kube::config::{KubeConfigOptions, Kubeconfig};
-        let kc = Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("client config");
-        let client = kube::Client::try_from(cfg).expect("client");
+        let client = cp.kube_client().await;
         let metrics = Metrics::new();
         let readiness = Arc::new(Readiness::new());
         let live = LiveNamespaces::start(client.clone(), readiness, metrics.clone());
@@ -378,11 +374,11 @@ fn two_serve_processes_one_lease_holder(c: &Cluster) {
     let mut a = Webhook::start_with(c.cp, "replica-a", &flags);
     // The health port runs without the webhook: probes and metrics work.
     assert_eq!(http_status(&a.metrics_addr(), "/healthz"), Some(200));
-    wait_for("replica a to hold the Lease", within, || {
+    poll(within, "replica a to hold the Lease", || {
         (a.metric("tenant_gateway_leader") == Some(1.0)).then_some(())
     });
     let b = Webhook::start_with(c.cp, "replica-b", &flags);
-    wait_for("replica b to compute (its caches synced)", within, || {
+    poll(within, "replica b to compute (its caches synced)", || {
         let n = metric_sum(&b.metrics_addr(), "tenant_gateway_reconcile_total")?;
         (n > 0.0).then_some(())
     });
@@ -408,10 +404,10 @@ fn two_serve_processes_one_lease_holder(c: &Cluster) {
         let gw = c.get("gateway", "tenant-gina", "gw")?;
         listeners(&gw).iter().any(|(n, _)| n == name).then_some(())
     };
-    wait_for("the holder renders https-one", within, || {
+    poll(within, "the holder renders https-one", || {
         has_listener("https-one")
     });
-    wait_for("the holder writes the route status", within, || {
+    poll(within, "the holder writes the route status", || {
         let r = c.get("httproute", "tenant-gina", "one")?;
         (route_condition(&r, "Accepted")?.0 == "True").then_some(())
     });
@@ -435,13 +431,13 @@ fn two_serve_processes_one_lease_holder(c: &Cluster) {
         ("tenant-gina", "gw"),
         &["two.gina.example.org"],
     ));
-    wait_for("replica b to take the Lease over", within, || {
+    poll(within, "replica b to take the Lease over", || {
         (b.metric("tenant_gateway_leader") == Some(1.0)).then_some(())
     });
-    wait_for("the new holder renders https-two", within, || {
+    poll(within, "the new holder renders https-two", || {
         has_listener("https-two")
     });
-    wait_for("the new holder writes the route status", within, || {
+    poll(within, "the new holder writes the route status", || {
         let r = c.get("httproute", "tenant-gina", "two")?;
         (route_condition(&r, "Accepted")?.0 == "True").then_some(())
     });
@@ -1062,7 +1058,7 @@ fn unchanged_world_issues_no_writes(c: &Cluster, m: &Metrics) {
             ],
             None,
         );
-        wait_for("a reconcile after the poke", WAIT, || {
+        poll(WAIT, "a reconcile after the poke", || {
             (reconciles_total(m) > r).then_some(())
         });
         (writes_total(m) == before).then_some(())

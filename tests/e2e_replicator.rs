@@ -5,13 +5,15 @@
 //!
 //! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
 
-mod common_e2e;
+mod support;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common_e2e::*;
 use serde_json::{Value, json};
+use support::control_plane::*;
+use support::poll::poll;
+use support::process::*;
 
 use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
@@ -65,7 +67,7 @@ impl Cluster<'_> {
     }
 
     fn wait<T>(&self, what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-        wait_for(what, WAIT, &mut f)
+        poll(WAIT, what, &mut f)
     }
 }
 
@@ -141,14 +143,8 @@ struct Replica {
 
 fn start(rt: &tokio::runtime::Runtime, cp: &ControlPlane, lease: &str) -> Replica {
     let lease = lease.to_string();
-    let kubeconfig = cp.kubeconfig();
     rt.block_on(async move {
-        use kube::config::{KubeConfigOptions, Kubeconfig};
-        let kc = Kubeconfig::read_from(&kubeconfig).expect("kubeconfig");
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
-            .await
-            .expect("client config");
-        let client = kube::Client::try_from(cfg).expect("client");
+        let client = cp.kube_client().await;
         let metrics = Metrics::new();
         let live =
             LiveNamespaces::start(client.clone(), Arc::new(Readiness::new()), metrics.clone());

@@ -6,15 +6,17 @@
 //!
 //! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
 
-mod common_e2e;
+mod support;
 
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::process::Command;
 use std::time::Duration;
 
-use common_e2e::*;
 use serde_json::{Value, json};
+use support::control_plane::*;
+use support::poll::poll;
+use support::process::*;
 
 use tenant_gateway::platform::CONTROLLER_NAME;
 
@@ -85,7 +87,7 @@ fn apply_as(cp: &ControlPlane, user: &str, dry_run: bool, manifest: &Value) -> O
 /// Retry a server-side dry run until the webhook's index has caught up with what the
 /// reconciler wrote (the watch of the serve process is a moment behind our kubectl).
 fn wait_for_warning(cp: &ControlPlane, user: &str, manifest: &Value, want: &str) {
-    wait_for(&format!("the webhook to warn {want:?}"), WAIT, || {
+    poll(WAIT, &format!("the webhook to warn {want:?}"), || {
         let o = apply_as(cp, user, true, manifest);
         assert!(o.allowed, "a warning must never deny: {}", o.stderr);
         warnings(&o).iter().any(|w| w == want).then_some(())
@@ -278,7 +280,7 @@ fn route_index_warnings_on_a_real_api_server() {
         &["apply", "-f", "-"],
         Some(&http_route("cozy-dashboard", "dashboard", gw, &[host]).to_string()),
     );
-    wait_for("the dashboard route accepted", WAIT, || {
+    poll(WAIT, "the dashboard route accepted", || {
         let r = get(&cp, "httproute", "cozy-dashboard", "dashboard")?;
         (accepted(&r)?.0 == "True").then_some(())
     });
@@ -288,7 +290,7 @@ fn route_index_warnings_on_a_real_api_server() {
     assert!(o.allowed, "the route must be created: {}", o.stderr);
     assert_eq!(warnings(&o), [CONFLICT], "kubectl apply: {}", o.stderr);
     assert!(get(&cp, "httproute", "tenant-alice", "dashboard").is_some());
-    wait_for("the reconciler marks it HostnameConflict", WAIT, || {
+    poll(WAIT, "the reconciler marks it HostnameConflict", || {
         let r = get(&cp, "httproute", "tenant-alice", "dashboard")?;
         (accepted(&r)? == ("False".into(), "HostnameConflict".into())).then_some(())
     });
@@ -328,7 +330,7 @@ fn route_index_warnings_on_a_real_api_server() {
         &["apply", "-f", "-"],
         Some(&json!({"apiVersion": "v1", "kind": "List", "items": items}).to_string()),
     );
-    wait_for("63 listeners and 62 accepted routes", WAIT, || {
+    poll(WAIT, "63 listeners and 62 accepted routes", || {
         let g = get(&cp, "gateway", "tenant-erin", "gw")?;
         let n = g["spec"]["listeners"].as_array()?.len();
         let o = cp.kubectl(
@@ -349,7 +351,7 @@ fn route_index_warnings_on_a_real_api_server() {
     assert!(o.allowed, "{}", o.stderr);
     assert_eq!(warnings(&o), [LAST], "kubectl apply: {}", o.stderr);
     offline_matches(&cp, dir.path(), "erin", &next, &[LAST]);
-    wait_for("64 listeners", WAIT, || {
+    poll(WAIT, "64 listeners", || {
         let g = get(&cp, "gateway", "tenant-erin", "gw")?;
         (g["spec"]["listeners"].as_array()?.len() == 64).then_some(())
     });
@@ -358,7 +360,7 @@ fn route_index_warnings_on_a_real_api_server() {
     let o = apply_as(&cp, "erin", false, &over);
     assert!(o.allowed, "{}", o.stderr);
     assert_eq!(warnings(&o), [FULL], "kubectl apply: {}", o.stderr);
-    wait_for("the 65th listener refused", WAIT, || {
+    poll(WAIT, "the 65th listener refused", || {
         let r = get(&cp, "httproute", "tenant-erin", "r63")?;
         (accepted(&r)?.1 == "ListenerLimitReached").then_some(())
     });
@@ -389,9 +391,9 @@ fn route_index_warnings_on_a_real_api_server() {
     );
     let o = apply_as(&cp, "erin", false, &kid);
     assert!(o.allowed, "{}", o.stderr);
-    wait_for(
-        "the later namespace served on the full Gateway",
+    poll(
         WAIT,
+        "the later namespace served on the full Gateway",
         || {
             let r = get(&cp, "httproute", "tenant-erin-kid", "shop")?;
             (accepted(&r)?.0 == "True").then_some(())

@@ -1,11 +1,12 @@
 //! Admission over the real HTTPS stack: both HTTP versions, the wire contract for bad
 //! requests, and the metrics/health port (SPEC §2.1, §6, §7 tier 2).
 
-mod common;
+mod support;
 
-use common::*;
 use reqwest::{StatusCode, Version};
 use serde_json::{Value, json};
+use support::http::*;
+use support::review::*;
 use tenant_gateway::policy::HOST_LABEL;
 use tenant_gateway::server::{AlwaysAllow, Limits, MAX_BODY_BYTES};
 

@@ -2,15 +2,17 @@
 //! and header timeouts, the connection limit, TLS versions/ALPN, session resumption, and a
 //! panicking handler turning into a denial.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
+use support::http::*;
+use support::poll::{DEADLINE, poll_async};
+use support::review::*;
 use tenant_gateway::admission::{Reply, WebhookResource};
 use tenant_gateway::server::{AlwaysAllow, Limits, ReviewHandler};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -178,7 +180,7 @@ async fn a_full_pool_closes_the_oldest_idle_connection_and_refuses_only_busy_one
         &["system:masters"],
     );
     let url = s.server.url("/validate/namespaces");
-    eventually("a slot to free up", DEADLINE, || async {
+    poll_async(DEADLINE, "a slot to free up", || async {
         let resp = c.post(&url).json(&body).send().await.ok()?;
         (resp.status() == StatusCode::OK).then_some(())
     })
@@ -463,7 +465,7 @@ async fn over_the_byte_budget_a_request_waits_then_gets_503() {
         "admin",
         &["system:masters"],
     );
-    let resp = eventually("the budget to be held", DEADLINE, || async {
+    let resp = poll_async(DEADLINE, "the budget to be held", || async {
         let started = tokio::time::Instant::now();
         let resp = c.post(&url).json(&body).send().await.ok()?;
         (resp.status() == StatusCode::SERVICE_UNAVAILABLE).then_some((resp, started.elapsed()))
@@ -486,7 +488,7 @@ async fn over_the_byte_budget_a_request_waits_then_gets_503() {
     // The hog finishes its body (whitespace then nothing: not JSON, 400) and releases it.
     hog.write_all(b" ").await.expect("last byte");
     hog.flush().await.expect("flush");
-    eventually("the budget to be released", DEADLINE, || async {
+    poll_async(DEADLINE, "the budget to be released", || async {
         let resp = c.post(&url).json(&body).send().await.ok()?;
         (resp.status() == StatusCode::OK).then_some(())
     })

@@ -1,11 +1,12 @@
 //! Client certificates: required and verified against `client_ca_file` when it is set, not
 //! asked for when it is not.
 
-mod common;
+mod support;
 
-use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
+use support::http::*;
+use support::review::*;
 use tenant_gateway::certs;
 
 fn identity(c: &certs::ClientCert) -> reqwest::Identity {

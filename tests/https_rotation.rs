@@ -2,14 +2,16 @@
 //! Secret-volume layout where `tls.crt -> ..data/tls.crt` and `..data` is a symlink swapped
 //! atomically by rename.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
-use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
+use support::http::*;
+use support::poll::{DEADLINE, poll_async};
+use support::review::*;
 use tenant_gateway::certs::DevCerts;
 use tokio::sync::Mutex;
 
@@ -100,7 +102,7 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
             }
         })
     };
-    eventually("background requests to run", DEADLINE, || async {
+    poll_async(DEADLINE, "background requests to run", || async {
         (ok.load(Ordering::SeqCst) >= 5).then_some(())
     })
     .await;
@@ -110,9 +112,9 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
 
     // A new connection, trusting only CA B, is eventually served certificate B.
     let b_der = leaf_der(&b.tls_cert_pem);
-    eventually(
-        "a new connection to be served certificate B",
+    poll_async(
         DEADLINE,
+        "a new connection to be served certificate B",
         || async {
             (served_cert(&s.url("/validate/namespaces"), &[&b])
                 .await
@@ -123,9 +125,9 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
     )
     .await;
     // Requests kept flowing on the old connection across the reload.
-    eventually(
-        "more keep-alive requests after the swap",
+    poll_async(
         DEADLINE,
+        "more keep-alive requests after the swap",
         || async { (ok.load(Ordering::SeqCst) >= at_swap + 5).then_some(()) },
     )
     .await;
@@ -156,7 +158,7 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
     let c = pki();
     let d = pki();
     vol.swap(&c.tls_cert_pem, &d.tls_key_pem);
-    eventually("the failed reload to be counted", DEADLINE, || async {
+    poll_async(DEADLINE, "the failed reload to be counted", || async {
         (metric(&s, r#"tenant_gateway_tls_reloads_total{result="error"}"#).await == Some(1.0))
             .then_some(())
     })
@@ -182,7 +184,7 @@ async fn secret_volume_swap_rotates_certificate_without_breaking_keep_alive() {
     // Fixing it (a good pair C) recovers and clears the readiness detail.
     vol.swap(&c.tls_cert_pem, &c.tls_key_pem);
     let c_der = leaf_der(&c.tls_cert_pem);
-    eventually("certificate C to be served", DEADLINE, || async {
+    poll_async(DEADLINE, "certificate C to be served", || async {
         (served_cert(&s.url("/validate/namespaces"), &[&c])
             .await
             .as_ref()
@@ -214,7 +216,7 @@ async fn half_updated_plain_files_keep_the_old_certificate() {
 
     // Only the certificate is new so far.
     std::fs::write(&cert, &b.tls_cert_pem).expect("write cert");
-    eventually("the mismatch to be reported", DEADLINE, || async {
+    poll_async(DEADLINE, "the mismatch to be reported", || async {
         (metric(&s, r#"tenant_gateway_tls_reloads_total{result="error"}"#).await == Some(1.0))
             .then_some(())
     })
@@ -228,7 +230,7 @@ async fn half_updated_plain_files_keep_the_old_certificate() {
     // Then the key: the pair matches and is picked up.
     std::fs::write(&key, &b.tls_key_pem).expect("write key");
     let b_der = leaf_der(&b.tls_cert_pem);
-    eventually("certificate B to be served", DEADLINE, || async {
+    poll_async(DEADLINE, "certificate B to be served", || async {
         (served_cert(&s.url("/validate/namespaces"), &[&a, &b])
             .await
             .as_ref()
@@ -240,7 +242,7 @@ async fn half_updated_plain_files_keep_the_old_certificate() {
 
     // Garbage in the certificate file is a reload error too, not a crash.
     std::fs::write(&cert, "not a certificate").expect("write");
-    eventually("the garbage to be reported", DEADLINE, || async {
+    poll_async(DEADLINE, "the garbage to be reported", || async {
         (metric(&s, r#"tenant_gateway_tls_reloads_total{result="error"}"#).await == Some(2.0))
             .then_some(())
     })
@@ -301,8 +303,8 @@ async fn startup_fails_clearly_on_a_bad_pair() {
 /// problem is in `/readyz`'s detail, the reload metric and the log. A good pair clears it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_binary_rotates_under_load_and_survives_a_corrupt_push() {
-    use common::load::Load;
-    use common::process::{Tls, http_get, start_with_tls};
+    use support::load::Load;
+    use support::process::{Tls, http_get, start_with_tls};
     let dir = tempfile::tempdir().expect("tempdir");
     let pairs: Vec<DevCerts> = (0..4).map(|_| pki()).collect();
     let cas: Vec<&str> = pairs.iter().map(|p| p.ca_cert_pem.as_str()).collect();
@@ -323,7 +325,7 @@ async fn serve_binary_rotates_under_load_and_survives_a_corrupt_push() {
         metric_in(&text, series)
     };
     let load = Load::start(url.clone(), &cas, 3, true);
-    eventually("the load to run", DEADLINE, || async {
+    poll_async(DEADLINE, "the load to run", || async {
         (load.ok() >= 50).then_some(())
     })
     .await;
@@ -333,16 +335,16 @@ async fn serve_binary_rotates_under_load_and_survives_a_corrupt_push() {
         vol.swap(&p.tls_cert_pem, &p.tls_key_pem);
         swaps += 1;
         let der = leaf_der(&p.tls_cert_pem);
-        eventually(
-            "a new connection to get the new certificate",
+        poll_async(
             DEADLINE,
+            "a new connection to get the new certificate",
             || async { (served_cert(&url, &trusted).await.as_ref() == Some(&der)).then_some(()) },
         )
         .await;
         let before = load.ok();
-        eventually(
-            "requests to keep flowing after the swap",
+        poll_async(
             DEADLINE,
+            "requests to keep flowing after the swap",
             || async { (load.ok() >= before + 30).then_some(()) },
         )
         .await;
@@ -366,7 +368,7 @@ async fn serve_binary_rotates_under_load_and_survives_a_corrupt_push() {
     for (n, (c, k)) in corrupt.iter().enumerate() {
         vol.swap(c, k);
         let want = (n + 1) as f64;
-        eventually("the failed reload to be counted", DEADLINE, || async {
+        poll_async(DEADLINE, "the failed reload to be counted", || async {
             (metric(r#"tenant_gateway_tls_reloads_total{result="error"}"#) == Some(want))
                 .then_some(())
         })
@@ -381,9 +383,9 @@ async fn serve_binary_rotates_under_load_and_survives_a_corrupt_push() {
             "{body}"
         );
         let before = load.ok();
-        eventually(
-            "requests to keep flowing after the bad push",
+        poll_async(
             DEADLINE,
+            "requests to keep flowing after the bad push",
             || async { (load.ok() >= before + 30).then_some(()) },
         )
         .await;
@@ -402,7 +404,7 @@ async fn serve_binary_rotates_under_load_and_survives_a_corrupt_push() {
     // A good pair again: served, and the detail clears.
     vol.swap(&pairs[0].tls_cert_pem, &pairs[0].tls_key_pem);
     let first = leaf_der(&pairs[0].tls_cert_pem);
-    eventually("the fixed pair to be served", DEADLINE, || async {
+    poll_async(DEADLINE, "the fixed pair to be served", || async {
         (served_cert(&url, &trusted).await.as_ref() == Some(&first)).then_some(())
     })
     .await;

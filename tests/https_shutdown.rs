@@ -1,16 +1,18 @@
 //! Graceful shutdown (SPEC §9): readiness turns false first, no new connections, in-flight
 //! reviews finish, `serve` returns; and the grace period bounds the wait.
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
-use common::*;
 use reqwest::StatusCode;
 use serde_json::json;
+use support::http::*;
+use support::poll::{DEADLINE, poll_async};
+use support::review::*;
 use tenant_gateway::admission::{Reply, WebhookResource};
 use tenant_gateway::server::{AlwaysAllow, Limits, ReviewHandler};
 use tokio::sync::watch;
@@ -95,7 +97,7 @@ async fn in_flight_reviews_finish_and_new_connections_are_refused() {
     let n = 3;
     let handles = start_requests(&g, n);
     let gate = g.gate.clone();
-    eventually("all requests to reach the handler", DEADLINE, || async {
+    poll_async(DEADLINE, "all requests to reach the handler", || async {
         (gate.started.load(Ordering::SeqCst) == 2 * n).then_some(())
     })
     .await;
@@ -104,7 +106,7 @@ async fn in_flight_reviews_finish_and_new_connections_are_refused() {
 
     // The webhook listener closes: new TCP connections are refused.
     let addr = g.server.webhook;
-    eventually("new connections to be refused", DEADLINE, || async {
+    poll_async(DEADLINE, "new connections to be refused", || async {
         match tokio::net::TcpStream::connect(addr).await {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(()),
             _ => None,
@@ -149,7 +151,7 @@ async fn drain_gives_up_after_the_grace_period() {
     let mut g = gated(grace).await;
     let handles = start_requests(&g, 2);
     let gate = g.gate.clone();
-    eventually("all requests to reach the handler", DEADLINE, || async {
+    poll_async(DEADLINE, "all requests to reach the handler", || async {
         (gate.started.load(Ordering::SeqCst) == 4).then_some(())
     })
     .await;
@@ -258,20 +260,21 @@ async fn read_h1_response<S: tokio::io::AsyncRead + Unpin>(stream: &mut S) -> (u
 /// exits 0 within the grace period.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serve_binary_answers_every_accepted_request_on_sigterm_under_load() {
-    use common::load::{FailureKind, Load, review};
-    use common::process::{http_get, start};
+    use support::load::{FailureKind, Load};
+    use support::process::{http_get, start};
+    use support::review::admitted;
     use tokio::io::AsyncWriteExt;
     let grace = Duration::from_secs(5);
     let mut s = start(&["--root-host", "example.org", "--shutdown-grace", "5"]);
     let url = s.url("/validate/httproutes");
     let load = Load::start(url.clone(), &[s.ca_pem()], 3, true);
-    eventually("the load to run", DEADLINE, || async {
+    poll_async(DEADLINE, "the load to run", || async {
         (load.ok() >= 100).then_some(())
     })
     .await;
 
     // Two reviews accepted and half uploaded.
-    let h1_body = serde_json::to_vec(&review("uid-held-h1")).expect("json");
+    let h1_body = serde_json::to_vec(&admitted("uid-held-h1")).expect("json");
     let (h1_first, h1_rest) = h1_body.split_at(h1_body.len() / 2);
     let mut h1 = tls_connect(s.webhook_addr(), rustls_client(s.ca_pem(), &[b"http/1.1"]))
         .await
@@ -288,7 +291,7 @@ async fn serve_binary_answers_every_accepted_request_on_sigterm_under_load() {
     h1.write_all(h1_first).await.expect("first half");
     h1.flush().await.expect("flush");
 
-    let h2_body = serde_json::to_vec(&review("uid-held-h2")).expect("json");
+    let h2_body = serde_json::to_vec(&admitted("uid-held-h2")).expect("json");
     let (h2_first, h2_rest) = h2_body.split_at(h2_body.len() / 2);
     let tls = tls_connect(s.webhook_addr(), rustls_client(s.ca_pem(), &[b"h2"]))
         .await
@@ -309,7 +312,7 @@ async fn serve_binary_answers_every_accepted_request_on_sigterm_under_load() {
 
     // Both are accepted: the server process has read every byte sent so far.
     let h1_port = h1.get_ref().0.local_addr().expect("addr").port();
-    eventually("the server to read both half uploads", DEADLINE, || async {
+    poll_async(DEADLINE, "the server to read both half uploads", || async {
         (server_read_everything(s.port, h1_port) && server_read_everything(s.port, h2_port))
             .then_some(())
     })
@@ -317,23 +320,23 @@ async fn serve_binary_answers_every_accepted_request_on_sigterm_under_load() {
     let sigterm_at = std::time::Instant::now();
     s.sigterm();
 
-    eventually("readiness to turn false", DEADLINE, || async {
+    poll_async(DEADLINE, "readiness to turn false", || async {
         http_get(&s.metrics, "/readyz")
             .filter(|(c, b)| *c == 503 && b.contains("shutting down"))
             .map(|_| ())
     })
     .await;
     let addr = s.webhook_addr();
-    eventually("new connections to be refused", DEADLINE, || async {
+    poll_async(DEADLINE, "new connections to be refused", || async {
         match tokio::net::TcpStream::connect(addr).await {
             Err(e) if e.kind() == std::io::ErrorKind::ConnectionRefused => Some(()),
             _ => None,
         }
     })
     .await;
-    eventually(
-        "every load loop to meet the closed server",
+    poll_async(
         DEADLINE,
+        "every load loop to meet the closed server",
         || async { load.all_ended().then_some(()) },
     )
     .await;

@@ -6,16 +6,18 @@
 //! uses 4); the default sizes still fail against the behaviour before the fixes (checked
 //! by pointing `TG_SERVE_BIN` at a binary built from the commit before them).
 
-mod common;
+mod support;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use common::process::{RssWatch, Serve, http_get_within, rss_mib, start};
-use common::{DEADLINE, client, client_h1, rustls_client, tls_connect};
 use serde_json::{Value, json};
+use support::http::{client, client_h1, rustls_client, tls_connect};
+use support::poll::{DEADLINE, poll_async};
+use support::process::{RssWatch, Serve, http_get_within, rss_mib, start};
+use support::review::admitted;
 use tokio::io::AsyncWriteExt;
 
 const RSS_LIMIT_MIB: f64 = 256.0;
@@ -27,15 +29,6 @@ fn scale() -> usize {
         .and_then(|s| s.parse().ok())
         .filter(|n| *n >= 1)
         .unwrap_or(1)
-}
-
-fn good_review(uid: &str) -> Value {
-    let mut v: Value =
-        serde_json::from_str(include_str!("../examples/reviews/httproute-hijack.json"))
-            .expect("example review");
-    v["request"]["uid"] = json!(uid);
-    v["request"]["object"]["spec"]["hostnames"] = json!(["shop.alice.example.org"]);
-    v
 }
 
 /// A review the typed decode refuses (`operation` is a number) whose object is `size` bytes
@@ -52,7 +45,7 @@ fn undecodable_body(size: usize) -> Bytes {
 
 /// A valid review of `size` bytes, the bulk in an annotation no layer reads.
 fn big_valid_body(size: usize) -> Bytes {
-    let mut v = good_review("big");
+    let mut v = admitted("big");
     v["request"]["object"]["metadata"]["annotations"] = json!({"pad": "x".repeat(size)});
     Bytes::from(serde_json::to_vec(&v).expect("json"))
 }
@@ -87,7 +80,7 @@ impl GoodClient {
                 let r = c
                     .post(&url)
                     .timeout(Duration::from_secs(5))
-                    .json(&good_review(&uid))
+                    .json(&admitted(&uid))
                     .send()
                     .await;
                 match r {
@@ -107,6 +100,7 @@ impl GoodClient {
                     Ok(resp) => failures.push(format!("{uid}: HTTP {}", resp.status())),
                     Err(e) => failures.push(format!("{uid}: {e} after {:?}", started.elapsed())),
                 }
+                // Not a synchronisation: the pace of an API server's steady reviews.
                 tokio::time::sleep(Duration::from_millis(10)).await;
             }
             failures
@@ -155,7 +149,7 @@ async fn memory_stays_bounded_under_big_bodies_on_http2_and_http1() {
     // Just under the old 8 MiB limit, so the same attack runs against the old build.
     let bad = undecodable_body(8 * MIB - 4096);
     let valid = big_valid_body(8 * MIB - 8192);
-    let h2 = common::client_builder(s.ca_pem())
+    let h2 = support::http::client_builder(s.ca_pem())
         .http2_prior_knowledge()
         .build()
         .expect("client");
@@ -213,6 +207,7 @@ async fn memory_stays_bounded_under_big_bodies_on_http2_and_http1() {
     let mut after = 0f64;
     while Instant::now() < settle {
         after = after.max(rss_mib(s.pid()).expect("rss"));
+        // Not a synchronisation: the sampling interval of the measured window.
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let settled = rss_mib(s.pid()).expect("rss");
@@ -310,7 +305,7 @@ async fn idle_and_stalled_connections_cannot_lock_out_new_clients() {
         let resp = c
             .post(&url)
             .timeout(Duration::from_secs(5))
-            .json(&good_review(&uid))
+            .json(&admitted(&uid))
             .send()
             .await
             .unwrap_or_else(|e| panic!("new connection {i} locked out: {e}"));
@@ -332,9 +327,11 @@ async fn probes_answer_within_a_second_while_the_metrics_port_is_flooded() {
     let flood = 200 * scale();
     let addr = s.metrics.clone();
     let stop = Arc::new(AtomicBool::new(false));
+    let rounds = Arc::new(AtomicU64::new(0));
     // Keep `flood` half-sent heads open, reopening those the server closes.
     let flooder = {
         let stop = stop.clone();
+        let rounds = rounds.clone();
         let addr = addr.clone();
         tokio::spawn(async move {
             let mut open: Vec<tokio::net::TcpStream> = Vec::new();
@@ -351,12 +348,16 @@ async fn probes_answer_within_a_second_while_the_metrics_port_is_flooded() {
                     let _ = c.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await;
                     open.push(c);
                 }
+                rounds.fetch_add(1, Ordering::Relaxed);
+                // Not a synchronisation: the flooder's pace between two top-ups.
                 tokio::time::sleep(Duration::from_millis(20)).await;
             }
         })
     };
-    // Let the flood fill the port first.
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    poll_async(DEADLINE, "the flood to fill the port", || async {
+        (rounds.load(Ordering::Relaxed) > 0).then_some(())
+    })
+    .await;
     let mut worst = Duration::ZERO;
     for i in 0..30 {
         let path = if i % 2 == 0 { "/healthz" } else { "/readyz" };
@@ -374,6 +375,7 @@ async fn probes_answer_within_a_second_while_the_metrics_port_is_flooded() {
             "probe {i} {path} failed after {took:?}"
         );
         assert!(took < Duration::from_secs(1), "probe {i} took {took:?}");
+        // Not a synchronisation: the kubelet's probes come spaced, not back to back.
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     eprintln!("health flood of {flood}: worst probe {worst:?}");
@@ -426,7 +428,7 @@ async fn exits_within_grace_plus_one_second_whatever_clients_do() {
     let mut slow = tls_connect(s.webhook_addr(), rustls_client(s.ca_pem(), &[b"http/1.1"]))
         .await
         .expect("tls");
-    let one = serde_json::to_vec(&good_review("slow")).expect("json");
+    let one = serde_json::to_vec(&admitted("slow")).expect("json");
     let mut pipelined = Vec::new();
     for _ in 0..200 {
         pipelined.extend_from_slice(
@@ -451,7 +453,9 @@ async fn exits_within_grace_plus_one_second_whatever_clients_do() {
                 .expect("tcp"),
         );
     }
-    // Give the hostile connections a moment to be established on the server side.
+    // Kept as a pause: the server shows no sign of having accepted these connections (no
+    // gauge, no log at this level), and a connection it has not seen yet only makes the exit
+    // easier, never the test flaky.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
     s.sigterm();

@@ -2,22 +2,18 @@
 //! (Draining of in-flight requests is proven in-process by https_shutdown.rs; this checks the
 //! binary wires the signal to that path and exits 0.)
 
-mod common;
+mod support;
 
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::process::{Serve, http_get, start};
 use serde_json::Value;
-
-const DEADLINE: Duration = Duration::from_secs(20);
+use support::poll::{DEADLINE, try_poll};
+use support::process::{Serve, http_get, start};
+use support::review::{EXAMPLE_UID, example};
 
 fn review(host: &str) -> Value {
-    let mut v: Value =
-        serde_json::from_str(include_str!("../examples/reviews/httproute-hijack.json"))
-            .expect("example review");
-    v["request"]["object"]["spec"]["hostnames"] = serde_json::json!([host]);
-    v
+    example(EXAMPLE_UID, host).build()
 }
 
 async fn post(s: &Serve, http2: bool, body: &Value) -> (reqwest::Version, Value) {
@@ -130,11 +126,11 @@ fn no_webhook_still_serves_probes_and_metrics() {
         &kubeconfig,
         format!(
             "apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster:\n    server: https://127.0.0.1:{}\n    insecure-skip-tls-verify: true\ncontexts:\n- name: c\n  context: {{cluster: c, user: u}}\ncurrent-context: c\nusers:\n- name: u\n  user: {{token: t}}\n",
-            common::process::free_port()
+            support::process::free_port()
         ),
     )
     .expect("write kubeconfig");
-    let mport = common::process::free_port();
+    let mport = support::process::free_port();
     let metrics = format!("127.0.0.1:{mport}");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
         .args(["serve", "--no-webhook", "--root-host", "example.org"])
@@ -146,16 +142,16 @@ fn no_webhook_still_serves_probes_and_metrics() {
         .stderr(std::process::Stdio::null())
         .spawn()
         .expect("serve starts");
-    let deadline = Instant::now() + DEADLINE;
-    while http_get(&metrics, "/healthz").map(|r| r.0) != Some(200) {
-        if let Ok(Some(st)) = child.try_wait() {
-            panic!("serve --no-webhook exited with {st}");
+    let exited = try_poll(DEADLINE, Duration::from_millis(50), || {
+        if http_get(&metrics, "/healthz").map(|r| r.0) == Some(200) {
+            return Some(None);
         }
-        assert!(
-            Instant::now() < deadline,
-            "no health port under --no-webhook"
-        );
-        std::thread::sleep(Duration::from_millis(50));
+        child.try_wait().ok().flatten().map(Some)
+    });
+    match exited {
+        Some(None) => {}
+        Some(Some(st)) => panic!("serve --no-webhook exited with {st}"),
+        None => panic!("no health port under --no-webhook"),
     }
     let (code, body) = http_get(&metrics, "/readyz").expect("readyz");
     assert_eq!(code, 503, "{body}");
@@ -168,7 +164,7 @@ fn no_webhook_still_serves_probes_and_metrics() {
     assert_eq!(code, 200);
     assert!(body.contains("tenant_gateway_leader 0"), "{body}");
 
-    let status = common::process::sigterm_and_wait(&mut child, DEADLINE)
+    let status = support::process::sigterm_and_wait(&mut child, DEADLINE)
         .expect("serve did not exit after SIGTERM");
     assert!(status.success(), "exit status after SIGTERM: {status}");
 }

@@ -8,13 +8,14 @@
 //!
 //! Set TENANT_GATEWAY_SKIP_E2E=1 to skip on a machine without the harness (said loudly).
 
-mod common_e2e;
+mod support;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common_e2e::*;
 use serde_json::Value;
+use support::control_plane::*;
+use support::process::*;
 
 /// Open-schema stand-in for the Gateway API's HTTPRoute (only the YAML reading is under test).
 const HTTPROUTE_CRD: &str = r#"{"apiVersion":"apiextensions.k8s.io/v1","kind":"CustomResourceDefinition",

@@ -1,19 +1,16 @@
-//! The one set of process and HTTP helpers of the tests: `tenant-gateway serve` as a real
-//! process on loopback ports (with generated certificates and the example namespace snapshot,
-//! for the process and attack tests), free ports, plain-HTTP GETs of the metrics/health port,
-//! SIGTERM-then-kill, deadline-based waiting and RSS sampling. The real-API-server helpers
-//! (`tests/common_e2e`) build on it.
-//!
-//! Self-contained (it imports nothing from its parent module), so both test support modules
-//! can include it.
+//! `tenant-gateway serve` as a real process on loopback ports: [`Serve`] with generated
+//! certificates and the example namespace snapshot (the process and attack tests),
+//! [`Webhook`] against a control plane (the e2e tests); free ports, plain-HTTP GETs of the
+//! metrics/health port, the process log, signals and RSS sampling.
 
 use std::io::{Read, Write};
 use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-/// How long `serve` may take to become ready.
-const DEADLINE: Duration = Duration::from_secs(20);
+use super::control_plane::{ControlPlane, E2E_GROUP};
+use super::poll::{DEADLINE, EVERY, poll, try_poll};
 
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
@@ -101,31 +98,9 @@ pub fn sigterm_and_wait(child: &mut Child, within: Duration) -> Option<ExitStatu
 
 /// Wait at most `within` for `child` to exit; `None` if it is still running.
 pub fn wait_exit(child: &mut Child, within: Duration) -> Option<ExitStatus> {
-    let deadline = Instant::now() + within;
-    loop {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Some(st);
-        }
-        if Instant::now() >= deadline {
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-}
-
-/// Poll `f` until it returns Some or the deadline passes.
-pub fn wait_for<T>(what: &str, timeout: Duration, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "timed out after {timeout:?} waiting for {what}"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    try_poll(within, Duration::from_millis(10), || {
+        child.try_wait().ok().flatten()
+    })
 }
 
 pub struct Serve {
@@ -229,16 +204,16 @@ fn ready_or_exited(
     within: Duration,
     log: impl Fn() -> String,
 ) -> Result<(), String> {
-    let deadline = Instant::now() + within;
-    while http_status(metrics, "/readyz") != Some(200) {
-        if let Ok(Some(st)) = child.try_wait() {
-            return Err(format!("serve exited with {st}: {}", log()));
+    let ready = try_poll(within, Duration::from_millis(50), || {
+        if http_status(metrics, "/readyz") == Some(200) {
+            return Some(Ok(()));
         }
-        assert!(Instant::now() < deadline, "serve not ready: {}", log());
-        // Polling interval, not synchronisation: readiness is re-checked each time.
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    Ok(())
+        match child.try_wait() {
+            Ok(Some(st)) => Some(Err(format!("serve exited with {st}: {}", log()))),
+            _ => None,
+        }
+    });
+    ready.unwrap_or_else(|| panic!("serve not ready: {}", log()))
 }
 
 /// Starts of one `serve` when its free ports were taken between the pick and the bind (by
@@ -421,5 +396,187 @@ impl Drop for RssWatch {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+/// `tenant-gateway serve` against the control plane.
+pub struct Webhook {
+    pub port: u16,
+    pub metrics_port: u16,
+    pub ca_pem: String,
+    child: Child,
+    dir: PathBuf,
+}
+
+impl Webhook {
+    pub fn start(cp: &ControlPlane) -> Webhook {
+        Webhook::start_with(cp, "webhook", &["--no-controller"])
+    }
+
+    /// `serve` with extra arguments, its files under `<control plane dir>/<name>`.
+    pub fn start_with(cp: &ControlPlane, name: &str, extra: &[&str]) -> Webhook {
+        let hook = Webhook::spawn(cp, name, extra, &cp.kubeconfig());
+        hook.wait_ready();
+        hook
+    }
+
+    /// Start `serve` against `kubeconfig` without waiting for it to be ready.
+    pub fn spawn(cp: &ControlPlane, name: &str, extra: &[&str], kubeconfig: &Path) -> Webhook {
+        let dir = cp.dir.path().join(name);
+        std::fs::create_dir_all(&dir).expect("webhook dir");
+        let ServeCommand {
+            mut cmd,
+            port,
+            metrics_port,
+            ca_pem,
+        } = serve_command(&dir);
+        let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
+        let child = cmd
+            .args(["--root-host", "example.org"])
+            .args(extra)
+            .arg("--kubeconfig")
+            .arg(kubeconfig)
+            .stdout(Stdio::null())
+            .stderr(log)
+            .spawn()
+            .expect("tenant-gateway serve starts");
+        Webhook {
+            port,
+            metrics_port,
+            ca_pem,
+            child,
+            dir,
+        }
+    }
+
+    /// Wait for `/readyz` (the process dying meanwhile fails the test with its log).
+    pub fn wait_ready(&self) {
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
+        let ready = try_poll(Duration::from_secs(30), EVERY, || {
+            if http_status(&addr, "/readyz") == Some(200) {
+                return Some(true);
+            }
+            (!self.running()).then_some(false)
+        });
+        match ready {
+            Some(true) => {}
+            Some(false) => panic!("serve exited: {}", self.log()),
+            None => panic!("serve not ready: {}", self.log()),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// True while the process has not exited.
+    pub fn running(&self) -> bool {
+        // `try_wait` needs `&mut`; /proc tells the same without reaping (a zombie counts as
+        // exited).
+        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
+            .map(|s| {
+                !s.rsplit(')')
+                    .next()
+                    .unwrap_or_default()
+                    .trim_start()
+                    .starts_with('Z')
+            })
+            .unwrap_or(false)
+    }
+
+    /// Send `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to the process.
+    pub fn signal(&self, signal: &str) {
+        let st = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status()
+            .expect("kill runs");
+        assert!(st.success(), "kill -{signal} failed");
+    }
+
+    /// The Prometheus text of its metrics port, `None` when it does not answer in 2 s.
+    pub fn metrics_text(&self) -> Option<String> {
+        let addr = format!("127.0.0.1:{}", self.metrics_port);
+        let mut s = TcpStream::connect(&addr).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        write!(
+            s,
+            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+        )
+        .ok()?;
+        let mut buf = String::new();
+        s.read_to_string(&mut buf).ok()?;
+        buf.starts_with("HTTP/1.1 200").then_some(buf)
+    }
+
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
+    }
+
+    /// `127.0.0.1:PORT` of the metrics/health port.
+    pub fn metrics_addr(&self) -> String {
+        format!("127.0.0.1:{}", self.metrics_port)
+    }
+
+    /// One sample of its `/metrics` (see [`metric`]).
+    pub fn metric(&self, sample: &str) -> Option<f64> {
+        metric(&self.metrics_addr(), sample)
+    }
+
+    /// SIGKILL, as a crashed node would: no drain, no Lease release.
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
+    /// The exit status, once it has exited.
+    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
+        self.child.try_wait().ok().flatten()
+    }
+
+    /// The ValidatingWebhookConfiguration, one webhook per path, by URL with caBundle: the
+    /// same object `tenant-gateway webhook-configuration` prints.
+    pub fn configuration(&self) -> String {
+        use base64::Engine as _;
+        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
+        tenant_gateway::admission::registration::by_url(
+            "tenant-gateway-e2e",
+            &format!("https://127.0.0.1:{}", self.port),
+            &ca,
+        )
+        .to_string()
+    }
+
+    /// Register and wait until the API server calls us (a known denial comes back from the
+    /// webhook).
+    pub fn register(&self, cp: &ControlPlane) {
+        cp.kubectl_ok(&["apply", "-f", "-"], Some(&self.configuration()));
+        let probe = r#"{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"probe","namespace":"tenant-alice"},"spec":{"hostnames":["probe.bob.example.org"]}}"#;
+        poll(Duration::from_secs(60), "the webhook to be called", || {
+            let o = cp.dry_run("alice", &[E2E_GROUP], probe);
+            o.stderr.contains("denied the request").then_some(())
+        });
+    }
+
+    pub fn unregister(&self, cp: &ControlPlane) {
+        cp.kubectl_ok(
+            &[
+                "delete",
+                "validatingwebhookconfiguration",
+                "tenant-gateway-e2e",
+            ],
+            None,
+        );
+        let probe = r#"{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"probe","namespace":"tenant-alice"},"spec":{"hostnames":["probe.bob.example.org"]}}"#;
+        poll(Duration::from_secs(60), "the webhook to be gone", || {
+            cp.dry_run("alice", &[E2E_GROUP], probe)
+                .allowed
+                .then_some(())
+        });
+    }
+}
+
+impl Drop for Webhook {
+    fn drop(&mut self) {
+        terminate(&mut self.child, Duration::from_secs(20));
     }
 }

@@ -1,17 +1,15 @@
-//! Shared helpers for the in-process HTTPS tests (SPEC §7 tier 2): generated PKI, a real
-//! server on 127.0.0.1:0, clients, AdmissionReview builders and deadline-based waiting.
-// Each test binary uses a different subset of these helpers.
-#![allow(dead_code)]
+//! HTTPS for the in-process tests (SPEC §7 tier 2): generated PKI, a real server on
+//! 127.0.0.1:0 with the real decision path, reqwest and raw rustls clients, and a Secret
+//! volume laid out as the kubelet does.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::{Value, json};
-use tenant_gateway::admission::{Admission, WebhookResource};
+use serde_json::Value;
+use tenant_gateway::admission::Admission;
 use tenant_gateway::certs::{self, DevCerts};
 use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces};
 use tenant_gateway::metrics::Metrics;
@@ -21,12 +19,7 @@ use tenant_gateway::server::{self, Limits, ReviewHandler, ServeOptions, ServerEr
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 
-pub mod load;
-pub mod process;
-
-/// Generous upper bound for anything that should happen "soon"; tests poll and finish as
-/// soon as the condition holds, so this only matters when something is broken.
-pub const DEADLINE: Duration = Duration::from_secs(20);
+use super::poll::DEADLINE;
 
 pub fn pki() -> DevCerts {
     certs::generate(&["localhost".to_string(), "127.0.0.1".to_string()]).expect("generate certs")
@@ -182,106 +175,6 @@ pub fn plain_client() -> reqwest::Client {
         .timeout(DEADLINE)
         .build()
         .expect("client")
-}
-
-/// Poll `check` until it yields `Some`, failing the test after `within`.
-pub async fn eventually<T, F, Fut>(what: &str, within: Duration, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = tokio::time::Instant::now() + within;
-    loop {
-        if let Some(v) = check().await {
-            return v;
-        }
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "timed out after {within:?} waiting for {what}"
-        );
-        // Polling interval, not synchronisation: the condition is re-checked each time.
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
-/// An AdmissionReview v1 request for `target`.
-#[allow(clippy::too_many_arguments)]
-pub fn review(
-    uid: &str,
-    target: WebhookResource,
-    version: &str,
-    operation: &str,
-    namespace: Option<&str>,
-    object: Value,
-    username: &str,
-    groups: &[&str],
-) -> Value {
-    let name = object
-        .pointer("/metadata/name")
-        .and_then(Value::as_str)
-        .unwrap_or("")
-        .to_string();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": uid,
-            "kind": {"group": target.group(), "version": version, "kind": target.kind()},
-            "resource": {"group": target.group(), "version": version, "resource": target.resource()},
-            "requestKind": {"group": target.group(), "version": version, "kind": target.kind()},
-            "requestResource": {"group": target.group(), "version": version, "resource": target.resource()},
-            "name": name,
-            "namespace": namespace,
-            "operation": operation,
-            "userInfo": {"username": username, "groups": groups},
-            "object": object,
-            "oldObject": null,
-            "dryRun": false,
-            "options": {"apiVersion": "meta.k8s.io/v1", "kind": "CreateOptions"}
-        }
-    })
-}
-
-/// A Namespace CREATE review.
-pub fn namespace_create(
-    uid: &str,
-    name: &str,
-    labels: Value,
-    user: &str,
-    groups: &[&str],
-) -> Value {
-    review(
-        uid,
-        WebhookResource::Namespaces,
-        "v1",
-        "CREATE",
-        None,
-        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name, "labels": labels}}),
-        user,
-        groups,
-    )
-}
-
-/// A Gateway CREATE in `namespace` with one HTTPS listener for `hostname`.
-pub fn gateway_create(uid: &str, namespace: &str, hostname: &str) -> Value {
-    review(
-        uid,
-        WebhookResource::Gateways,
-        "v1",
-        "CREATE",
-        Some(namespace),
-        json!({
-            "apiVersion": "gateway.networking.k8s.io/v1",
-            "kind": "Gateway",
-            "metadata": {"name": "gw", "namespace": namespace},
-            "spec": {
-                "gatewayClassName": "cilium",
-                "listeners": [{"name": "https", "protocol": "HTTPS", "port": 443, "hostname": hostname}]
-            }
-        }),
-        "system:serviceaccount:cozy-system:tenant-gateway",
-        &["system:serviceaccounts:cozy-system", "system:authenticated"],
-    )
 }
 
 /// POST `body` and return status, HTTP version and parsed JSON body.

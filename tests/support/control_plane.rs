@@ -1,20 +1,17 @@
-//! Helpers for the real-API-server tier: the control plane from `tests/k8s`, the
-//! `tenant-gateway serve` process against it, and kubectl invocations. Processes and HTTP:
-//! `tests/common/process.rs`, shared with the other tests.
+//! Every e2e test's access to `tests/k8s/control-plane` (a real kube-apiserver and etcd, built
+//! from Go modules and cached under ~/.cache/tenant-gateway): start and teardown, its
+//! kubeconfig and the kube client on it, kubectl and helm, and the cluster setup the e2e
+//! tests share (CRDs, RBAC for impersonated users, the demo tenants, the policies).
+//! `tenant-gateway serve` against it is [`super::process::Webhook`].
 
-#![allow(dead_code)]
-
-use std::io::{Read, Write};
-use std::net::TcpStream;
+use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::sync::OnceLock;
+use std::time::Duration;
 
-// The process and HTTP helpers are the ones the other tests use.
-#[path = "../common/process.rs"]
-pub mod process;
-#[allow(unused_imports)] // each test binary uses a different subset
-pub use process::{free_port, http_get, http_status, metric, metric_sum, terminate, wait_for};
+use super::poll::{poll, try_poll};
+use super::process::terminate;
 
 /// Group bound to cluster-admin for impersonated test users, so RBAC lets every request
 /// reach admission. It is not a trusted group: the policies decide on the others.
@@ -58,17 +55,24 @@ impl ControlPlane {
         // A cold build of the harness takes minutes; scripts/test builds it first, so this
         // deadline only matters when cargo test runs alone on a fresh machine.
         let ready = cp.dir.path().join("ready");
-        let deadline = Instant::now() + Duration::from_secs(40 * 60);
-        while !ready.exists() {
-            if let Ok(Some(status)) = cp.child.try_wait() {
-                panic!("control plane exited with {status}: {}", cp.log_tail());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "control plane not ready: {}",
-                cp.log_tail()
-            );
-            std::thread::sleep(Duration::from_millis(200));
+        let child = &mut cp.child;
+        let started = try_poll(
+            Duration::from_secs(40 * 60),
+            Duration::from_millis(200),
+            || {
+                if ready.exists() {
+                    return Some(Ok(()));
+                }
+                match child.try_wait() {
+                    Ok(Some(status)) => Some(Err(status)),
+                    _ => None,
+                }
+            },
+        );
+        match started {
+            Some(Ok(())) => {}
+            Some(Err(status)) => panic!("control plane exited with {status}: {}", cp.log_tail()),
+            None => panic!("control plane not ready: {}", cp.log_tail()),
         }
         Some(cp)
     }
@@ -86,6 +90,27 @@ impl ControlPlane {
 
     pub fn bin(&self, name: &str) -> PathBuf {
         self.dir.path().join("bin").join(name)
+    }
+
+    /// The kube client of the tests' own code (reconciler, replicator) for this control
+    /// plane: its admin kubeconfig, default context.
+    pub async fn kube_client(&self) -> kube::Client {
+        use kube::config::{KubeConfigOptions, Kubeconfig};
+        let kc = Kubeconfig::read_from(self.kubeconfig()).expect("kubeconfig");
+        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+            .await
+            .expect("client config");
+        kube::Client::try_from(cfg).expect("client")
+    }
+
+    /// `helm` of the harness against this cluster.
+    pub fn helm(&self, args: &[&str]) -> std::process::Output {
+        Command::new(self.bin("helm"))
+            .arg("--kubeconfig")
+            .arg(self.kubeconfig())
+            .args(args)
+            .output()
+            .expect("helm runs")
     }
 
     pub fn kubectl(&self, args: &[&str], stdin: Option<&str>) -> Outcome {
@@ -270,7 +295,7 @@ impl ControlPlane {
     }
 
     pub fn wait_until_denied(&self, user: &str, groups: &[&str], manifest: &str) {
-        wait_for("the policy to take effect", Duration::from_secs(90), || {
+        poll(Duration::from_secs(90), "the policy to take effect", || {
             let o = self.dry_run(user, groups, manifest);
             (!o.allowed).then_some(())
         });
@@ -283,181 +308,27 @@ impl Drop for ControlPlane {
     }
 }
 
-/// `tenant-gateway serve` against the control plane.
-pub struct Webhook {
-    pub port: u16,
-    pub metrics_port: u16,
-    pub ca_pem: String,
-    child: Child,
-    dir: PathBuf,
-}
-
-impl Webhook {
-    pub fn start(cp: &ControlPlane) -> Webhook {
-        Webhook::start_with(cp, "webhook", &["--no-controller"])
-    }
-
-    /// `serve` with extra arguments, its files under `<control plane dir>/<name>`.
-    pub fn start_with(cp: &ControlPlane, name: &str, extra: &[&str]) -> Webhook {
-        let hook = Webhook::spawn(cp, name, extra, &cp.kubeconfig());
-        hook.wait_ready();
-        hook
-    }
-
-    /// Start `serve` against `kubeconfig` without waiting for it to be ready.
-    pub fn spawn(cp: &ControlPlane, name: &str, extra: &[&str], kubeconfig: &Path) -> Webhook {
-        let dir = cp.dir.path().join(name);
-        std::fs::create_dir_all(&dir).expect("webhook dir");
-        let process::ServeCommand {
-            mut cmd,
-            port,
-            metrics_port,
-            ca_pem,
-        } = process::serve_command(&dir);
-        let log = std::fs::File::create(dir.join("serve.log")).expect("log file");
-        let child = cmd
-            .args(["--root-host", "example.org"])
-            .args(extra)
-            .arg("--kubeconfig")
-            .arg(kubeconfig)
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .expect("tenant-gateway serve starts");
-        Webhook {
-            port,
-            metrics_port,
-            ca_pem,
-            child,
-            dir,
-        }
-    }
-
-    /// Wait for `/readyz` (the process dying meanwhile fails the test with its log).
-    pub fn wait_ready(&self) {
-        let addr = format!("127.0.0.1:{}", self.metrics_port);
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while process::http_status(&addr, "/readyz") != Some(200) {
-            assert!(self.running(), "serve exited: {}", self.log());
-            assert!(Instant::now() < deadline, "serve not ready: {}", self.log());
-            std::thread::sleep(Duration::from_millis(100));
-        }
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
-    /// True while the process has not exited.
-    pub fn running(&self) -> bool {
-        // `try_wait` needs `&mut`; /proc tells the same without reaping (a zombie counts as
-        // exited).
-        std::fs::read_to_string(format!("/proc/{}/stat", self.child.id()))
-            .map(|s| {
-                !s.rsplit(')')
-                    .next()
-                    .unwrap_or_default()
-                    .trim_start()
-                    .starts_with('Z')
-            })
-            .unwrap_or(false)
-    }
-
-    /// Send `signal` (`KILL`, `STOP`, `CONT`, `TERM`) to the process.
-    pub fn signal(&self, signal: &str) {
-        let st = Command::new("kill")
-            .args([&format!("-{signal}"), &self.child.id().to_string()])
-            .status()
-            .expect("kill runs");
-        assert!(st.success(), "kill -{signal} failed");
-    }
-
-    /// The Prometheus text of its metrics port, `None` when it does not answer in 2 s.
-    pub fn metrics_text(&self) -> Option<String> {
-        let addr = format!("127.0.0.1:{}", self.metrics_port);
-        let mut s = TcpStream::connect(&addr).ok()?;
-        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
-        write!(
-            s,
-            "GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-        )
-        .ok()?;
-        let mut buf = String::new();
-        s.read_to_string(&mut buf).ok()?;
-        buf.starts_with("HTTP/1.1 200").then_some(buf)
-    }
-
-    pub fn log(&self) -> String {
-        std::fs::read_to_string(self.dir.join("serve.log")).unwrap_or_default()
-    }
-
-    /// `127.0.0.1:PORT` of the metrics/health port.
-    pub fn metrics_addr(&self) -> String {
-        format!("127.0.0.1:{}", self.metrics_port)
-    }
-
-    /// One sample of its `/metrics` (see [`metric`]).
-    pub fn metric(&self, sample: &str) -> Option<f64> {
-        metric(&self.metrics_addr(), sample)
-    }
-
-    /// SIGKILL, as a crashed node would: no drain, no Lease release.
-    pub fn kill(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-
-    /// The exit status, once it has exited.
-    pub fn exited(&mut self) -> Option<std::process::ExitStatus> {
-        self.child.try_wait().ok().flatten()
-    }
-
-    /// The ValidatingWebhookConfiguration, one webhook per path, by URL with caBundle: the
-    /// same object `tenant-gateway webhook-configuration` prints.
-    pub fn configuration(&self) -> String {
-        use base64::Engine as _;
-        let ca = base64::engine::general_purpose::STANDARD.encode(self.ca_pem.as_bytes());
-        tenant_gateway::admission::registration::by_url(
-            "tenant-gateway-e2e",
-            &format!("https://127.0.0.1:{}", self.port),
-            &ca,
-        )
-        .to_string()
-    }
-
-    /// Register and wait until the API server calls us (a known denial comes back from the
-    /// webhook).
-    pub fn register(&self, cp: &ControlPlane) {
-        cp.kubectl_ok(&["apply", "-f", "-"], Some(&self.configuration()));
-        let probe = r#"{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"probe","namespace":"tenant-alice"},"spec":{"hostnames":["probe.bob.example.org"]}}"#;
-        wait_for("the webhook to be called", Duration::from_secs(60), || {
-            let o = cp.dry_run("alice", &[E2E_GROUP], probe);
-            o.stderr.contains("denied the request").then_some(())
-        });
-    }
-
-    pub fn unregister(&self, cp: &ControlPlane) {
-        cp.kubectl_ok(
-            &[
-                "delete",
-                "validatingwebhookconfiguration",
-                "tenant-gateway-e2e",
-            ],
-            None,
+/// A binary of the harness (`kubectl`, `helm`) without a running control plane:
+/// `control-plane --build-only` builds what is missing (once per test binary) and prints the
+/// cached bin directory.
+pub fn harness_bin(name: &str) -> PathBuf {
+    static BIN_DIR: OnceLock<PathBuf> = OnceLock::new();
+    let dir = BIN_DIR.get_or_init(|| {
+        let out = Command::new(repo_root().join("tests/k8s/control-plane"))
+            .arg("--build-only")
+            .output()
+            .expect("tests/k8s/control-plane runs");
+        assert!(
+            out.status.success(),
+            "control-plane --build-only failed: {}",
+            String::from_utf8_lossy(&out.stderr)
         );
-        let probe = r#"{"apiVersion":"gateway.networking.k8s.io/v1","kind":"HTTPRoute","metadata":{"name":"probe","namespace":"tenant-alice"},"spec":{"hostnames":["probe.bob.example.org"]}}"#;
-        wait_for("the webhook to be gone", Duration::from_secs(60), || {
-            cp.dry_run("alice", &[E2E_GROUP], probe)
-                .allowed
-                .then_some(())
-        });
-    }
-}
-
-impl Drop for Webhook {
-    fn drop(&mut self) {
-        terminate(&mut self.child, Duration::from_secs(20));
-    }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        PathBuf::from(stdout.lines().last().expect("the bin directory").trim())
+    });
+    let bin = dir.join(name);
+    assert!(bin.exists(), "no {name} at {}", bin.display());
+    bin
 }
 
 pub fn path_str(p: &Path) -> &str {

@@ -7,8 +7,11 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::task::JoinHandle;
+
+use super::poll::DEADLINE;
+use super::review::admitted;
 
 /// How a request failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,21 +43,11 @@ pub struct Load {
     tasks: Vec<JoinHandle<()>>,
 }
 
-/// A review of `shop.alice.example.org` (admitted with the example namespaces).
-pub fn review(uid: &str) -> Value {
-    let mut v: Value =
-        serde_json::from_str(include_str!("../../examples/reviews/httproute-hijack.json"))
-            .expect("example review");
-    v["request"]["uid"] = json!(uid);
-    v["request"]["object"]["spec"]["hostnames"] = json!(["shop.alice.example.org"]);
-    v
-}
-
 fn builder(cas: &[&str]) -> reqwest::ClientBuilder {
     let mut b = reqwest::Client::builder()
         .use_rustls_tls()
         .tls_built_in_root_certs(false)
-        .timeout(super::DEADLINE);
+        .timeout(DEADLINE);
     for ca in cas {
         b = b.add_root_certificate(reqwest::Certificate::from_pem(ca.as_bytes()).expect("ca"));
     }
@@ -136,7 +129,7 @@ impl Load {
     pub async fn stop(self) -> (usize, Vec<Failure>) {
         self.stop.store(true, Ordering::SeqCst);
         for t in self.tasks {
-            let _ = tokio::time::timeout(super::DEADLINE, t).await;
+            let _ = tokio::time::timeout(DEADLINE, t).await;
         }
         let ok = self.ok.load(Ordering::SeqCst);
         let f = self.failures.lock().map(|f| f.clone()).unwrap_or_default();
@@ -147,7 +140,7 @@ impl Load {
 async fn one(client: &reqwest::Client, url: &str, uid: &str) -> Result<(), (FailureKind, String)> {
     let resp = client
         .post(url)
-        .json(&review(uid))
+        .json(&admitted(uid))
         .send()
         .await
         .map_err(|e| {
