@@ -95,12 +95,9 @@ impl ControlPlane {
     /// The kube client of the tests' own code (reconciler, replicator) for this control
     /// plane: its admin kubeconfig, default context.
     pub async fn kube_client(&self) -> kube::Client {
-        use kube::config::{KubeConfigOptions, Kubeconfig};
-        let kc = Kubeconfig::read_from(self.kubeconfig()).expect("kubeconfig");
-        let cfg = kube::Config::from_custom_kubeconfig(kc, &KubeConfigOptions::default())
+        tenant_gateway::cluster::client::connect(Some(&self.kubeconfig()), None)
             .await
-            .expect("client config");
-        kube::Client::try_from(cfg).expect("client")
+            .expect("a kube client for the control plane")
     }
 
     /// `helm` of the harness against this cluster.
