@@ -12,7 +12,9 @@ use tenant_gateway::certs;
 use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces, objects, route_snapshot};
 use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::metrics::Metrics;
-use tenant_gateway::offline::{self, Caller, DefaultNamespace};
+use tenant_gateway::offline::check::{self, Caller};
+use tenant_gateway::offline::manifests::{self, DefaultNamespace};
+use tenant_gateway::offline::{self, verdict};
 use tenant_gateway::policy::PolicyConfig;
 
 #[derive(Debug, Parser)]
@@ -210,7 +212,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             policy,
         } => {
             let admission = with_route_snapshot(offline_admission(&policy)?, routes.as_deref())?;
-            let input = offline::read_input(file.as_deref())?;
+            let input = manifests::read_input(file.as_deref())?;
             let mut stdout = std::io::stdout().lock();
             let summary = offline::review(&admission, &input, &mut stdout).await?;
             stdout.flush()?;
@@ -230,7 +232,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             policy,
         } => {
             let mut stdout = std::io::stdout().lock();
-            let code = match tenant_gateway::suite::run(&paths, &policy, quiet, &mut stdout).await {
+            let code = match tenant_gateway::offline::suite::run(
+                &paths,
+                &policy,
+                quiet,
+                &mut stdout,
+            )
+            .await
+            {
                 Ok(report) => {
                     if report.failed > 0 {
                         1
@@ -318,7 +327,7 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
             .flatten()
             .collect();
     let mut manifests =
-        offline::read_manifests_skipping(&check.files, check.recursive, &context_files)?;
+        manifests::read_manifests_skipping(&check.files, check.recursive, &context_files)?;
     for note in &manifests.notes {
         eprintln!("{note}");
     }
@@ -352,11 +361,11 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         if !check.create_only {
             for m in manifests.items.iter_mut() {
                 let Ok(object) = &m.object else { continue };
-                let Some(target) = offline::target_of(object) else {
+                let Some(target) = manifests::target_of(object) else {
                     continue;
                 };
-                let namespace =
-                    offline::namespaced(target).then(|| offline::namespace_of(object, &caller).0);
+                let namespace = manifests::namespaced(target)
+                    .then(|| manifests::namespace_of(object, &caller.default_namespace).0);
                 let name = object
                     .pointer("/metadata/name")
                     .and_then(serde_json::Value::as_str)
@@ -387,17 +396,17 @@ async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitC
         )?
     };
     if let Some(note) =
-        offline::unnamespaced_note(offline::unnamespaced(&manifests.items), &caller, &cfg)
+        check::unnamespaced_note(check::unnamespaced(&manifests.items), &caller, &cfg)
     {
         eprintln!("{note}");
     }
-    let verdicts = offline::check(&admission, &manifests.items, &caller).await;
-    let summary = offline::Summary::of(&verdicts);
+    let verdicts = check::check(&admission, &manifests.items, &caller).await;
+    let summary = verdict::Summary::of(&verdicts);
     let code = ExitCode::from(summary.exit_code());
     let mut stdout = std::io::stdout().lock();
     let printed = match check.output {
-        Output::Table => offline::print_table(&verdicts, &mut stdout),
-        Output::Json => offline::print_json(&verdicts, &mut stdout),
+        Output::Table => verdict::print_table(&verdicts, &mut stdout),
+        Output::Json => verdict::print_json(&verdicts, &mut stdout),
     }
     .and_then(|()| stdout.flush());
     match printed {
