@@ -2,13 +2,144 @@
 //! `Admission::decide` the server runs; objects outside what the webhook validates, or
 //! outside tenant scope for a tenant layer, are SKIPPED with the reason.
 
+use std::io::Write;
+use std::path::Path;
+use std::process::ExitCode;
+
 use serde_json::Value;
 
-use super::manifests::{DefaultNamespace, Manifest, identity, namespace_of, target_of};
-use super::root_host_refusal;
-use super::verdict::{Verdict, VerdictKind, apply_decision};
+use super::manifests::{
+    DefaultNamespace, Manifest, identity, namespace_of, read_manifests_skipping, target_of,
+};
+use super::verdict::{Summary, Verdict, VerdictKind, apply_decision, print_json, print_table};
+use super::{OfflineError, Sources, live, root_host_refusal};
 use crate::admission::{Admission, AdmissionRequest};
+use crate::cluster::objects;
+use crate::config::{CheckArgs, CheckOutput, PolicyArgs};
 use crate::policy::{Layer, Mode, PolicyConfig};
+
+/// `check` as the command line runs it: the flags checked → the manifests and the caller →
+/// where namespaces and routes come from (snapshot files or the live cluster) → the
+/// Admission → verdicts → output and exit code (SPEC §4). Each step hands the next what it
+/// needs or ends the run with an input error.
+pub async fn run(args: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
+    let origin = origin(&args, &policy)?;
+    let mut manifests = manifests(&args, &policy)?;
+    let caller = caller(&args, origin)?;
+    let cfg = policy.policy_config_offline()?;
+    let sources = match origin {
+        Origin::Cluster => {
+            live::read(
+                args.kubeconfig.as_deref(),
+                args.context.as_deref(),
+                &mut manifests,
+                &caller.default_namespace,
+                !args.create_only,
+            )
+            .await?
+        }
+        Origin::Files => Sources::from_files(&policy, args.routes.as_deref())?,
+    };
+    let admission = sources.admission(cfg);
+    if let Some(note) = unnamespaced_note(unnamespaced(&manifests), &caller, admission.config()) {
+        eprintln!("{note}");
+    }
+    let verdicts = check(&admission, &manifests, &caller).await;
+    output(&verdicts, args.output)
+}
+
+/// Where namespaces and routes come from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Origin {
+    /// `--namespaces` and `--routes` snapshots (or none).
+    Files,
+    /// `--kubeconfig` or `--context`: the cluster, read once.
+    Cluster,
+}
+
+/// The flags agree on one origin for namespaces and one for routes.
+fn origin(args: &CheckArgs, policy: &PolicyArgs) -> anyhow::Result<Origin> {
+    if args.kubeconfig.is_none() && args.context.is_none() {
+        return Ok(Origin::Files);
+    }
+    if policy.namespaces.is_some() {
+        anyhow::bail!(
+            "--namespaces and --kubeconfig/--context both say where namespaces come from: give one"
+        );
+    }
+    if args.routes.is_some() {
+        anyhow::bail!(
+            "--routes and --kubeconfig/--context both say where routes come from: give one"
+        );
+    }
+    Ok(Origin::Cluster)
+}
+
+/// The manifests of `-f`; notes on what was not read go to stderr.
+fn manifests(args: &CheckArgs, policy: &PolicyArgs) -> Result<Vec<Manifest>, OfflineError> {
+    // Snapshots are context, not input, when they sit beside the manifests.
+    let context_files: Vec<&Path> = [policy.namespaces.as_deref(), args.routes.as_deref()]
+        .into_iter()
+        .flatten()
+        .collect();
+    let manifests = read_manifests_skipping(&args.files, args.recursive, &context_files)?;
+    for note in &manifests.notes {
+        eprintln!("{note}");
+    }
+    Ok(manifests.items)
+}
+
+/// Who the manifests are evaluated as, and the namespace of those that name none: `-n`,
+/// else the kubeconfig context's, else `default`, as kubectl.
+fn caller(args: &CheckArgs, origin: Origin) -> anyhow::Result<Caller> {
+    let default_namespace = match &args.namespace {
+        Some(n) if !n.trim().is_empty() => DefaultNamespace::Flag(n.trim().to_string()),
+        _ => {
+            match objects::context_namespace(args.kubeconfig.as_deref(), args.context.as_deref()) {
+                Ok(Some((context, namespace))) => DefaultNamespace::Context { context, namespace },
+                Ok(None) => DefaultNamespace::Default,
+                // Only $KUBECONFIG was in use: the namespace is a convenience, not worth failing.
+                Err(e) if origin == Origin::Files => {
+                    eprintln!(
+                        "note: {e}; objects without a namespace are evaluated in \"default\""
+                    );
+                    DefaultNamespace::Default
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    };
+    Ok(Caller {
+        username: args.as_user.clone(),
+        groups: args.as_groups.clone(),
+        default_namespace,
+    })
+}
+
+/// Print the verdicts as `format` asks; the exit code is the summary's, also when stdout
+/// was closed early (`| head`).
+fn output(verdicts: &[Verdict], format: CheckOutput) -> anyhow::Result<ExitCode> {
+    let summary = Summary::of(verdicts);
+    let code = ExitCode::from(summary.exit_code());
+    let mut stdout = std::io::stdout().lock();
+    let printed = match format {
+        CheckOutput::Table => print_table(verdicts, &mut stdout),
+        CheckOutput::Json => print_json(verdicts, &mut stdout),
+    }
+    .and_then(|()| stdout.flush());
+    match printed {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(code),
+        Err(e) => return Err(e.into()),
+    }
+    if summary.errors > 0 {
+        eprintln!(
+            "error: {} of {} objects could not be evaluated (ERROR lines above)",
+            summary.errors, summary.objects
+        );
+    }
+    Ok(code)
+}
 
 /// Who `check` pretends to be.
 #[derive(Debug, Clone)]
@@ -192,7 +323,6 @@ mod tests {
     use crate::cluster::{NamespaceSource, StaticNamespaces};
     use crate::metrics::Metrics;
     use crate::offline::manifests::Source;
-    use crate::offline::verdict::Summary;
 
     fn admission() -> Admission {
         let cfg = PolicyConfig {

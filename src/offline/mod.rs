@@ -2,10 +2,15 @@
 //! output only; every decision comes from `Admission`.
 //!
 //! - `mod.rs`: `review` (AdmissionReview JSON or NDJSON in, responses out), the errors of
-//!   reading and writing, and the root-host refusal both `review` and `check` give.
+//!   reading and writing, the root-host refusal both `review` and `check` give, and
+//!   [`Sources`]: the namespaces and routes decisions read (snapshot files here; the live
+//!   cluster in `live.rs`).
 //! - `manifests.rs`: reading manifests (files, directories, `-`, lists) and what each
 //!   object names: its validated kind and its namespace.
-//! - `check.rs`: `check`, each manifest decided as a chosen caller would send it.
+//! - `check.rs`: `check`, each manifest decided as a chosen caller would send it, and the
+//!   command's steps: flags → manifests and caller → where namespaces and routes come from →
+//!   the Admission → verdicts → output and exit code.
+//! - `live.rs`: what `check --kubeconfig/--context` reads from the cluster (read-only).
 //! - `verdict.rs`: verdicts, their summary and exit code, the table and JSON output.
 //! - `suite.rs`: `test`, suite files of manifests and expected verdicts run through `check`.
 //!
@@ -13,15 +18,22 @@
 //! offline (no "retry"); exit codes follow SPEC §4.
 
 pub mod check;
+pub mod live;
 pub mod manifests;
 pub mod suite;
 pub mod verdict;
 
 use std::io::Write;
+use std::path::Path;
+use std::sync::Arc;
 
 use serde_json::Value;
 
 use crate::admission::Admission;
+use crate::cluster::routes::RouteIndex;
+use crate::cluster::{NamespaceSource, StaticNamespaces, route_snapshot};
+use crate::config::PolicyArgs;
+use crate::metrics::Metrics;
 use crate::policy::{Layer, Mode, PolicyConfig};
 
 #[derive(Debug, thiserror::Error)]
@@ -51,6 +63,43 @@ pub fn is_broken_pipe(e: &anyhow::Error) -> bool {
                 .and_then(|j| j.io_error_kind())
                 .is_some_and(|k| k == std::io::ErrorKind::BrokenPipe)
     })
+}
+
+/// Where decisions read namespaces and routes from.
+pub struct Sources {
+    pub namespaces: NamespaceSource,
+    /// The route index the warnings of SPEC §3.4 read; without one they are not given.
+    pub routes: Option<RouteIndex>,
+}
+
+impl Sources {
+    /// The snapshot files `--namespaces` and `--routes`. Without a namespace snapshot every
+    /// namespace counts as missing (fail closed), which stderr says.
+    pub fn from_files(policy: &PolicyArgs, routes: Option<&Path>) -> anyhow::Result<Sources> {
+        let namespaces = match policy.static_namespaces()? {
+            Some(s) => s,
+            None => {
+                eprintln!(
+                    "note: no --namespaces snapshot given; every namespace counts as missing, so tenant-scoped layers deny (fail closed)"
+                );
+                NamespaceSource::Static(Arc::new(StaticNamespaces::default()))
+            }
+        };
+        let routes = match routes {
+            Some(path) => Some(route_snapshot::from_file(path)?),
+            None => None,
+        };
+        Ok(Sources { namespaces, routes })
+    }
+
+    /// The decision path of the server, on these sources.
+    pub fn admission(self, cfg: PolicyConfig) -> Admission {
+        let admission = Admission::new(Arc::new(cfg), self.namespaces, Metrics::new());
+        match self.routes {
+            Some(routes) => admission.with_routes(Arc::new(routes)),
+            None => admission,
+        }
+    }
 }
 
 /// Outcome of `review`: whether any line could not be reviewed at all.
