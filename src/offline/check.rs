@@ -1,6 +1,7 @@
 //! `check`: every manifest evaluated as a chosen user would send it, through the same
 //! `Admission::decide` the server runs; objects outside what the webhook validates, or
-//! outside tenant scope for a tenant layer, are SKIPPED with the reason.
+//! outside tenant scope for a tenant layer, are SKIPPED with the reason. [`run`] is the
+//! command as the CLI runs it, in steps; [`check`] is the evaluation `test` shares.
 
 use std::io::Write;
 use std::path::Path;
@@ -24,7 +25,7 @@ use crate::policy::{Layer, Mode, PolicyConfig};
 /// needs or ends the run with an input error.
 pub async fn run(args: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
     let origin = origin(&args, &policy)?;
-    let mut manifests = manifests(&args, &policy)?;
+    let mut manifests = manifests_to_check(&args, &policy)?;
     let caller = caller(&args, origin)?;
     let cfg = policy.policy_config_offline()?;
     let sources = match origin {
@@ -76,7 +77,10 @@ fn origin(args: &CheckArgs, policy: &PolicyArgs) -> anyhow::Result<Origin> {
 }
 
 /// The manifests of `-f`; notes on what was not read go to stderr.
-fn manifests(args: &CheckArgs, policy: &PolicyArgs) -> Result<Vec<Manifest>, OfflineError> {
+fn manifests_to_check(
+    args: &CheckArgs,
+    policy: &PolicyArgs,
+) -> Result<Vec<Manifest>, OfflineError> {
     // Snapshots are context, not input, when they sit beside the manifests.
     let context_files: Vec<&Path> = [policy.namespaces.as_deref(), args.routes.as_deref()]
         .into_iter()
