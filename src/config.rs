@@ -461,6 +461,68 @@ pub struct ServeArgs {
     pub webhook_configuration_name: String,
 }
 
+/// `check` flags beyond the policy ones.
+#[derive(Debug, Clone, Args)]
+pub struct CheckArgs {
+    /// Manifest file, directory, or `-` (repeatable).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        required = true,
+        env = "TENANT_GATEWAY_FILENAME",
+        value_delimiter = ','
+    )]
+    pub files: Vec<PathBuf>,
+    /// Read the subdirectories of directories given with -f too.
+    #[arg(short = 'R', long, env = "TENANT_GATEWAY_RECURSIVE")]
+    pub recursive: bool,
+    /// User to evaluate as.
+    #[arg(long = "as", env = "TENANT_GATEWAY_AS", default_value = "check-user")]
+    pub as_user: String,
+    /// Group of that user (repeatable).
+    #[arg(
+        long = "as-group",
+        env = "TENANT_GATEWAY_AS_GROUP",
+        value_delimiter = ','
+    )]
+    pub as_groups: Vec<String>,
+    /// Namespace for namespaced objects that name none (default: the kubeconfig context's
+    /// namespace when --kubeconfig or $KUBECONFIG is in use, else `default`, as kubectl).
+    #[arg(short = 'n', long = "namespace", env = "TENANT_GATEWAY_NAMESPACE")]
+    pub namespace: Option<String>,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        env = "TENANT_GATEWAY_OUTPUT",
+        default_value = "table"
+    )]
+    pub output: CheckOutput,
+    /// Read namespaces (and existing objects) from this cluster instead of a snapshot.
+    /// Read-only: check never writes.
+    #[arg(long, env = "TENANT_GATEWAY_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use (implies reading the cluster).
+    #[arg(long, env = "TENANT_GATEWAY_CONTEXT")]
+    pub context: Option<String>,
+    /// With a cluster: evaluate every object as a CREATE, even when it exists already.
+    #[arg(long, env = "TENANT_GATEWAY_CREATE_ONLY")]
+    pub create_only: bool,
+    /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
+    /// about hostname conflicts and the listener budget as the server would (with a
+    /// cluster, its routes are read instead).
+    #[arg(long, env = "TENANT_GATEWAY_ROUTES")]
+    pub routes: Option<PathBuf>,
+}
+
+/// `check --output`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CheckOutput {
+    Table,
+    Json,
+}
+
 /// A byte count: a plain number, or one with a binary suffix (`64Mi`, `512Ki`, `1Gi`).
 pub fn parse_bytes(s: &str) -> Result<usize, String> {
     let t = s.trim();

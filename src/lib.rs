@@ -22,6 +22,5 @@ pub mod replicate;
 pub mod selfcert;
 pub mod serve;
 pub mod server;
-pub mod suite;
 pub mod warning;
 pub mod yaml;

@@ -3,17 +3,12 @@
 use std::io::Write as _;
 use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
 
-use clap::{Parser, Subcommand, ValueEnum};
+use clap::{Parser, Subcommand};
 
-use tenant_gateway::admission::Admission;
 use tenant_gateway::certs;
-use tenant_gateway::cluster::{NamespaceSource, StaticNamespaces, client, objects, route_snapshot};
-use tenant_gateway::config::{LogArgs, PolicyArgs, ServeArgs};
-use tenant_gateway::metrics::Metrics;
-use tenant_gateway::offline::{self, Caller, DefaultNamespace};
-use tenant_gateway::policy::PolicyConfig;
+use tenant_gateway::config::{CheckArgs, LogArgs, PolicyArgs, ServeArgs};
+use tenant_gateway::offline::{self, Sources, manifests};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -102,67 +97,6 @@ enum Command {
     },
 }
 
-/// `check` flags beyond the policy ones.
-#[derive(Debug, Clone, clap::Args)]
-struct CheckArgs {
-    /// Manifest file, directory, or `-` (repeatable).
-    #[arg(
-        short = 'f',
-        long = "filename",
-        required = true,
-        env = "TENANT_GATEWAY_FILENAME",
-        value_delimiter = ','
-    )]
-    files: Vec<PathBuf>,
-    /// Read the subdirectories of directories given with -f too.
-    #[arg(short = 'R', long, env = "TENANT_GATEWAY_RECURSIVE")]
-    recursive: bool,
-    /// User to evaluate as.
-    #[arg(long = "as", env = "TENANT_GATEWAY_AS", default_value = "check-user")]
-    as_user: String,
-    /// Group of that user (repeatable).
-    #[arg(
-        long = "as-group",
-        env = "TENANT_GATEWAY_AS_GROUP",
-        value_delimiter = ','
-    )]
-    as_groups: Vec<String>,
-    /// Namespace for namespaced objects that name none (default: the kubeconfig context's
-    /// namespace when --kubeconfig or $KUBECONFIG is in use, else `default`, as kubectl).
-    #[arg(short = 'n', long = "namespace", env = "TENANT_GATEWAY_NAMESPACE")]
-    namespace: Option<String>,
-    /// Output format.
-    #[arg(
-        short = 'o',
-        long = "output",
-        value_enum,
-        env = "TENANT_GATEWAY_OUTPUT",
-        default_value = "table"
-    )]
-    output: Output,
-    /// Read namespaces (and existing objects) from this cluster instead of a snapshot.
-    /// Read-only: check never writes.
-    #[arg(long, env = "TENANT_GATEWAY_KUBECONFIG")]
-    kubeconfig: Option<PathBuf>,
-    /// Kubeconfig context to use (implies reading the cluster).
-    #[arg(long, env = "TENANT_GATEWAY_CONTEXT")]
-    context: Option<String>,
-    /// With a cluster: evaluate every object as a CREATE, even when it exists already.
-    #[arg(long, env = "TENANT_GATEWAY_CREATE_ONLY")]
-    create_only: bool,
-    /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
-    /// about hostname conflicts and the listener budget as the server would (with a
-    /// cluster, its routes are read instead).
-    #[arg(long, env = "TENANT_GATEWAY_ROUTES")]
-    routes: Option<PathBuf>,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-enum Output {
-    Table,
-    Json,
-}
-
 /// Exit code for usage and input errors (`check` uses 1 for "something denied").
 const EXIT_USAGE: u8 = 2;
 
@@ -209,8 +143,9 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             routes,
             policy,
         } => {
-            let admission = with_route_snapshot(offline_admission(&policy)?, routes.as_deref())?;
-            let input = offline::read_input(file.as_deref())?;
+            let cfg = policy.policy_config_offline()?;
+            let admission = Sources::from_files(&policy, routes.as_deref())?.admission(cfg);
+            let input = manifests::read_input(file.as_deref())?;
             let mut stdout = std::io::stdout().lock();
             let summary = offline::review(&admission, &input, &mut stdout).await?;
             stdout.flush()?;
@@ -223,14 +158,14 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Check { check, policy } => check_cmd(check, policy).await,
+        Command::Check { check, policy } => offline::check::run(check, policy).await,
         Command::Test {
             paths,
             quiet,
             policy,
         } => {
             let mut stdout = std::io::stdout().lock();
-            let code = match tenant_gateway::suite::run(&paths, &policy, quiet, &mut stdout).await {
+            let code = match offline::suite::run(&paths, &policy, quiet, &mut stdout).await {
                 Ok(report) => {
                     if report.failed > 0 {
                         1
@@ -297,155 +232,6 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
-}
-
-async fn check_cmd(check: CheckArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
-    let cluster = check.kubeconfig.is_some() || check.context.is_some();
-    if cluster && policy.namespaces.is_some() {
-        anyhow::bail!(
-            "--namespaces and --kubeconfig/--context both say where namespaces come from: give one"
-        );
-    }
-    if cluster && check.routes.is_some() {
-        anyhow::bail!(
-            "--routes and --kubeconfig/--context both say where routes come from: give one"
-        );
-    }
-    // Snapshots are context, not input, when they sit beside the manifests.
-    let context_files: Vec<&std::path::Path> =
-        [policy.namespaces.as_deref(), check.routes.as_deref()]
-            .into_iter()
-            .flatten()
-            .collect();
-    let mut manifests =
-        offline::read_manifests_skipping(&check.files, check.recursive, &context_files)?;
-    for note in &manifests.notes {
-        eprintln!("{note}");
-    }
-    let default_namespace = match &check.namespace {
-        Some(n) if !n.trim().is_empty() => DefaultNamespace::Flag(n.trim().to_string()),
-        _ => {
-            match client::context_namespace(check.kubeconfig.as_deref(), check.context.as_deref()) {
-                Ok(Some((context, namespace))) => DefaultNamespace::Context { context, namespace },
-                Ok(None) => DefaultNamespace::Default,
-                // Only $KUBECONFIG was in use: the namespace is a convenience, not worth failing.
-                Err(e) if !cluster => {
-                    eprintln!(
-                        "note: {e}; objects without a namespace are evaluated in \"default\""
-                    );
-                    DefaultNamespace::Default
-                }
-                Err(e) => return Err(e.into()),
-            }
-        }
-    };
-    let caller = Caller {
-        username: check.as_user,
-        groups: check.as_groups,
-        default_namespace,
-    };
-    let cfg = policy.policy_config_offline()?;
-    let admission = if cluster {
-        let client = client::connect(check.kubeconfig.as_deref(), check.context.as_deref()).await?;
-        let namespaces = objects::namespaces(&client).await?;
-        if !check.create_only {
-            for m in manifests.items.iter_mut() {
-                let Ok(object) = &m.object else { continue };
-                let Some(target) = offline::target_of(object) else {
-                    continue;
-                };
-                let namespace =
-                    offline::namespaced(target).then(|| offline::namespace_of(object, &caller).0);
-                let name = object
-                    .pointer("/metadata/name")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("");
-                let api_version = object
-                    .get("apiVersion")
-                    .and_then(serde_json::Value::as_str)
-                    .unwrap_or("");
-                let kind = objects::Kind {
-                    group: target.group(),
-                    kind: target.kind(),
-                    plural: target.resource(),
-                };
-                m.live =
-                    objects::live_object(&client, kind, api_version, namespace.as_deref(), name)
-                        .await?;
-            }
-        }
-        let routes = route_snapshot::list(&client).await?;
-        for note in &routes.notes {
-            eprintln!("{note}");
-        }
-        Admission::new(
-            Arc::new(cfg.clone()),
-            NamespaceSource::Static(Arc::new(namespaces)),
-            Metrics::new(),
-        )
-        .with_routes(Arc::new(routes.index))
-    } else {
-        with_route_snapshot(
-            offline_admission_with(cfg.clone(), &policy)?,
-            check.routes.as_deref(),
-        )?
-    };
-    if let Some(note) =
-        offline::unnamespaced_note(offline::unnamespaced(&manifests.items), &caller, &cfg)
-    {
-        eprintln!("{note}");
-    }
-    let verdicts = offline::check(&admission, &manifests.items, &caller).await;
-    let summary = offline::Summary::of(&verdicts);
-    let code = ExitCode::from(summary.exit_code());
-    let mut stdout = std::io::stdout().lock();
-    let printed = match check.output {
-        Output::Table => offline::print_table(&verdicts, &mut stdout),
-        Output::Json => offline::print_json(&verdicts, &mut stdout),
-    }
-    .and_then(|()| stdout.flush());
-    match printed {
-        Ok(()) => {}
-        // `| head`: the verdicts still decide the exit code.
-        Err(e) if e.kind() == std::io::ErrorKind::BrokenPipe => return Ok(code),
-        Err(e) => return Err(e.into()),
-    }
-    if summary.errors > 0 {
-        eprintln!(
-            "error: {} of {} objects could not be evaluated (ERROR lines above)",
-            summary.errors, summary.objects
-        );
-    }
-    Ok(code)
-}
-
-/// `review` and `check` read namespaces from a snapshot unless `check` is given a cluster.
-fn offline_admission(policy: &PolicyArgs) -> anyhow::Result<Admission> {
-    offline_admission_with(policy.policy_config_offline()?, policy)
-}
-
-fn offline_admission_with(cfg: PolicyConfig, policy: &PolicyArgs) -> anyhow::Result<Admission> {
-    let namespaces = match policy.static_namespaces()? {
-        Some(s) => s,
-        None => {
-            eprintln!(
-                "note: no --namespaces snapshot given; every namespace counts as missing, so tenant-scoped layers deny (fail closed)"
-            );
-            NamespaceSource::Static(Arc::new(StaticNamespaces::default()))
-        }
-    };
-    Ok(Admission::new(Arc::new(cfg), namespaces, Metrics::new()))
-}
-
-/// `--routes FILE`: the route index the warnings of SPEC §3.4 read offline.
-fn with_route_snapshot(
-    admission: Admission,
-    routes: Option<&std::path::Path>,
-) -> anyhow::Result<Admission> {
-    Ok(match routes {
-        Some(path) => admission.with_routes(Arc::new(route_snapshot::from_file(path)?)),
-        None => admission,
-    })
 }
 
 #[cfg(feature = "jemalloc")]

@@ -7,11 +7,18 @@
 //! with a part missing. On the signal, the webhook drains within the grace period, the
 //! metrics/health port closes after it, and the other parts are stopped.
 //!
-//! Adding a part: start it in [`run`] and hand its future to [`Tasks::spawn`].
+//! [`run`] wires the parts in one sequence, the webhook one optional part of it: the flags
+//! checked (`webhook_flags`) → where namespaces come from (`namespaces`: a snapshot, or a
+//! cluster connection and the live index) → the cluster parts (`cluster_parts`: the
+//! reconciler, the self-managed certificate, the replicator) → the ports bound
+//! (`start_webhook`, or `health_alone` under `--no-webhook`) → the metrics/health server →
+//! `finish`. Adding a part: start it in the step it belongs to and hand its future to
+//! [`Tasks::spawn`].
 
 use std::collections::HashMap;
 use std::future::Future;
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -31,7 +38,7 @@ use crate::reconcile::context::ControllerConfig;
 use crate::reconcile::controller::{self, Parts};
 use crate::reconcile::render::RenderOptions;
 use crate::selfcert::{self, SelfCertConfig};
-use crate::server::{self, Limits, ServeOptions};
+use crate::server::{self, HealthServer, Limits, ServeOptions};
 
 /// Why `serve` ended before it was asked to.
 #[derive(Debug, thiserror::Error)]
@@ -159,67 +166,78 @@ impl Tasks {
 
 /// Run `serve` until SIGTERM/SIGINT (exit 0) or until a part ends (exit 1). Errors before
 /// anything runs (flags, files, the cluster connection) are returned.
+///
+/// One wiring sequence, each step handing the next what it needs: the flags checked → where
+/// namespaces come from (a snapshot, or the cluster's live index) → the cluster parts → the
+/// ports bound (the webhook's, when it runs, and the metrics/health port) → every part run
+/// until the signal.
 pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
     let cfg = policy.policy_config()?;
-    let metrics = Metrics::new();
-    let readiness = Arc::new(if serve.no_webhook {
-        Readiness::without_webhook()
-    } else {
-        Readiness::new()
-    });
-    let reconciler_opts = ReconcilerOptions {
-        lease_namespace: serve.leader_election_namespace.clone(),
-        lease_name: serve.leader_election_name.clone(),
-        uniform_port_kinds: serve.uniform_port_kinds,
-        scope: Scope {
-            tenant_prefix: policy.tenant_prefix.clone(),
-            system_prefix: policy.system_prefix.clone(),
-        },
+    let webhook = webhook_flags(&serve, &policy)?;
+    let shared = Shared {
+        metrics: Metrics::new(),
+        readiness: Arc::new(match webhook {
+            Some(_) => Readiness::new(),
+            None => Readiness::without_webhook(),
+        }),
     };
+    let mut tasks = Tasks::new();
+    let namespaces = namespaces(&mut tasks, &serve, &policy, &shared).await?;
+    let self_cert = webhook.as_ref().and_then(|w| w.self_cert.as_ref());
+    let routes =
+        cluster_parts(&mut tasks, &serve, &policy, &namespaces, self_cert, &shared).await?;
     let limits = Limits {
         max_inflight_bytes: serve.max_inflight_bytes,
         h2_max_concurrent_streams: serve.max_concurrent_streams,
         ..Limits::default()
     };
-    let mut tasks = Tasks::new();
+    let (health, close) = match webhook {
+        Some(tls) => {
+            let mut admission = Admission::new(
+                Arc::new(cfg),
+                namespaces.into_source(),
+                shared.metrics.clone(),
+            );
+            if let Some(routes) = routes {
+                admission = admission.with_routes(routes);
+            }
+            start_webhook(&mut tasks, &serve, tls, limits, admission, &shared).await?
+        }
+        None => health_alone(&tasks, &serve, &limits, &shared).await?,
+    };
+    let Shared { metrics, readiness } = shared;
+    tasks.spawn_draining("metrics/health server", async move {
+        health.serve(readiness, metrics, close).await;
+        Ok(())
+    });
+    finish(tasks, serve.shutdown_grace).await
+}
 
+/// What every part shares.
+struct Shared {
+    metrics: Metrics,
+    readiness: Arc<Readiness>,
+}
+
+/// The webhook's serving pair, as the flags name it.
+struct WebhookTls {
+    cert: PathBuf,
+    key: PathBuf,
+    /// `--self-cert-secret`: the pair is made and kept current by the leader.
+    self_cert: Option<SelfCertConfig>,
+}
+
+/// The flags checked together: the serving pair when the webhook runs, `None` with
+/// `--no-webhook` (which needs a cluster part to run).
+fn webhook_flags(serve: &ServeArgs, policy: &PolicyArgs) -> anyhow::Result<Option<WebhookTls>> {
     if serve.no_webhook {
         if (serve.no_controller && serve.no_replicator) || policy.namespaces.is_some() {
             anyhow::bail!(
                 "--no-webhook leaves nothing to run: the reconciler and the replicator need a cluster (drop --no-controller or --no-replicator, and --namespaces)"
             );
         }
-        let client = client::connect(serve.kubeconfig.as_deref(), None).await?;
-        let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
-        let health = server::bind_health(serve.metrics_listen, &limits).await?;
-        tracing::info!(metrics = %health.addr(), "listening (no webhook)");
-        let mut leader = None;
-        if !serve.no_controller {
-            let r = start_reconciler(
-                client.clone(),
-                live.clone(),
-                metrics.clone(),
-                reconciler_opts,
-            );
-            leader = Some(r.leader.clone());
-            spawn_reconciler(&mut tasks, r, &readiness);
-        }
-        spawn_replicator(&mut tasks, &serve, client, live, &metrics, leader);
-        let stopping = tasks.stopping();
-        let ready = readiness.clone();
-        tasks.spawn_draining("metrics/health server", async move {
-            health
-                .serve(ready.clone(), metrics, async move {
-                    stopping.await;
-                    ready.set_shutting_down();
-                    tokio::time::Instant::now()
-                })
-                .await;
-            Ok(())
-        });
-        return finish(tasks, serve.shutdown_grace).await;
+        return Ok(None);
     }
-
     let self_cert = serve.self_cert_secret.clone().map(|secret| SelfCertConfig {
         namespace: serve.self_cert_namespace.clone().unwrap_or_else(|| {
             lease::default_namespace(Path::new(lease::SERVICE_ACCOUNT_NAMESPACE_FILE))
@@ -256,90 +274,184 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
             "--tls-cert-file and --tls-key-file are required for the webhook (create a development pair with `tenant-gateway certs`)"
         ),
     };
-    // The reconciler's route index, for the admission warnings of SPEC §3.4.
-    let mut routes = None;
-    let namespaces = match policy.static_namespaces()? {
-        Some(s) => {
-            readiness.set_index_synced(true);
-            metrics.namespace_index_size.set(s.len() as i64);
-            tracing::info!(
-                namespaces = s.len(),
-                "using the static namespace snapshot; no controller runs"
-            );
-            s
+    Ok(Some(WebhookTls {
+        cert,
+        key,
+        self_cert,
+    }))
+}
+
+/// Where the webhook reads namespaces from.
+enum Namespaces {
+    /// `--namespaces`: a snapshot; no cluster part runs.
+    Snapshot(NamespaceSource),
+    /// The cluster's live index, with the client the cluster parts share.
+    Live {
+        client: Client,
+        index: Arc<LiveNamespaces>,
+    },
+}
+
+impl Namespaces {
+    fn into_source(self) -> NamespaceSource {
+        match self {
+            Namespaces::Snapshot(source) => source,
+            Namespaces::Live { index, .. } => NamespaceSource::Live(index),
         }
-        None => {
-            let client = client::connect(serve.kubeconfig.as_deref(), None).await?;
-            let live = start_namespace_index(&mut tasks, client.clone(), &readiness, &metrics);
-            let mut leader = None;
-            if !serve.no_controller {
-                let r = start_reconciler(
-                    client.clone(),
-                    live.clone(),
-                    metrics.clone(),
-                    reconciler_opts,
-                );
-                if let Some(c) = self_cert.clone() {
-                    // The server starts on the pair: wait until the leader (maybe this
-                    // replica) has made it and it is on disk.
-                    selfcert::wait_for_pair(&client, &c, &r.leader).await?;
-                    let (client, leader) = (client.clone(), r.leader.clone());
-                    tasks.spawn("self-managed certificate", async move {
-                        selfcert::run(client, c, leader).await;
-                        Ok(())
-                    });
-                }
-                leader = Some(r.leader.clone());
-                routes = Some(r.routes.clone());
-                spawn_reconciler(&mut tasks, r, &readiness);
-            }
-            spawn_replicator(&mut tasks, &serve, client, live.clone(), &metrics, leader);
-            NamespaceSource::Live(live)
-        }
-    };
-    let mut admission = Admission::new(Arc::new(cfg), namespaces, metrics.clone());
-    if let Some(routes) = routes {
-        admission = admission.with_routes(routes);
     }
-    let admission = Arc::new(admission);
+}
+
+/// The `--namespaces` snapshot (counted as synced at once), else a cluster connection and
+/// the live namespace index as a part.
+async fn namespaces(
+    tasks: &mut Tasks,
+    serve: &ServeArgs,
+    policy: &PolicyArgs,
+    shared: &Shared,
+) -> anyhow::Result<Namespaces> {
+    if let Some(s) = policy.static_namespaces()? {
+        shared.readiness.set_index_synced(true);
+        shared.metrics.namespace_index_size.set(s.len() as i64);
+        tracing::info!(
+            namespaces = s.len(),
+            "using the static namespace snapshot; no controller runs"
+        );
+        return Ok(Namespaces::Snapshot(s));
+    }
+    let client = client::connect(serve.kubeconfig.as_deref(), None).await?;
+    let index = start_namespace_index(tasks, client.clone(), &shared.readiness, &shared.metrics);
+    Ok(Namespaces::Live { client, index })
+}
+
+/// On a cluster: the reconciler (unless `--no-controller`), the self-managed certificate
+/// (waited for, as the webhook starts on its pair) and the wildcard-Secret replicator (unless
+/// `--no-replicator`). Returns the reconciler's route index, for the admission warnings of
+/// SPEC §3.4.
+async fn cluster_parts(
+    tasks: &mut Tasks,
+    serve: &ServeArgs,
+    policy: &PolicyArgs,
+    namespaces: &Namespaces,
+    self_cert: Option<&SelfCertConfig>,
+    shared: &Shared,
+) -> anyhow::Result<Option<Arc<RouteIndex>>> {
+    let Namespaces::Live { client, index } = namespaces else {
+        return Ok(None);
+    };
+    let mut leader = None;
+    let mut routes = None;
+    if !serve.no_controller {
+        let reconciler_opts = ReconcilerOptions {
+            lease_namespace: serve.leader_election_namespace.clone(),
+            lease_name: serve.leader_election_name.clone(),
+            uniform_port_kinds: serve.uniform_port_kinds,
+            scope: Scope {
+                tenant_prefix: policy.tenant_prefix.clone(),
+                system_prefix: policy.system_prefix.clone(),
+            },
+        };
+        let r = start_reconciler(
+            client.clone(),
+            index.clone(),
+            shared.metrics.clone(),
+            reconciler_opts,
+        );
+        if let Some(c) = self_cert.cloned() {
+            // The server starts on the pair: wait until the leader (maybe this replica) has
+            // made it and it is on disk.
+            selfcert::wait_for_pair(client, &c, &r.leader).await?;
+            let (client, leader) = (client.clone(), r.leader.clone());
+            tasks.spawn("self-managed certificate", async move {
+                selfcert::run(client, c, leader).await;
+                Ok(())
+            });
+        }
+        leader = Some(r.leader.clone());
+        routes = Some(r.routes.clone());
+        spawn_reconciler(tasks, r, &shared.readiness);
+    }
+    spawn_replicator(
+        tasks,
+        serve,
+        client.clone(),
+        index.clone(),
+        &shared.metrics,
+        leader,
+    );
+    Ok(routes)
+}
+
+/// When the metrics/health port closes, once shutdown has begun.
+type Close = Pin<Box<dyn Future<Output = tokio::time::Instant> + Send>>;
+
+/// The webhook bound on its pair (with the metrics/health port) and run as parts: the
+/// certificate reload and the server. The health port closes after the webhook's drain, so
+/// probes see "not ready" meanwhile.
+async fn start_webhook(
+    tasks: &mut Tasks,
+    serve: &ServeArgs,
+    tls: WebhookTls,
+    limits: Limits,
+    admission: Admission,
+    shared: &Shared,
+) -> anyhow::Result<(HealthServer, Close)> {
     let opts = ServeOptions {
         listen: serve.listen,
         metrics_listen: serve.metrics_listen,
-        tls_cert_file: cert,
-        tls_key_file: key,
+        tls_cert_file: tls.cert,
+        tls_key_file: tls.key,
         client_ca_file: serve.client_ca_file.clone(),
         tls_reload_interval: serve.tls_reload_interval,
         shutdown_grace: serve.shutdown_grace,
         max_connections: serve.max_connections,
     };
-    let bound =
-        server::bind_with_limits(opts, limits, admission, readiness.clone(), metrics.clone())
-            .await?;
+    let bound = server::bind_with_limits(
+        opts,
+        limits,
+        Arc::new(admission),
+        shared.readiness.clone(),
+        shared.metrics.clone(),
+    )
+    .await?;
     let (webhook, health) = bound.split();
     let reload = webhook.cert_reload();
     tasks.spawn("TLS certificate reload", async move {
         reload.await;
         Ok(())
     });
-    // The health port closes after the webhook's drain, so probes see "not ready" meanwhile.
     let (close_tx, close_rx) = tokio::sync::oneshot::channel();
-    tasks.spawn_draining("metrics/health server", async move {
-        health
-            .serve(readiness, metrics, async move {
-                close_rx
-                    .await
-                    .unwrap_or_else(|_| tokio::time::Instant::now())
-            })
-            .await;
-        Ok(())
-    });
     let stopping = tasks.stopping();
     tasks.spawn_draining("webhook server", async move {
         let close = webhook.serve(stopping).await;
         let _ = close_tx.send(close);
         Ok(())
     });
-    finish(tasks, serve.shutdown_grace).await
+    let close = async move {
+        close_rx
+            .await
+            .unwrap_or_else(|_| tokio::time::Instant::now())
+    };
+    Ok((health, Box::pin(close)))
+}
+
+/// Without the webhook, the metrics/health port alone; on the signal it reports "not ready"
+/// and closes at once.
+async fn health_alone(
+    tasks: &Tasks,
+    serve: &ServeArgs,
+    limits: &Limits,
+    shared: &Shared,
+) -> anyhow::Result<(HealthServer, Close)> {
+    let health = server::bind_health(serve.metrics_listen, limits).await?;
+    tracing::info!(metrics = %health.addr(), "listening (no webhook)");
+    let stopping = tasks.stopping();
+    let ready = shared.readiness.clone();
+    let close = async move {
+        stopping.await;
+        ready.set_shutting_down();
+        tokio::time::Instant::now()
+    };
+    Ok((health, Box::pin(close)))
 }
 
 /// Run the parts until the signal (exit 0) or until one ends (exit 1).

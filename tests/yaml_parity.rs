@@ -218,8 +218,9 @@ fn kubectl_objects(cp: &ControlPlane, file: &Path) -> Vec<Value> {
 
 /// `check -o json` of `file`: what tenant-gateway read (every object, in order).
 fn our_objects(file: &Path) -> Vec<Value> {
-    let found = tenant_gateway::offline::read_manifests(&[file.to_path_buf()], false, None)
-        .expect("tenant-gateway reads the file");
+    let found =
+        tenant_gateway::offline::manifests::read_manifests(&[file.to_path_buf()], false, None)
+            .expect("tenant-gateway reads the file");
     found
         .items
         .into_iter()

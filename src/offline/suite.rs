@@ -1,7 +1,7 @@
 //! `tenant-gateway test`: suite files that a platform team keeps beside its charts. Each
 //! suite names a namespace snapshot, optional policy settings, and tests: a caller, the
 //! manifests it sends, and the verdict expected for each object (with an optional message
-//! substring). Every decision comes from [`crate::offline::check`], the path `check` uses.
+//! substring). Every decision comes from [`check::check`], the path `check` uses.
 //!
 //! ```yaml
 //! namespaces: ../namespaces.yaml       # a file (relative to the suite), or a list of Namespaces
@@ -30,11 +30,13 @@ use std::sync::Arc;
 use serde::Deserialize;
 use serde_json::Value;
 
+use super::check::{self, Caller};
+use super::manifests::{self, DefaultNamespace, Manifest, Source};
+use super::verdict::{Verdict, VerdictKind};
 use crate::admission::Admission;
 use crate::cluster::{NamespaceSource, StaticNamespaces};
 use crate::config::PolicyArgs;
 use crate::metrics::Metrics;
-use crate::offline::{self, Caller, DefaultNamespace, Manifest, Source, Verdict, VerdictKind};
 
 #[derive(Debug, thiserror::Error)]
 pub enum SuiteError {
@@ -212,7 +214,7 @@ async fn run_file(
         file: shown.clone(),
         reason,
     };
-    let text = offline::read_input(Some(file)).map_err(|e| bad(e.to_string()))?;
+    let text = manifests::read_input(Some(file)).map_err(|e| bad(e.to_string()))?;
     let suite: SuiteFile = crate::yaml::from_document(&text).map_err(|e| bad(e.to_string()))?;
     if suite.tests.is_empty() {
         return Err(bad("it has no tests".to_string()));
@@ -285,7 +287,7 @@ async fn run_file(
                 None => DefaultNamespace::Default,
             },
         };
-        let verdicts = offline::check(&admission, &manifests, &caller).await;
+        let verdicts = check::check(&admission, &manifests, &caller).await;
         for exp in &test.expect {
             let want = VerdictKind::parse(&exp.verdict).ok_or_else(|| {
                 bad(format!(
@@ -425,7 +427,7 @@ fn load_manifests(base: &Path, file: &str, test: &TestCase) -> Result<Vec<Manife
     for (i, spec) in test.manifests.iter().enumerate() {
         match spec {
             ManifestSpec::Path(p) => {
-                let found = offline::read_manifests(&[base.join(p)], true, None)
+                let found = manifests::read_manifests(&[base.join(p)], true, None)
                     .map_err(|e| format!("test {:?}: {e}", test.name))?;
                 out.extend(found.items);
             }
