@@ -249,7 +249,7 @@ pub fn warnings_for(
     for w in &mut out {
         // Within the bound in bytes is within it in characters: no copy.
         if w.text.len() > super::MAX_WARNING_LEN {
-            w.text = super::truncate_warning(&w.text);
+            w.text = super::decision::truncate_warning(&w.text);
         }
     }
     out
@@ -2168,7 +2168,7 @@ mod tests {
                 }
             }
             for w in &mut out {
-                w.text = crate::admission::truncate_warning(&w.text);
+                w.text = crate::admission::decision::truncate_warning(&w.text);
             }
             out
         }

@@ -561,53 +561,6 @@ async fn missing_namespace_fails_closed_for_tenant_scope_only() {
     assert!(allowed(&v), "{v}");
 }
 
-#[test]
-fn warnings_are_cut_on_char_boundaries() {
-    let long = "é".repeat(300);
-    let cut = truncate_warning(&long);
-    assert_eq!(cut.chars().count(), MAX_WARNING_LEN);
-    assert!(cut.ends_with('…'));
-    assert_eq!(truncate_warning("short"), "short");
-}
-
-#[test]
-fn several_problems_name_the_object_once() {
-    let one = vec!["HTTPRoute a/b: hostname \"x\" is not allowed".to_string()];
-    assert_eq!(combine(&one), one[0]);
-    let two = vec![
-        "HTTPRoute a/b: hostname \"x\" is not allowed".to_string(),
-        "HTTPRoute a/b: hostname \"y\" is invalid".to_string(),
-    ];
-    let m = combine(&two);
-    assert_eq!(m.matches("HTTPRoute a/b").count(), 1, "{m}");
-    assert_eq!(
-        m,
-        "HTTPRoute a/b: 2 problems: (1) hostname \"x\" is not allowed; (2) hostname \"y\" is invalid"
-    );
-    // Different objects (never from one layer today): joined as they are.
-    let mixed = vec!["A x: p".to_string(), "B y: q".to_string()];
-    assert_eq!(combine(&mixed), "A x: p; B y: q");
-    assert_eq!(combine(&[]), "");
-}
-
-#[test]
-fn warn_mode_warnings_keep_value_and_apex_inside_the_cut() {
-    let v = "HTTPRoute tenant-alice/a-rather-long-route-name-from-a-chart: hostname \"shop.bob.example.org\" is not allowed: hostnames must equal the namespace's namespace.cozystack.io/host label or be subdomains of it (alice.example.org)";
-    let w = warn_mode_warning(Layer::Route, v, Some("Alice.Example.ORG"));
-    assert!(w.chars().count() <= MAX_WARNING_LEN, "{w}");
-    assert!(
-        w.starts_with("[route warn, apex alice.example.org] hostname \"shop.bob.example.org\""),
-        "{w}"
-    );
-    // Without an apex (a namespace without the label) the problem still comes first.
-    let w = warn_mode_warning(
-        Layer::Gateway,
-        "Gateway a/b: namespace a has no label",
-        None,
-    );
-    assert_eq!(w, "[gateway warn] namespace a has no label");
-}
-
 #[tokio::test]
 async fn apexes_appear_lowercased() {
     let mut ns = StaticNamespaces::default();
@@ -703,45 +656,6 @@ async fn read_fields_larger_than_the_body_are_refused_without_building_them() {
     assert_eq!(v["response"]["uid"], "uid-1");
     assert!(!allowed(&v));
     assert!(message(&v).contains("more than the body's own size"), "{v}");
-}
-
-/// The directly written answer is the same document as the tree-built one, escapes included.
-#[test]
-fn review_body_equals_response_json() {
-    let cases = [
-        ("u-1", Decision::allow(Some(Layer::Route))),
-        (
-            "u-\"2\"\n",
-            Decision::error(
-                None,
-                "a \"quoted\" <message>\twith\u{7} control".to_string(),
-            ),
-        ),
-        (
-            "",
-            Decision {
-                allowed: true,
-                kind: DecisionKind::Warned,
-                layer: Some(Layer::Ingress),
-                message: Some("ignored when allowed".to_string()),
-                warnings: vec!["w1 é".to_string(), "w\\2".to_string()],
-            },
-        ),
-        (
-            "u-4",
-            Decision {
-                allowed: false,
-                kind: DecisionKind::Denied,
-                layer: Some(Layer::Gateway),
-                message: None,
-                warnings: vec!["only a warning".to_string()],
-            },
-        ),
-    ];
-    for (uid, d) in &cases {
-        let direct: Value = serde_json::from_slice(&review_body(uid, d)).expect("valid JSON");
-        assert_eq!(direct, response_json(uid, d), "uid {uid:?}");
-    }
 }
 
 fn tgw_review(op: &str, groups: &[&str], object: Value, old: Value) -> Value {
