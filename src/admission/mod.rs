@@ -29,8 +29,8 @@ pub mod scan;
 
 pub use decision::{Decision, DecisionKind, Reply, review_body};
 use decision::{apply_mode_for, bad_request, review_reply};
-pub use request::{ADMISSION_API_VERSION, AdmissionRequest};
-use request::{Envelope, check_envelope};
+pub use request::{ADMISSION_API_VERSION, AdmissionRequest, review_uid};
+use request::{Envelope, check_envelope, uid_and_operation};
 pub use resource::WebhookResource;
 
 pub use crate::warning::MAX_WARNING_LEN;
@@ -173,7 +173,7 @@ impl Admission {
                 return bad_request(&format!("request body is not JSON: {e}"));
             }
         };
-        let (uid, op) = scan::uid_and_operation(body);
+        let (uid, op) = uid_and_operation(body);
         let op = op.as_deref().map(op_label).unwrap_or("unknown");
         self.count(target_label, op, None, DecisionKind::Error);
         // serde_json reports its depth limit only in the message text.

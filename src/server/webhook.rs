@@ -166,7 +166,7 @@ fn panicked(
             DecisionKind::Error.as_str(),
         ])
         .inc();
-    let uid = read_uid(body);
+    let uid = admission::review_uid(body);
     tracing::error!(
         path = %target.path(),
         uid = %admission::logfield::Escaped(uid.as_deref().unwrap_or("")),
@@ -283,10 +283,6 @@ async fn discard(body: &mut Body, cap: usize) {
             }
         }
     }
-}
-
-fn read_uid(body: &[u8]) -> Option<String> {
-    admission::scan::uid_and_operation(std::str::from_utf8(body).ok()?).0
 }
 
 fn reply_response(reply: Reply) -> Response {
