@@ -91,10 +91,12 @@ impl Admission {
     /// request's own resource.
     pub async fn handle(&self, target: Option<WebhookResource>, body: &[u8]) -> Reply {
         let started = Instant::now();
-        // A span per review at debug level: free when debug logging is off.
+        // The one span per review, for every caller (the server, `review`), at debug level:
+        // free when debug logging is off. The uid is recorded once the envelope is decoded.
         let span = tracing::debug_span!(
             "review",
             resource = target.map(WebhookResource::resource).unwrap_or("unknown"),
+            bytes = body.len(),
             uid = tracing::field::Empty,
         );
         let (reply, resource_label) = self.handle_inner(target, body).instrument(span).await;

@@ -874,3 +874,58 @@ async fn every_answer_names_the_uid_read_one_way() {
     assert!(allowed(&v), "{v}");
     assert_eq!(uid_and_operation(&body).0, None);
 }
+
+/// One `review` span per review: the resource and body size when it opens, the uid once
+/// the envelope is decoded; the events of the decision are inside it.
+#[tokio::test]
+async fn one_review_span_carries_resource_bytes_and_uid() {
+    use std::sync::Mutex;
+    use tracing_subscriber::fmt::format::FmtSpan;
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let a = admission();
+    let body = serde_json::to_vec(&route_review(
+        "CREATE",
+        "tenant-alice",
+        &["shop.bob.example.org"],
+    ))
+    .expect("json");
+    let reply = a.handle(Some(WebhookResource::HttpRoutes), &body).await;
+    let v: Value = serde_json::from_slice(&reply.body).expect("json");
+    assert!(!allowed(&v), "{v}");
+
+    let text = String::from_utf8(lines.0.lock().expect("lock").clone()).expect("utf-8");
+    let span = format!(
+        "review{{resource=\"httproutes\" bytes={} uid=uid-1}}",
+        body.len()
+    );
+    let denied = text
+        .lines()
+        .find(|l| l.contains("admission denied"))
+        .unwrap_or_else(|| panic!("no denial logged: {text}"));
+    assert!(denied.contains(&span), "{denied}");
+    assert_eq!(denied.matches("review{").count(), 1, "one span: {denied}");
+    let closed: Vec<&str> = text.lines().filter(|l| l.contains(" close")).collect();
+    assert_eq!(closed.len(), 1, "{text}");
+    assert!(closed[0].contains(&span), "{text}");
+}
