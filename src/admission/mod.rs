@@ -3,6 +3,27 @@
 //! This is the one decision path shared by `serve` (the HTTP handler hands us the body),
 //! `review` (the CLI hands us each document) and `check` (which builds a request from a
 //! manifest). Policy work itself lives in `crate::policy` and never sees JSON envelopes.
+//!
+//! | part | file |
+//! |---|---|
+//! | the pipeline: [`Admission::handle`] (UTF-8, decode, the answer for what does not decode, the one `review` span) and [`Admission::decide`], whose `decide_inner` steps (route, gate, project, identify, namespace, evaluate, mode, route warnings) each hand the next what it needs or end the decision; counting and logging it | `mod.rs` |
+//! | the envelope: the fields of `request` read ([`AdmissionRequest`]), the apiVersion / kind / uid checks, the one reading of a review's uid ([`review_uid`]) | `request.rs` |
+//! | the decision model ([`Decision`], [`DecisionKind`]), enforcement modes and warn-mode warnings, the AdmissionReview answer ([`review_body`], [`Reply`]) | `decision.rs` |
+//! | decoding only the object fields a layer reads, within an allowance of the body's size | `project.rs` |
+//! | a body the typed decode refused: JSON or not (400), and how deep | `scan.rs` |
+//! | the webhook paths and the resources and versions each validates ([`WebhookResource`]) | `resource.rs` |
+//! | warnings from the route index (SPEC §3.4); tests in `route_warnings/tests.rs` | `route_warnings.rs` |
+//! | the request, duration and warning counters, resolved once | `counters.rs` |
+//! | the by-URL ValidatingWebhookConfiguration | `registration.rs` |
+//!
+//! Rules:
+//! - direction: admission imports `policy`, `cluster` and the leaves (`warning`, `metrics`,
+//!   `platform`, ...), never `reconcile` or `server`; the server reaches it through its
+//!   handler trait, `offline` calls it directly;
+//! - fail closed: whatever cannot be evaluated (a bad envelope, a namespace read failing, a
+//!   panicking layer) is denied with a message, never admitted;
+//! - the body is never built into a tree: the envelope borrows from it and only the fields a
+//!   layer reads are decoded (SPEC §9).
 
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
