@@ -173,7 +173,7 @@ pub(super) fn check_envelope(e: &Envelope) -> Result<(), String> {
     Ok(())
 }
 
-/// The uid of a review from its bytes, as [`uid_and_operation`] reads it; none for a body
+/// The uid of a review from its bytes, as `uid_and_operation` reads it; none for a body
 /// that is not UTF-8 (so not JSON). For an answer that must name the request without a
 /// decoded one (the server's answer for a handler that panicked).
 pub fn review_uid(body: &[u8]) -> Option<String> {

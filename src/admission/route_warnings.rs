@@ -72,7 +72,7 @@ pub struct RouteWarning {
 }
 
 /// The route being admitted, as the warnings read it: borrowed from the review's projected
-/// object ([`admitted`]) or from route facts ([`Admitted::of`]), so a review allocates
+/// object (`read_admitted`) or from route facts ([`Admitted::of`]), so a review allocates
 /// nothing for it but two lists.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Admitted<'a> {
@@ -215,7 +215,7 @@ pub fn warnings_from(
     )
 }
 
-/// [`warnings_from`] for a borrowed route (the server's path: [`admitted`]).
+/// [`warnings_from`] for a borrowed route (the server's path: `read_admitted`).
 pub fn warnings_for(
     route: &Admitted<'_>,
     summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
