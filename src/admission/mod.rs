@@ -7,7 +7,7 @@
 //! | part | file |
 //! |---|---|
 //! | the pipeline: [`Admission::handle`] (UTF-8, decode, the answer for what does not decode, the one `review` span) and [`Admission::decide`], whose `decide_inner` steps (route, gate, project, identify, namespace, evaluate, mode, route warnings) each hand the next what it needs or end the decision; counting and logging it | `mod.rs` |
-//! | the envelope: the fields of `request` read ([`AdmissionRequest`]), the apiVersion / kind / uid checks, the one reading of a review's uid ([`review_uid`]) | `request.rs` |
+//! | the envelope: the fields of `request` read ([`AdmissionRequest`]), the apiVersion / kind / uid checks, how a review's uid is read ([`review_uid`] from bytes) | `request.rs` |
 //! | the decision model ([`Decision`], [`DecisionKind`]), enforcement modes and warn-mode warnings, the AdmissionReview answer ([`review_body`], [`Reply`]) | `decision.rs` |
 //! | decoding only the object fields a layer reads, within an allowance of the body's size | `project.rs` |
 //! | a body the typed decode refused: JSON or not (400), and how deep | `scan.rs` |
