@@ -12,6 +12,11 @@ const ADMISSION_BUCKETS: &[f64] = &[
     0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
 ];
 
+/// Buckets from 500µs to 5s: a reconcile is gather, plan and the writes it issues.
+const RECONCILE_BUCKETS: &[f64] = &[
+    0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
+];
+
 #[derive(Clone)]
 pub struct Metrics {
     pub registry: Registry,
@@ -56,161 +61,104 @@ impl Metrics {
     /// Build and register every metric.
     ///
     /// Registration only fails on duplicate names or invalid label names, both fixed at
-    /// compile time here, so the `expect`s below hold for any run that passes the unit test.
+    /// compile time here, so the `expect`s here and in `counter_vec`, `gauge` and
+    /// `gauge_vec` hold for any run that passes the unit test.
     pub fn new() -> Metrics {
-        let registry = Registry::new();
-        let admission_requests = IntCounterVec::new(
-            Opts::new(
+        let m = Metrics {
+            registry: Registry::new(),
+            admission_requests: counter_vec(
                 "tenant_gateway_admission_requests_total",
                 "Admission reviews by resource, operation, deciding layer and decision.",
+                &["resource", "operation", "layer", "decision"],
             ),
-            &["resource", "operation", "layer", "decision"],
-        )
-        .expect("valid metric");
-        let admission_duration = HistogramVec::new(
-            HistogramOpts::new(
-                "tenant_gateway_admission_duration_seconds",
-                "Time to decide one admission review, from body received to response ready.",
+            admission_duration: HistogramVec::new(
+                HistogramOpts::new(
+                    "tenant_gateway_admission_duration_seconds",
+                    "Time to decide one admission review, from body received to response ready.",
+                )
+                .buckets(ADMISSION_BUCKETS.to_vec()),
+                &["resource"],
             )
-            .buckets(ADMISSION_BUCKETS.to_vec()),
-            &["resource"],
-        )
-        .expect("valid metric");
-        let admission_warnings = IntCounterVec::new(
-            Opts::new(
+            .expect("valid metric"),
+            admission_warnings: counter_vec(
                 "tenant_gateway_admission_warnings_total",
                 "Warnings from the route index on admitted routes, by resource and reason.",
+                &["resource", "reason"],
             ),
-            &["resource", "reason"],
-        )
-        .expect("valid metric");
-        let namespace_index_size = IntGauge::new(
-            "tenant_gateway_namespace_index_size",
-            "Namespaces in the in-memory index.",
-        )
-        .expect("valid metric");
-        let tls_certificate_expiry = IntGauge::new(
-            "tenant_gateway_tls_certificate_expiry_timestamp_seconds",
-            "Unix time at which the serving certificate in use expires.",
-        )
-        .expect("valid metric");
-        let tls_reloads = IntCounterVec::new(
-            Opts::new(
+            namespace_index_size: gauge(
+                "tenant_gateway_namespace_index_size",
+                "Namespaces in the in-memory index.",
+            ),
+            tls_certificate_expiry: gauge(
+                "tenant_gateway_tls_certificate_expiry_timestamp_seconds",
+                "Unix time at which the serving certificate in use expires.",
+            ),
+            tls_reloads: counter_vec(
                 "tenant_gateway_tls_reloads_total",
                 "Serving certificate reloads by result.",
+                &["result"],
             ),
-            &["result"],
-        )
-        .expect("valid metric");
-        let reconcile_total = IntCounterVec::new(
-            Opts::new(
+            reconcile_total: counter_vec(
                 "tenant_gateway_reconcile_total",
                 "TenantGateway reconciles by result.",
+                &["result"],
             ),
-            &["result"],
-        )
-        .expect("valid metric");
-        let reconcile_duration = Histogram::with_opts(
-            HistogramOpts::new(
-                "tenant_gateway_reconcile_duration_seconds",
-                "Duration of one TenantGateway reconcile (gather, plan and the writes).",
+            reconcile_duration: Histogram::with_opts(
+                HistogramOpts::new(
+                    "tenant_gateway_reconcile_duration_seconds",
+                    "Duration of one TenantGateway reconcile (gather, plan and the writes).",
+                )
+                .buckets(RECONCILE_BUCKETS.to_vec()),
             )
-            .buckets(vec![
-                0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0,
-            ]),
-        )
-        .expect("valid metric");
-        let tenantgateways = IntGaugeVec::new(
-            Opts::new(
+            .expect("valid metric"),
+            tenantgateways: gauge_vec(
                 "tenant_gateway_tenantgateways",
                 "TenantGateways by certificate mode.",
+                &["mode"],
             ),
-            &["mode"],
-        )
-        .expect("valid metric");
-        let hostname_conflicts = IntGauge::new(
-            "tenant_gateway_hostname_conflicts",
-            "Route hostnames currently losing a cross-namespace conflict.",
-        )
-        .expect("valid metric");
-        let listener_cap_overflow = IntGauge::new(
-            "tenant_gateway_listener_cap_overflow",
-            "Listenable hostnames left without a listener by the 64-listener cap.",
-        )
-        .expect("valid metric");
-        let leader = IntGauge::new(
-            "tenant_gateway_leader",
-            "1 when this replica holds the reconciler lease.",
-        )
-        .expect("valid metric");
-
-        let reconcile_writes = IntCounterVec::new(
-            Opts::new(
+            hostname_conflicts: gauge(
+                "tenant_gateway_hostname_conflicts",
+                "Route hostnames currently losing a cross-namespace conflict.",
+            ),
+            listener_cap_overflow: gauge(
+                "tenant_gateway_listener_cap_overflow",
+                "Listenable hostnames left without a listener by the 64-listener cap.",
+            ),
+            leader: gauge(
+                "tenant_gateway_leader",
+                "1 when this replica holds the reconciler lease.",
+            ),
+            reconcile_writes: counter_vec(
                 "tenant_gateway_reconcile_writes_total",
                 "Writes issued by the reconciler, by object kind and verb.",
+                &["kind", "verb"],
             ),
-            &["kind", "verb"],
-        )
-        .expect("valid metric");
-
-        let wildcard_replicas_desired = IntGauge::new(
-            "tenant_gateway_wildcard_replicas_desired",
-            "Namespaces that should hold a copy of the wildcard Secret (unchanged while replication holds).",
-        )
-        .expect("valid metric");
-        let wildcard_replicas_present = IntGauge::new(
-            "tenant_gateway_wildcard_replicas_present",
-            "Target namespaces whose wildcard Secret copy equals the source.",
-        )
-        .expect("valid metric");
-        let wildcard_foreign = IntGauge::new(
-            "tenant_gateway_wildcard_foreign_secrets",
-            "Target namespaces holding a same-named Secret without the copy label (left alone).",
-        )
-        .expect("valid metric");
-        let wildcard_last_sync = IntGauge::new(
-            "tenant_gateway_wildcard_last_sync_timestamp_seconds",
-            "Unix time of the last replication pass that completed on the Lease holder.",
-        )
-        .expect("valid metric");
-        let wildcard_writes = IntCounterVec::new(
-            Opts::new(
+            wildcard_replicas_desired: gauge(
+                "tenant_gateway_wildcard_replicas_desired",
+                "Namespaces that should hold a copy of the wildcard Secret (unchanged while replication holds).",
+            ),
+            wildcard_replicas_present: gauge(
+                "tenant_gateway_wildcard_replicas_present",
+                "Target namespaces whose wildcard Secret copy equals the source.",
+            ),
+            wildcard_foreign: gauge(
+                "tenant_gateway_wildcard_foreign_secrets",
+                "Target namespaces holding a same-named Secret without the copy label (left alone).",
+            ),
+            wildcard_last_sync: gauge(
+                "tenant_gateway_wildcard_last_sync_timestamp_seconds",
+                "Unix time of the last replication pass that completed on the Lease holder.",
+            ),
+            wildcard_writes: counter_vec(
                 "tenant_gateway_wildcard_writes_total",
                 "Writes of wildcard Secret replicas, by verb.",
+                &["verb"],
             ),
-            &["verb"],
-        )
-        .expect("valid metric");
-        let wildcard_hold = IntGaugeVec::new(
-            Opts::new(
+            wildcard_hold: gauge_vec(
                 "tenant_gateway_wildcard_hold",
                 "1 while wildcard Secret replication holds (writes and prunes nothing) for this reason.",
+                &["reason"],
             ),
-            &["reason"],
-        )
-        .expect("valid metric");
-
-        let m = Metrics {
-            registry,
-            admission_requests,
-            admission_duration,
-            admission_warnings,
-            namespace_index_size,
-            tls_certificate_expiry,
-            tls_reloads,
-            reconcile_total,
-            reconcile_duration,
-            tenantgateways,
-            hostname_conflicts,
-            listener_cap_overflow,
-            leader,
-            reconcile_writes,
-            wildcard_replicas_desired,
-            wildcard_replicas_present,
-            wildcard_foreign,
-            wildcard_last_sync,
-            wildcard_writes,
-            wildcard_hold,
         };
         m.register_all();
         m
@@ -260,6 +208,18 @@ impl Metrics {
         }
         String::from_utf8(buf).unwrap_or_default()
     }
+}
+
+fn counter_vec(name: &str, help: &str, labels: &[&str]) -> IntCounterVec {
+    IntCounterVec::new(Opts::new(name, help), labels).expect("valid metric")
+}
+
+fn gauge(name: &str, help: &str) -> IntGauge {
+    IntGauge::new(name, help).expect("valid metric")
+}
+
+fn gauge_vec(name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+    IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric")
 }
 
 impl Default for Metrics {

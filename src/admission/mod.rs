@@ -3,15 +3,34 @@
 //! This is the one decision path shared by `serve` (the HTTP handler hands us the body),
 //! `review` (the CLI hands us each document) and `check` (which builds a request from a
 //! manifest). Policy work itself lives in `crate::policy` and never sees JSON envelopes.
+//!
+//! | part | file |
+//! |---|---|
+//! | the pipeline: [`Admission::handle`] (UTF-8, decode, the answer for what does not decode, the one `review` span) and [`Admission::decide`], whose `decide_inner` steps (route, gate, project, identify, namespace, evaluate, mode, route warnings) each hand the next what it needs or end the decision; counting and logging it | `mod.rs` |
+//! | the envelope: the fields of `request` read ([`AdmissionRequest`]), the apiVersion / kind / uid checks, how a review's uid is read ([`review_uid`] from bytes) | `request.rs` |
+//! | the decision model ([`Decision`], [`DecisionKind`]), enforcement modes and warn-mode warnings, the AdmissionReview answer ([`review_body`], [`Reply`]) | `decision.rs` |
+//! | decoding only the object fields a layer reads, within an allowance of the body's size | `project.rs` |
+//! | a body the typed decode refused: JSON or not (400), and how deep | `scan.rs` |
+//! | the webhook paths and the resources and versions each validates ([`WebhookResource`]) | `resource.rs` |
+//! | warnings from the route index (SPEC §3.4); tests in `route_warnings/tests.rs` | `route_warnings.rs` |
+//! | the request, duration and warning counters, resolved once | `counters.rs` |
+//! | the by-URL ValidatingWebhookConfiguration | `registration.rs` |
+//!
+//! Rules:
+//! - direction: admission imports `policy`, `cluster` and the leaves (`warning`, `metrics`,
+//!   `platform`, ...), never `reconcile` or `server`; the server reaches it through its
+//!   handler trait, `offline` calls it directly;
+//! - fail closed: whatever cannot be evaluated (a bad envelope, a namespace read failing, a
+//!   panicking layer) is denied with a message, never admitted;
+//! - the body is never built into a tree: the envelope borrows from it and only the fields a
+//!   layer reads are decoded (SPEC §9).
 
 use std::borrow::Cow;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::time::Instant;
 
-use serde::{Deserialize, Serialize};
-use serde_json::value::RawValue;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tracing::Instrument;
 
 use crate::cluster::NamespaceSource;
@@ -21,204 +40,21 @@ use crate::metrics::Metrics;
 use crate::policy::{self, Layer, Mode, NamespaceContext, Operation, PolicyConfig, Review};
 
 mod counters;
+mod decision;
 pub mod project;
 pub mod registration;
+mod request;
 pub mod resource;
 pub mod route_warnings;
 pub mod scan;
 
+pub use decision::{Decision, DecisionKind, Reply, review_body};
+use decision::{apply_mode_for, bad_request, review_reply};
+pub use request::{ADMISSION_API_VERSION, AdmissionRequest, review_uid};
+use request::{Envelope, check_envelope, uid_and_operation};
 pub use resource::WebhookResource;
 
-/// The only AdmissionReview version we speak (the API server sends what we register).
-pub const ADMISSION_API_VERSION: &str = "admission.k8s.io/v1";
-
 pub use crate::warning::MAX_WARNING_LEN;
-
-/// HTTP-level outcome of one review.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Reply {
-    pub status: u16,
-    /// JSON: an AdmissionReview (status 200) or `{"error": ...}` (status 400).
-    pub body: Vec<u8>,
-}
-
-/// How a request was decided; the `decision` label of the request counter.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum DecisionKind {
-    Allowed,
-    Denied,
-    Warned,
-    Audited,
-    /// Denied because the request could not be evaluated (bad shape, lookup failure, panic).
-    Error,
-}
-
-impl DecisionKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DecisionKind::Allowed => "allowed",
-            DecisionKind::Denied => "denied",
-            DecisionKind::Warned => "warned",
-            DecisionKind::Audited => "audited",
-            DecisionKind::Error => "error",
-        }
-    }
-}
-
-/// The verdict for one request, before it is wrapped in an AdmissionReview.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Decision {
-    pub allowed: bool,
-    pub kind: DecisionKind,
-    /// The layer that decided, when one did (`None` for envelope errors).
-    pub layer: Option<Layer>,
-    /// Denial message (or, for warn/audit, what would have been denied).
-    pub message: Option<String>,
-    pub warnings: Vec<String>,
-}
-
-impl Decision {
-    fn allow(layer: Option<Layer>) -> Decision {
-        Decision {
-            allowed: true,
-            kind: DecisionKind::Allowed,
-            layer,
-            message: None,
-            warnings: Vec::new(),
-        }
-    }
-
-    fn error(layer: Option<Layer>, message: String) -> Decision {
-        Decision {
-            allowed: false,
-            kind: DecisionKind::Error,
-            layer,
-            message: Some(message),
-            warnings: Vec::new(),
-        }
-    }
-}
-
-/// `request.kind` / `request.resource` as sent by the API server. Strings borrow from the
-/// body where they have no escapes: a review is decoded with a handful of allocations.
-#[derive(Debug, Clone, Default, Deserialize)]
-struct GroupVersionKind<'a> {
-    #[serde(borrow, default)]
-    kind: Cow<'a, str>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-struct GroupVersionResource<'a> {
-    #[serde(borrow, default)]
-    group: Cow<'a, str>,
-    #[serde(borrow, default)]
-    version: Cow<'a, str>,
-    #[serde(borrow, default)]
-    resource: Cow<'a, str>,
-}
-
-#[derive(Debug, Clone, Default, Deserialize)]
-struct UserInfo<'a> {
-    #[serde(borrow, default)]
-    username: Option<Cow<'a, str>>,
-    /// Borrowed: a review carries a handful of groups and most need no unescaping.
-    #[serde(borrow, default)]
-    groups: Option<Vec<Cow<'a, str>>>,
-}
-
-/// The fields of `request` we read; everything else is ignored.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct AdmissionRequest<'a> {
-    #[serde(borrow)]
-    uid: Cow<'a, str>,
-    #[serde(borrow)]
-    kind: GroupVersionKind<'a>,
-    #[serde(borrow)]
-    resource: GroupVersionResource<'a>,
-    #[serde(borrow, default)]
-    sub_resource: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    name: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    namespace: Option<Cow<'a, str>>,
-    #[serde(borrow)]
-    operation: Cow<'a, str>,
-    #[serde(borrow, default)]
-    user_info: UserInfo<'a>,
-    /// Only the fields the layer reads are decoded (`project`).
-    #[serde(borrow, default)]
-    object: Option<project::ObjectField<'a>>,
-    #[serde(borrow, default)]
-    old_object: Option<project::ObjectField<'a>>,
-}
-
-impl<'a> AdmissionRequest<'a> {
-    /// A CREATE request for `object` by the given caller: what `check` evaluates.
-    pub fn create_for(
-        uid: String,
-        target: WebhookResource,
-        api_version: &str,
-        namespace: Option<String>,
-        object: &'a RawValue,
-        username: String,
-        groups: Vec<String>,
-    ) -> AdmissionRequest<'a> {
-        let version = api_version
-            .rsplit('/')
-            .next()
-            .unwrap_or_default()
-            .to_string();
-        // The path's API resource of the object's group (ListenerSet or XListenerSet).
-        let group = api_version.rsplit_once('/').map(|(g, _)| g).unwrap_or("");
-        let api = target
-            .api_resources()
-            .iter()
-            .find(|a| a.group == group)
-            .unwrap_or(target.primary());
-        AdmissionRequest {
-            uid: uid.into(),
-            kind: GroupVersionKind {
-                kind: api.kind.into(),
-            },
-            resource: GroupVersionResource {
-                group: api.group.into(),
-                version: version.into(),
-                resource: api.resource.into(),
-            },
-            sub_resource: None,
-            // The projection reads metadata.name when the request carries none.
-            name: None,
-            namespace: namespace.map(Cow::Owned),
-            operation: "CREATE".into(),
-            user_info: UserInfo {
-                username: Some(username.into()),
-                groups: Some(groups.into_iter().map(Cow::Owned).collect()),
-            },
-            object: Some(project::ObjectField::Raw(object)),
-            old_object: None,
-        }
-    }
-
-    /// The same request as an UPDATE of `old` (what `check` sends for an object that
-    /// already exists in the cluster it reads).
-    pub fn into_update(mut self, old: &'a RawValue) -> AdmissionRequest<'a> {
-        self.operation = "UPDATE".into();
-        self.old_object = Some(project::ObjectField::Raw(old));
-        self
-    }
-}
-
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    api_version: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    kind: Option<Cow<'a, str>>,
-    #[serde(borrow, default)]
-    request: Option<AdmissionRequest<'a>>,
-}
 
 /// The decision path: policy configuration plus where namespace labels come from.
 pub struct Admission {
@@ -276,10 +112,12 @@ impl Admission {
     /// request's own resource.
     pub async fn handle(&self, target: Option<WebhookResource>, body: &[u8]) -> Reply {
         let started = Instant::now();
-        // A span per review at debug level: free when debug logging is off.
+        // The one span per review, for every caller (the server, `review`), at debug level:
+        // free when debug logging is off. The uid is recorded once the envelope is decoded.
         let span = tracing::debug_span!(
             "review",
             resource = target.map(WebhookResource::resource).unwrap_or("unknown"),
+            bytes = body.len(),
             uid = tracing::field::Empty,
         );
         let (reply, resource_label) = self.handle_inner(target, body).instrument(span).await;
@@ -358,7 +196,7 @@ impl Admission {
                 return bad_request(&format!("request body is not JSON: {e}"));
             }
         };
-        let (uid, op) = scan::uid_and_operation(body);
+        let (uid, op) = uid_and_operation(body);
         let op = op.as_deref().map(op_label).unwrap_or("unknown");
         self.count(target_label, op, None, DecisionKind::Error);
         // serde_json reports its depth limit only in the message text.
@@ -775,237 +613,10 @@ fn lowercase_apex(ctx: NamespaceContext) -> NamespaceContext {
     }
 }
 
-fn check_envelope(e: &Envelope) -> Result<(), String> {
-    match e.api_version.as_deref() {
-        Some(ADMISSION_API_VERSION) => {}
-        Some(other) => {
-            return Err(format!(
-                "not a usable AdmissionReview: apiVersion {other:?} is not supported, register the webhook with admissionReviewVersions: [v1]"
-            ));
-        }
-        None => {
-            return Err(
-                "not a usable AdmissionReview: apiVersion is missing (expected admission.k8s.io/v1)"
-                    .to_string(),
-            );
-        }
-    }
-    if e.kind.as_deref() != Some("AdmissionReview") {
-        return Err(format!(
-            "not a usable AdmissionReview: kind is {:?}, expected \"AdmissionReview\"",
-            e.kind.as_deref().unwrap_or("")
-        ));
-    }
-    if let Some(r) = &e.request
-        && r.uid.is_empty()
-    {
-        return Err("not a usable AdmissionReview: request.uid is empty".to_string());
-    }
-    Ok(())
-}
-
-/// The warn-mode warning for one violation. The API server shows warnings cut at 120
-/// characters, so what matters comes first: the apex the object was judged against, then the
-/// problem without the object's name (kubectl prints warnings for the object it sent), so
-/// the offending value stays inside the cut.
-pub fn warn_mode_warning(layer: Layer, violation: &str, apex: Option<&str>) -> String {
-    let problem = violation
-        .split_once(": ")
-        .filter(|(object, _)| !object.contains('"'))
-        .map_or(violation, |(_, rest)| rest);
-    let apex = apex.map(|a| format!(", apex {}", a.to_ascii_lowercase()));
-    truncate_warning(&format!(
-        "[{layer} warn{}] {problem}",
-        apex.unwrap_or_default()
-    ))
-}
-
-/// [`apply_mode`] for a layer that judged the object against `apex`.
-pub fn apply_mode_for(
-    layer: Layer,
-    mode: Mode,
-    findings: policy::Findings,
-    apex: Option<&str>,
-) -> Decision {
-    let mut warnings: Vec<String> = findings
-        .warnings
-        .iter()
-        .map(|w| truncate_warning(w))
-        .collect();
-    if findings.violations.is_empty() {
-        return Decision {
-            allowed: true,
-            kind: DecisionKind::Allowed,
-            layer: Some(layer),
-            message: None,
-            warnings,
-        };
-    }
-    let message = combine(&findings.violations);
-    match mode {
-        Mode::Deny => Decision {
-            allowed: false,
-            kind: DecisionKind::Denied,
-            layer: Some(layer),
-            message: Some(message),
-            warnings,
-        },
-        Mode::Warn => {
-            warnings.extend(
-                findings
-                    .violations
-                    .iter()
-                    .map(|v| warn_mode_warning(layer, v, apex)),
-            );
-            Decision {
-                allowed: true,
-                kind: DecisionKind::Warned,
-                layer: Some(layer),
-                message: Some(message),
-                warnings,
-            }
-        }
-        Mode::Audit => Decision {
-            allowed: true,
-            kind: DecisionKind::Audited,
-            layer: Some(layer),
-            message: Some(message),
-            warnings,
-        },
-        Mode::Off => Decision::allow(Some(layer)),
-    }
-}
-
-/// One message for all of an object's problems (SPEC §2.4: list them all): when each names
-/// the same object, it is named once and the problems are numbered after it.
-pub fn combine(violations: &[String]) -> String {
-    let [first, rest @ ..] = violations else {
-        return String::new();
-    };
-    if rest.is_empty() {
-        return first.clone();
-    }
-    if let Some((object, _)) = first.split_once(": ") {
-        let head = format!("{object}: ");
-        if violations.iter().all(|v| v.starts_with(&head)) {
-            let problems: Vec<String> = violations
-                .iter()
-                .enumerate()
-                .map(|(i, v)| format!("({}) {}", i + 1, &v[head.len()..]))
-                .collect();
-            return format!(
-                "{object}: {} problems: {}",
-                violations.len(),
-                problems.join("; ")
-            );
-        }
-    }
-    violations.join("; ")
-}
-
-/// Cut `w` to at most [`MAX_WARNING_LEN`] characters (`crate::warning::clip`).
-pub fn truncate_warning(w: &str) -> String {
-    crate::warning::clip(w, MAX_WARNING_LEN)
-}
-
 fn op_label(op: &str) -> &'static str {
     Operation::parse(op)
         .map(Operation::as_str)
         .unwrap_or("unknown")
-}
-
-/// The AdmissionReview response for `decision`, as a JSON tree (tests and tools that
-/// inspect it; the hot path writes [`review_body`] directly).
-pub fn response_json(uid: &str, d: &Decision) -> Value {
-    let mut response = json!({ "uid": uid, "allowed": d.allowed });
-    if !d.allowed {
-        response["status"] = json!({
-            "status": "Failure",
-            "code": 403,
-            "reason": "Forbidden",
-            "message": d.message.clone().unwrap_or_default(),
-        });
-    }
-    if !d.warnings.is_empty() {
-        response["warnings"] = json!(d.warnings);
-    }
-    json!({
-        "apiVersion": ADMISSION_API_VERSION,
-        "kind": "AdmissionReview",
-        "response": response,
-    })
-}
-
-#[derive(Serialize)]
-#[serde(rename_all = "camelCase")]
-struct ReviewOut<'a> {
-    api_version: &'static str,
-    kind: &'static str,
-    response: ResponseOut<'a>,
-}
-
-#[derive(Serialize)]
-struct ResponseOut<'a> {
-    uid: &'a str,
-    allowed: bool,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    status: Option<StatusOut<'a>>,
-    #[serde(skip_serializing_if = "<[String]>::is_empty")]
-    warnings: &'a [String],
-}
-
-#[derive(Serialize)]
-struct StatusOut<'a> {
-    status: &'static str,
-    code: u16,
-    reason: &'static str,
-    message: &'a str,
-}
-
-/// The serialized AdmissionReview response for `decision`: the same document as
-/// [`response_json`], written without building a tree (it is on every review's path).
-pub fn review_body(uid: &str, d: &Decision) -> Vec<u8> {
-    let out = ReviewOut {
-        api_version: ADMISSION_API_VERSION,
-        kind: "AdmissionReview",
-        response: ResponseOut {
-            uid,
-            allowed: d.allowed,
-            status: (!d.allowed).then(|| StatusOut {
-                status: "Failure",
-                code: 403,
-                reason: "Forbidden",
-                message: d.message.as_deref().unwrap_or_default(),
-            }),
-            warnings: &d.warnings,
-        },
-    };
-    // Sized for the whole answer (a warning's text is quoted, plus its escapes, rare), so
-    // that an answer with warnings is not grown twice on the way.
-    let warnings: usize = d.warnings.iter().map(|w| w.len() + 3).sum();
-    let mut body = Vec::with_capacity(
-        160 + uid.len() + d.message.as_ref().map_or(0, String::len) + warnings + 16,
-    );
-    // Serializing plain structs of strings, a bool and an integer into a Vec cannot fail
-    // (serde_json errors only on I/O errors and on non-string map keys).
-    if serde_json::to_writer(&mut body, &out).is_err() {
-        body.clear();
-    }
-    body
-}
-
-fn review_reply(uid: &str, d: &Decision) -> Reply {
-    Reply {
-        status: 200,
-        body: review_body(uid, d),
-    }
-}
-
-fn bad_request(message: &str) -> Reply {
-    Reply {
-        status: 400,
-        body: serde_json::to_vec(&json!({ "error": message })).unwrap_or_default(),
-    }
 }
 
 #[cfg(test)]

@@ -1,6 +1,6 @@
 //! The ValidatingWebhookConfiguration that registers every path (SPEC §5 settings: one
 //! webhook per path, failurePolicy Fail, timeoutSeconds 5, sideEffects None, matchPolicy
-//! Equivalent, admissionReviewVersions [v1]). The chart renders the in-cluster form; this is
+//! Equivalent, admissionReviewVersions `[v1]`). The chart renders the in-cluster form; this is
 //! the by-URL form for clusters where the webhook runs outside (the playground, the tests).
 
 use serde_json::{Value, json};

@@ -561,53 +561,6 @@ async fn missing_namespace_fails_closed_for_tenant_scope_only() {
     assert!(allowed(&v), "{v}");
 }
 
-#[test]
-fn warnings_are_cut_on_char_boundaries() {
-    let long = "é".repeat(300);
-    let cut = truncate_warning(&long);
-    assert_eq!(cut.chars().count(), MAX_WARNING_LEN);
-    assert!(cut.ends_with('…'));
-    assert_eq!(truncate_warning("short"), "short");
-}
-
-#[test]
-fn several_problems_name_the_object_once() {
-    let one = vec!["HTTPRoute a/b: hostname \"x\" is not allowed".to_string()];
-    assert_eq!(combine(&one), one[0]);
-    let two = vec![
-        "HTTPRoute a/b: hostname \"x\" is not allowed".to_string(),
-        "HTTPRoute a/b: hostname \"y\" is invalid".to_string(),
-    ];
-    let m = combine(&two);
-    assert_eq!(m.matches("HTTPRoute a/b").count(), 1, "{m}");
-    assert_eq!(
-        m,
-        "HTTPRoute a/b: 2 problems: (1) hostname \"x\" is not allowed; (2) hostname \"y\" is invalid"
-    );
-    // Different objects (never from one layer today): joined as they are.
-    let mixed = vec!["A x: p".to_string(), "B y: q".to_string()];
-    assert_eq!(combine(&mixed), "A x: p; B y: q");
-    assert_eq!(combine(&[]), "");
-}
-
-#[test]
-fn warn_mode_warnings_keep_value_and_apex_inside_the_cut() {
-    let v = "HTTPRoute tenant-alice/a-rather-long-route-name-from-a-chart: hostname \"shop.bob.example.org\" is not allowed: hostnames must equal the namespace's namespace.cozystack.io/host label or be subdomains of it (alice.example.org)";
-    let w = warn_mode_warning(Layer::Route, v, Some("Alice.Example.ORG"));
-    assert!(w.chars().count() <= MAX_WARNING_LEN, "{w}");
-    assert!(
-        w.starts_with("[route warn, apex alice.example.org] hostname \"shop.bob.example.org\""),
-        "{w}"
-    );
-    // Without an apex (a namespace without the label) the problem still comes first.
-    let w = warn_mode_warning(
-        Layer::Gateway,
-        "Gateway a/b: namespace a has no label",
-        None,
-    );
-    assert_eq!(w, "[gateway warn] namespace a has no label");
-}
-
 #[tokio::test]
 async fn apexes_appear_lowercased() {
     let mut ns = StaticNamespaces::default();
@@ -705,45 +658,6 @@ async fn read_fields_larger_than_the_body_are_refused_without_building_them() {
     assert!(message(&v).contains("more than the body's own size"), "{v}");
 }
 
-/// The directly written answer is the same document as the tree-built one, escapes included.
-#[test]
-fn review_body_equals_response_json() {
-    let cases = [
-        ("u-1", Decision::allow(Some(Layer::Route))),
-        (
-            "u-\"2\"\n",
-            Decision::error(
-                None,
-                "a \"quoted\" <message>\twith\u{7} control".to_string(),
-            ),
-        ),
-        (
-            "",
-            Decision {
-                allowed: true,
-                kind: DecisionKind::Warned,
-                layer: Some(Layer::Ingress),
-                message: Some("ignored when allowed".to_string()),
-                warnings: vec!["w1 é".to_string(), "w\\2".to_string()],
-            },
-        ),
-        (
-            "u-4",
-            Decision {
-                allowed: false,
-                kind: DecisionKind::Denied,
-                layer: Some(Layer::Gateway),
-                message: None,
-                warnings: vec!["only a warning".to_string()],
-            },
-        ),
-    ];
-    for (uid, d) in &cases {
-        let direct: Value = serde_json::from_slice(&review_body(uid, d)).expect("valid JSON");
-        assert_eq!(direct, response_json(uid, d), "uid {uid:?}");
-    }
-}
-
 fn tgw_review(op: &str, groups: &[&str], object: Value, old: Value) -> Value {
     json!({
         "apiVersion": "admission.k8s.io/v1",
@@ -835,4 +749,183 @@ async fn tenant_gateway_writes_and_deletes_need_trust() {
             .is_some_and(|w| !w.is_empty()),
         "{v}"
     );
+}
+
+/// Every answer names the request by the uid `uid_and_operation` reads, whichever path
+/// answers: the typed decode, a body it refuses, an envelope error. The one exception is
+/// pinned here: serde takes a request written as an array by position.
+#[tokio::test]
+async fn every_answer_names_the_uid_read_one_way() {
+    let a = admission();
+    let review = |request: Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+            .to_string()
+    };
+    let mut valid = route_review("CREATE", "tenant-alice", &["shop.alice.example.org"]);
+    let with_uid = |uid: Value| {
+        let mut r = valid["request"].clone();
+        r["uid"] = uid;
+        review(r)
+    };
+    let huge = "u".repeat(200_000);
+    let cases: Vec<(&str, String, &str)> = vec![
+        ("decoded", valid.to_string(), "uid-1"),
+        ("escapes", with_uid(json!("a\"b\nc\u{e9}")), "a\"b\nc\u{e9}"),
+        ("huge", with_uid(json!(huge)), &huge),
+        ("empty", with_uid(json!("")), ""),
+        ("a number", with_uid(json!(5)), ""),
+        ("null", with_uid(Value::Null), ""),
+        (
+            "missing",
+            {
+                let mut r = valid["request"].clone();
+                r.as_object_mut().expect("object").remove("uid");
+                review(r)
+            },
+            "",
+        ),
+        (
+            "no request",
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).to_string(),
+            "",
+        ),
+        ("request null", review(Value::Null), ""),
+        ("request a string", review(json!("uid-1")), ""),
+        ("not an object", "[1]".to_string(), ""),
+        (
+            "wrong apiVersion",
+            valid
+                .to_string()
+                .replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1"),
+            "uid-1",
+        ),
+        (
+            "too deep further on",
+            valid.to_string().replacen(
+                r#""hostnames":["shop.alice.example.org"]"#,
+                &format!(r#""hostnames":{}"#, nested(300, r#""x""#)),
+                1,
+            ),
+            "uid-1",
+        ),
+        (
+            "request twice, the first not an object",
+            valid
+                .to_string()
+                .replacen("\"request\":", "\"request\":7,\"request\":", 1),
+            "uid-1",
+        ),
+        (
+            "request twice, the last one's uid",
+            valid.to_string().replacen(
+                "\"request\":",
+                "\"request\":{\"uid\":\"first\"},\"request\":",
+                1,
+            ),
+            "uid-1",
+        ),
+        (
+            "uid twice",
+            valid.to_string().replacen(
+                "\"uid\":\"uid-1\"",
+                "\"uid\":\"first\",\"uid\":\"uid-1\"",
+                1,
+            ),
+            "uid-1",
+        ),
+    ];
+    for (case, body, uid) in &cases {
+        let reply = a
+            .handle(Some(WebhookResource::HttpRoutes), body.as_bytes())
+            .await;
+        assert_eq!(reply.status, 200, "{case}");
+        let v: Value = serde_json::from_slice(&reply.body).expect("reply is JSON");
+        assert_eq!(v["response"]["uid"], *uid, "{case}");
+        assert_eq!(
+            uid_and_operation(body).0.as_deref().unwrap_or(""),
+            *uid,
+            "{case}: the same uid read from the bytes"
+        );
+        assert_eq!(
+            review_uid(body.as_bytes()).as_deref().unwrap_or(""),
+            *uid,
+            "{case}"
+        );
+    }
+    assert_eq!(
+        review_uid(b"{\"request\":{\"uid\":\"\xff\"}}"),
+        None,
+        "not UTF-8"
+    );
+
+    // A request written as an array is decoded by position: its first element is the uid.
+    valid["request"] = json!([
+        "uid-positional",
+        {"kind": "HTTPRoute"},
+        {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"},
+        null, "web", "tenant-alice", "CONNECT"
+    ]);
+    let body = valid.to_string();
+    let reply = a
+        .handle(Some(WebhookResource::HttpRoutes), body.as_bytes())
+        .await;
+    let v: Value = serde_json::from_slice(&reply.body).expect("reply is JSON");
+    assert_eq!(v["response"]["uid"], "uid-positional");
+    assert!(allowed(&v), "{v}");
+    assert_eq!(uid_and_operation(&body).0, None);
+}
+
+/// One `review` span per review: the resource and body size when it opens, the uid once
+/// the envelope is decoded; the events of the decision are inside it.
+#[tokio::test]
+async fn one_review_span_carries_resource_bytes_and_uid() {
+    use std::sync::Mutex;
+    use tracing_subscriber::fmt::format::FmtSpan;
+
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+    impl std::io::Write for Lines {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt()
+        .with_max_level(tracing::Level::DEBUG)
+        .with_span_events(FmtSpan::CLOSE)
+        .with_ansi(false)
+        .with_writer(move || writer.clone())
+        .finish();
+    let _default = tracing::subscriber::set_default(subscriber);
+
+    let a = admission();
+    let body = serde_json::to_vec(&route_review(
+        "CREATE",
+        "tenant-alice",
+        &["shop.bob.example.org"],
+    ))
+    .expect("json");
+    let reply = a.handle(Some(WebhookResource::HttpRoutes), &body).await;
+    let v: Value = serde_json::from_slice(&reply.body).expect("json");
+    assert!(!allowed(&v), "{v}");
+
+    let text = String::from_utf8(lines.0.lock().expect("lock").clone()).expect("utf-8");
+    let span = format!(
+        "review{{resource=\"httproutes\" bytes={} uid=uid-1}}",
+        body.len()
+    );
+    let denied = text
+        .lines()
+        .find(|l| l.contains("admission denied"))
+        .unwrap_or_else(|| panic!("no denial logged: {text}"));
+    assert!(denied.contains(&span), "{denied}");
+    assert_eq!(denied.matches("review{").count(), 1, "one span: {denied}");
+    let closed: Vec<&str> = text.lines().filter(|l| l.contains(" close")).collect();
+    assert_eq!(closed.len(), 1, "{text}");
+    assert!(closed[0].contains(&span), "{text}");
 }

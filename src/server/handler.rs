@@ -154,4 +154,38 @@ mod tests {
         let r = AlwaysAllow::decide(br#"[1,2]"#);
         assert_eq!(body(&r)["response"]["allowed"], false);
     }
+
+    /// The baseline's own typed decode names a review it allows by the uid the admission
+    /// path reads ([`admission::review_uid`]); it differs only where that decode refuses a
+    /// body (answered with no uid) or takes a request written as an array.
+    #[test]
+    fn always_allow_names_the_uid_the_admission_path_reads() {
+        for allowed in [
+            &br#"{"request":{"uid":"u-1"}}"#[..],
+            br#"{"kind":{"uid":"x"},"request":{"uid":"a\nb","operation":"CREATE"}}"#,
+            br#"{"request":{"object":{"uid":"inner"},"uid":"u-2"}}"#,
+        ] {
+            let r = AlwaysAllow::decide(allowed);
+            assert_eq!(body(&r)["response"]["allowed"], true);
+            assert_eq!(
+                body(&r)["response"]["uid"].as_str(),
+                admission::review_uid(allowed).as_deref()
+            );
+        }
+        for (refused, read) in [
+            (&br#"{"request":7,"request":{"uid":"u-3"}}"#[..], "u-3"),
+            (br#"{"request":{"uid":"a"},"request":{"uid":"u-4"}}"#, "u-4"),
+        ] {
+            let r = AlwaysAllow::decide(refused);
+            assert_eq!(body(&r)["response"]["allowed"], false);
+            assert_eq!(body(&r)["response"]["uid"], "");
+            assert_eq!(admission::review_uid(refused).as_deref(), Some(read));
+        }
+        let positional = br#"{"request":["u-5"]}"#;
+        assert_eq!(
+            body(&AlwaysAllow::decide(positional))["response"]["uid"],
+            "u-5"
+        );
+        assert_eq!(admission::review_uid(positional), None);
+    }
 }

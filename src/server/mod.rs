@@ -2,13 +2,20 @@
 //!
 //! - [`handler`]: what a review is handed to ([`ReviewHandler`], implemented by
 //!   [`Admission`](crate::admission::Admission) and the benchmark baseline [`AlwaysAllow`]).
-//! - `webhook`: the axum router of the webhook port (validate paths only).
+//! - `webhook`: the axum router of the webhook port (validate paths only); a handler that
+//!   panics is answered with a denial naming the request's uid
+//!   ([`review_uid`](crate::admission::review_uid)).
+//! - `budget`: the byte budget for request bodies buffered at once, and the body limit.
 //! - `tls`: certificate loading, hot reload, rustls configuration.
 //! - `listener`: accept loop, connection limit, timeouts, graceful drain.
 //! - `metrics_http`: `/metrics`, `/healthz`, `/readyz` on the metrics port.
 //!
 //! [`bind`] and [`Bound::serve`] are split so tests (and `serve`'s startup log) can learn
 //! the real addresses when binding port 0.
+//!
+//! Direction: the server imports `admission` (the handler trait's implementation and the
+//! answer types) and the leaves (`metrics`, `readiness`, `certs`), nothing else; decoding,
+//! deciding and the `review` span are the handler's.
 
 mod budget;
 pub mod handler;

@@ -15,7 +15,6 @@ use bytes::{Bytes, BytesMut};
 use futures::FutureExt;
 use http_body_util::BodyExt;
 use serde_json::json;
-use tracing::Instrument;
 
 use super::budget::{Budget, Exhausted, Held};
 use super::handler::{ReviewHandler, json_reply};
@@ -127,10 +126,9 @@ async fn review<H: ReviewHandler>(
     // answered with the request's uid.
     let handler = ctx.handler.clone();
     let input = body.clone();
-    let span = tracing::debug_span!("review", resource = target.resource(), bytes = body.len());
+    // The review span is the handler's (`Admission::handle` opens it).
     let outcome = AssertUnwindSafe(async move { handler.handle(target, input).await })
         .catch_unwind()
-        .instrument(span)
         .await;
     let resp = match outcome {
         Ok(reply) => reply_response(reply),
@@ -166,7 +164,7 @@ fn panicked(
             DecisionKind::Error.as_str(),
         ])
         .inc();
-    let uid = read_uid(body);
+    let uid = admission::review_uid(body);
     tracing::error!(
         path = %target.path(),
         uid = %crate::logfield::Escaped(uid.as_deref().unwrap_or("")),
@@ -283,10 +281,6 @@ async fn discard(body: &mut Body, cap: usize) {
             }
         }
     }
-}
-
-fn read_uid(body: &[u8]) -> Option<String> {
-    admission::scan::uid_and_operation(std::str::from_utf8(body).ok()?).0
 }
 
 fn reply_response(reply: Reply) -> Response {
