@@ -38,6 +38,7 @@ pub mod routes;
 pub mod status;
 #[doc(hidden)]
 pub mod testing;
+pub mod watches;
 
 use diff::{Refused, RouteStatusWrite, Write};
 use inputs::{Inputs, ModeSettings, Settings};
