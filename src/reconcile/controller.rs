@@ -54,82 +54,22 @@ pub struct Parts {
     pub instance: String,
 }
 
-/// Run the watches and the controller until the process ends.
+/// Run the watches and the controller until the process ends: the caches, the context every
+/// reconcile shares, the watches (listed once before the first reconcile), then the
+/// controller on the TenantGateway watch.
 pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
-    let Parts {
-        client,
-        namespaces,
-        metrics,
-        leader,
-        cfg,
-        instance,
-    } = parts;
-    let http_route = ApiResource {
-        group: GATEWAY_API_GROUP.into(),
-        version: "v1".into(),
-        api_version: format!("{GATEWAY_API_GROUP}/v1"),
-        kind: "HTTPRoute".into(),
-        plural: "httproutes".into(),
-    };
     let (tgw_store, tgw_writer) = reflector::store();
-    let caches = Arc::new(Caches {
-        namespaces: namespaces.clone(),
-        links: RwLock::new(NamespaceLinks::default()),
-        routes,
-        gateways: ObjectCache::default(),
-        issuers: ObjectCache::default(),
-        certificates: ObjectCache::default(),
-        redirects: ObjectCache::default(),
-        tgws: tgw_store.clone(),
-        tgw_statuses: Default::default(),
-        http_route,
-        tls_route: RwLock::new(None),
-        synced: ["HTTPRoute", "TLSRoute", "Gateway", "Issuer", "Certificate"]
-            .into_iter()
-            .map(|k| (k, AtomicBool::new(false)))
-            .collect(),
-    });
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "tenant-gateway".into(),
-            instance: Some(instance),
-        },
-    );
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        cfg: cfg.clone(),
-        caches: caches.clone(),
-        leader: leader.clone(),
-        metrics: metrics.clone(),
-        recorder,
-        state: Mutex::new(Default::default()),
-        write_slots: tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1)),
-        planner: Planner::for_this_machine(),
-    });
+    let caches = caches(parts.namespaces.clone(), routes, tgw_store.clone());
+    let client = parts.client.clone();
+    let ctx = context(parts, caches.clone());
     let (trigger, triggers) = unbounded::<ObjectRef<TenantGateway>>();
     watches::spawn(&client, &caches, &trigger);
     watches::synced(&caches).await;
     let tgw_stream =
         watches::tenant_gateways(client, tgw_store.clone(), tgw_writer, caches, trigger);
-
-    let mut leader_rx = leader.watch();
-    // Only changes count: the current claim is marked seen.
-    leader_rx.borrow_and_update();
-    let gained = futures::stream::unfold(leader_rx, |mut rx| async move {
-        loop {
-            if rx.changed().await.is_err() {
-                // The election ended: no more gains.
-                return None;
-            }
-            if *rx.borrow_and_update() {
-                return Some(((), rx));
-            }
-        }
-    });
-
+    let gained = leadership_gains(&ctx.leader);
     let controller_cfg = kube::runtime::controller::Config::default()
-        .concurrency(cfg.concurrency.max(1))
+        .concurrency(ctx.cfg.concurrency.max(1))
         .debounce(Duration::from_millis(200));
     Controller::for_stream(tgw_stream, tgw_store)
         .with_config(controller_cfg)
@@ -147,6 +87,87 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         })
         .await;
     tracing::error!("TenantGateway controller ended");
+}
+
+/// The caches the watches fill, empty; every watched kind not listed yet.
+fn caches(
+    namespaces: Arc<LiveNamespaces>,
+    routes: Arc<RouteIndex>,
+    tgws: reflector::Store<TenantGateway>,
+) -> Arc<Caches> {
+    let http_route = ApiResource {
+        group: GATEWAY_API_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{GATEWAY_API_GROUP}/v1"),
+        kind: "HTTPRoute".into(),
+        plural: "httproutes".into(),
+    };
+    Arc::new(Caches {
+        namespaces,
+        links: RwLock::new(NamespaceLinks::default()),
+        routes,
+        gateways: ObjectCache::default(),
+        issuers: ObjectCache::default(),
+        certificates: ObjectCache::default(),
+        redirects: ObjectCache::default(),
+        tgws,
+        tgw_statuses: Default::default(),
+        http_route,
+        tls_route: RwLock::new(None),
+        synced: ["HTTPRoute", "TLSRoute", "Gateway", "Issuer", "Certificate"]
+            .into_iter()
+            .map(|k| (k, AtomicBool::new(false)))
+            .collect(),
+    })
+}
+
+/// What every reconcile shares: the parts, the caches, the event recorder (reporting as the
+/// Lease identity), the write slots and the planner.
+fn context(parts: Parts, caches: Arc<Caches>) -> Arc<Context> {
+    let Parts {
+        client,
+        namespaces: _,
+        metrics,
+        leader,
+        cfg,
+        instance,
+    } = parts;
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "tenant-gateway".into(),
+            instance: Some(instance),
+        },
+    );
+    let write_slots = tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1));
+    Arc::new(Context {
+        client,
+        cfg,
+        caches,
+        leader,
+        metrics,
+        recorder,
+        state: Mutex::new(Default::default()),
+        write_slots,
+        planner: Planner::for_this_machine(),
+    })
+}
+
+/// One item each time this replica gains the Lease (reconcile everything then); the claim
+/// held when it starts does not count. Ends with the election.
+fn leadership_gains(leader: &Leader) -> impl futures::Stream<Item = ()> + Send + 'static {
+    let mut leader_rx = leader.watch();
+    leader_rx.borrow_and_update();
+    futures::stream::unfold(leader_rx, |mut rx| async move {
+        loop {
+            if rx.changed().await.is_err() {
+                return None;
+            }
+            if *rx.borrow_and_update() {
+                return Some(((), rx));
+            }
+        }
+    })
 }
 
 fn mode_label(tgw: &TenantGateway, ctx: &Context) -> &'static str {
