@@ -41,6 +41,7 @@ pub mod testing;
 pub mod watches;
 
 use diff::{Refused, RouteStatusWrite, Write};
+use gateway_api::apis::experimental::gateways::Gateway;
 use inputs::{Inputs, ModeSettings, Settings};
 use render::{Desired, ListenerInfo, ListenerInputs, RenderOptions};
 use status::{GatewayState, StatusFacts};
@@ -96,12 +97,90 @@ pub struct Notice {
     pub message: String,
 }
 
-/// Plan one reconcile of `inputs.tgw`.
+/// Plan one reconcile of `inputs.tgw`: admit → attachment → analyse → render and diff →
+/// status → notices. Each step hands the next what it needs; [`admit`] ends the plan when
+/// nothing may be rendered.
 pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
-    let tgw = &inputs.tgw;
-    let previous = tgw.status.as_ref();
+    let settings = match admit(inputs, cfg) {
+        Ok(s) => s,
+        Err(Blocked { reason, message }) => return blocked(inputs, reason, message),
+    };
+    let Attachment {
+        namespace_writes,
+        allowed,
+        child_apexes,
+        child_over_cap,
+        problems,
+    } = attachment(inputs, &settings, &cfg.scope);
+    let analysed = analyse(inputs, &settings, &allowed, &cfg.scope);
+    let li = ListenerInputs {
+        port443_namespaces: allowed,
+        hosts: analysed.routes.listener_hosts.clone(),
+        child_apexes,
+        sticky: match settings.mode {
+            ModeSettings::Http01 => sticky_names(inputs, analysed.gateway),
+            _ => BTreeMap::new(),
+        },
+    };
+    let desired = render::render(&inputs.tgw, &settings, &li, cfg.render);
+    let (mut writes, refused) = diff::objects(&desired, &inputs.observed, &inputs.tgw);
+    let reported = report(
+        inputs,
+        &desired,
+        &refused,
+        &analysed,
+        &child_over_cap,
+        &problems,
+    );
+    writes.extend(namespace_writes.into_iter().map(Write::Namespace));
+    writes.extend(reported.route_writes);
+    if inputs.tgw.status.as_ref() != Some(&reported.status) {
+        writes.push(Write::Status(reported.status.clone()));
+    }
+    let conflicts = analysed
+        .routes
+        .routes
+        .iter()
+        .filter(|v| !v.conflicts.is_empty())
+        .count();
+    let notices = notices(
+        &inputs.tgw.namespace,
+        &refused,
+        conflicts,
+        &reported.over_cap,
+        &reported.parents_full,
+    );
+    let analysis = analysed.routes;
+    Plan {
+        summary: Summary {
+            capacity_left: analysis
+                .host_budget
+                .saturating_sub(analysis.listener_hosts.len()),
+            hostname_owners: analysis.owners,
+            listeners: desired.gateway.spec.listeners.len(),
+            listener_hostnames: analysis.listener_hosts,
+            conflicts,
+            over_cap: reported.over_cap.len(),
+        },
+        desired: Some(desired),
+        writes,
+        status: reported.status,
+        refused,
+        notices,
+    }
+}
 
-    // One TenantGateway per namespace: the oldest (then smallest name) is reconciled.
+/// Why nothing may be rendered: the blocked status's reason and message.
+struct Blocked {
+    reason: &'static str,
+    message: String,
+}
+
+/// Whether anything may be rendered (SPEC §3.7, §3.1, §3.5): one TenantGateway per
+/// namespace is reconciled (the oldest, then the smallest name; the others are Duplicate),
+/// its spec passes the checks, and in tenant scope its apex is its namespace's.
+fn admit(inputs: &Inputs, cfg: &Config) -> Result<Settings, Blocked> {
+    let tgw = &inputs.tgw;
     let me = (
         tgw.creation.is_none(),
         tgw.creation.clone(),
@@ -115,23 +194,43 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         .filter(|s| *s < me)
         .min()
     {
-        let msg = format!(
-            "TenantGateway {}/{} already publishes this namespace; only one TenantGateway per \
-             namespace is reconciled: delete this one",
-            tgw.namespace, first.2
-        );
-        return blocked(inputs, "Duplicate", msg);
+        return Err(Blocked {
+            reason: "Duplicate",
+            message: format!(
+                "TenantGateway {}/{} already publishes this namespace; only one TenantGateway \
+                 per namespace is reconciled: delete this one",
+                tgw.namespace, first.2
+            ),
+        });
     }
-    let settings = match tgw.settings(&cfg.scope) {
-        Ok(s) => s,
-        Err(problems) => return blocked(inputs, "InvalidSpec", problems.join("; ")),
+    let invalid = |message| Blocked {
+        reason: "InvalidSpec",
+        message,
     };
-    if let Some(problem) = apex_outside_namespace(inputs, &settings, cfg) {
-        return blocked(inputs, "InvalidSpec", problem);
+    let settings = tgw
+        .settings(&cfg.scope)
+        .map_err(|problems| invalid(problems.join("; ")))?;
+    match apex_outside_namespace(inputs, &settings, cfg) {
+        Some(problem) => Err(invalid(problem)),
+        None => Ok(settings),
     }
+}
 
-    let label_plan = labels::plan(inputs, &settings, &cfg.scope);
-    let own = tgw.namespace.as_str();
+/// The namespace side (SPEC §3.5): the label writes, and who publishes on this Gateway.
+struct Attachment {
+    namespace_writes: Vec<labels::NamespaceWrite>,
+    /// Namespaces admitted on port 443: the own one, held attachments, inheriting ones.
+    allowed: BTreeSet<String>,
+    /// dns01/existingSecret child apexes that fit the listener budget, and those cut.
+    child_apexes: BTreeSet<String>,
+    child_over_cap: BTreeSet<String>,
+    /// Sorted, de-duplicated sentences for the status.
+    problems: Vec<String>,
+}
+
+fn attachment(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Attachment {
+    let label_plan = labels::plan(inputs, settings, scope);
+    let own = inputs.tgw.namespace.as_str();
     // Inheriting as the label writes of this plan leave them: a namespace this plan detaches
     // stops publishing here, one it attaches starts. Reading the labels as they are now would
     // render a Gateway that the next reconcile changes again (and keep admitting a detached
@@ -158,20 +257,43 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
     allowed.extend(label_plan.held.iter().cloned());
     allowed.extend(inheriting.iter().map(|n| n.name.clone()));
 
-    let mut attach_problems: Vec<String> = label_plan.problems.clone();
-    attach_problems.extend(settings.skipped.iter().cloned());
-    let (child_apexes, child_over_cap) =
-        child_apexes(&settings, &inheriting, own, &mut attach_problems);
-    attach_problems.sort();
-    attach_problems.dedup();
+    let mut problems: Vec<String> = label_plan.problems;
+    problems.extend(settings.skipped.iter().cloned());
+    let (child_apexes, child_over_cap) = child_apexes(settings, &inheriting, own, &mut problems);
+    problems.sort();
+    problems.dedup();
+    Attachment {
+        namespace_writes: label_plan.writes,
+        allowed,
+        child_apexes,
+        child_over_cap,
+        problems,
+    }
+}
 
+/// What the routes attaching to this Gateway come to (SPEC §3.3), judged against the
+/// Gateway named like the TenantGateway.
+struct Analysed<'a> {
+    /// The Gateway named like the TenantGateway, owned or not.
+    gateway: Option<&'a Gateway>,
+    redirect_name: String,
+    routes: routes::Analysis,
+}
+
+fn analyse<'a>(
+    inputs: &'a Inputs,
+    settings: &Settings,
+    allowed: &BTreeSet<String>,
+    scope: &Scope,
+) -> Analysed<'a> {
+    let tgw = &inputs.tgw;
     let redirect_name = names::redirect_route(&tgw.name);
-    let owned_gateway = inputs
+    let gateway = inputs
         .observed
         .gateways
         .iter()
         .find(|g| g.metadata.name.as_deref() == Some(tgw.name.as_str()));
-    let existing_hosts: BTreeSet<String> = owned_gateway
+    let existing_hosts: BTreeSet<String> = gateway
         .filter(|g| diff::owned(&g.metadata, tgw))
         .map(|g| {
             g.spec
@@ -182,29 +304,41 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
                 .collect()
         })
         .unwrap_or_default();
-    let analysis = routes::analyse(
+    let routes = routes::analyse(
         inputs,
-        &settings,
-        &allowed,
+        settings,
+        allowed,
         &existing_hosts,
-        &cfg.scope,
-        (own, redirect_name.as_str()),
+        scope,
+        (tgw.namespace.as_str(), redirect_name.as_str()),
     );
+    Analysed {
+        gateway,
+        redirect_name,
+        routes,
+    }
+}
 
-    let li = ListenerInputs {
-        port443_namespaces: allowed,
-        hosts: analysis.listener_hosts.clone(),
-        child_apexes,
-        sticky: match settings.mode {
-            ModeSettings::Http01 => sticky_names(inputs, owned_gateway),
-            _ => BTreeMap::new(),
-        },
-    };
-    let desired = render::render(tgw, &settings, &li, cfg.render);
-    let (mut writes, refused) = diff::objects(&desired, &inputs.observed, tgw);
+/// The status side of the plan (SPEC §3.3, §3.7).
+struct Reported {
+    status: api::TenantGatewayStatus,
+    /// In (kind, namespace, name) order.
+    route_writes: Vec<Write>,
+    parents_full: Vec<status::ParentsFull>,
+    /// Hostnames and child apexes left out by the cap.
+    over_cap: BTreeSet<String>,
+}
 
-    // Status.
-    let gateway_state = match owned_gateway {
+fn report(
+    inputs: &Inputs,
+    desired: &Desired,
+    refused: &[Refused],
+    analysed: &Analysed,
+    child_over_cap: &BTreeSet<String>,
+    attach_problems: &[String],
+) -> Reported {
+    let tgw = &inputs.tgw;
+    let gateway_state = match analysed.gateway {
         None => GatewayState::Missing,
         Some(g) if !diff::owned(&g.metadata, tgw) => GatewayState::NotOwned,
         Some(g) => GatewayState::Owned(g),
@@ -233,17 +367,20 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
             )
         })
         .collect();
-    let over_cap: BTreeSet<String> = analysis
+    let over_cap: BTreeSet<String> = analysed
+        .routes
         .over_cap
         .iter()
         .chain(child_over_cap.iter())
         .cloned()
         .collect();
-    writes.extend(label_plan.writes.iter().cloned().map(Write::Namespace));
     let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
-    let (route_status_writes, parents_full) =
-        route_writes(inputs, &analysis, &listener_names, &redirect_name);
-    writes.extend(route_status_writes);
+    let (route_writes, parents_full) = route_writes(
+        inputs,
+        &analysed.routes,
+        &listener_names,
+        &analysed.redirect_name,
+    );
     let status = status::tgw_status(&StatusFacts {
         gateway_name: &tgw.name,
         gateway: gateway_state,
@@ -252,17 +389,28 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         over_cap: &over_cap,
         listener_count: desired.gateway.spec.listeners.len(),
         not_owned: &not_owned,
-        attach_problems: &attach_problems,
+        attach_problems,
         parents_full: &parents_full,
         generation: tgw.generation,
         now: &inputs.now,
-        previous,
+        previous: tgw.status.as_ref(),
     });
-
-    if previous != Some(&status) {
-        writes.push(Write::Status(status.clone()));
+    Reported {
+        status,
+        route_writes,
+        parents_full,
+        over_cap,
     }
+}
 
+/// The Warning events of the plan, sorted.
+fn notices(
+    own: &str,
+    refused: &[Refused],
+    conflicts: usize,
+    over_cap: &BTreeSet<String>,
+    parents_full: &[status::ParentsFull],
+) -> Vec<Notice> {
     let mut notices: Vec<Notice> = refused
         .iter()
         .map(|r| Notice {
@@ -275,11 +423,6 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
             ),
         })
         .collect();
-    let conflicts = analysis
-        .routes
-        .iter()
-        .filter(|v| !v.conflicts.is_empty())
-        .count();
     if conflicts > 0 {
         notices.push(Notice {
             reason: "HostnameConflict",
@@ -308,24 +451,7 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         });
     }
     notices.sort();
-
-    Plan {
-        summary: Summary {
-            hostname_owners: analysis.owners.clone(),
-            listeners: desired.gateway.spec.listeners.len(),
-            listener_hostnames: analysis.listener_hosts.clone(),
-            capacity_left: analysis
-                .host_budget
-                .saturating_sub(analysis.listener_hosts.len()),
-            conflicts,
-            over_cap: over_cap.len(),
-        },
-        desired: Some(desired),
-        writes,
-        status,
-        refused,
-        notices,
-    }
+    notices
 }
 
 /// The names each hostname's listener has on the owned Gateway (SPEC §3.2, names are
@@ -335,7 +461,7 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
 /// become the Secret of a new Certificate). The first listener of a hostname counts.
 fn sticky_names(
     inputs: &Inputs,
-    gateway: Option<&gateway_api::apis::experimental::gateways::Gateway>,
+    gateway: Option<&Gateway>,
 ) -> BTreeMap<String, names::StickyNames> {
     let tgw = &inputs.tgw;
     let Some(g) = gateway.filter(|g| diff::owned(&g.metadata, tgw)) else {
@@ -479,20 +605,30 @@ fn route_writes(
         }
         let want = status::sorted(want);
         if status::sorted(current) != want {
-            out.push(Write::RouteStatus(RouteStatusWrite {
-                kind: r.kind,
-                namespace: r.namespace.to_string(),
-                name: r.name.to_string(),
-                resource_version: r.resource_version.as_deref().map(str::to_string),
-                gateway_namespace: gw.0.to_string(),
-                gateway_name: gw.1.to_string(),
-                entries: want,
-                in_place: r.in_place_edit(gw),
-            }));
+            out.push(route_status_write(r, gw, want));
         }
     }
     // Already in (kind, namespace, name) order: the routes were walked in it.
     (out, full)
+}
+
+/// The write that sets route `r`'s entries for Gateway `gw` to `entries` (none: removes
+/// them).
+fn route_status_write(
+    r: &inputs::RouteFacts,
+    gw: (&str, &str),
+    entries: Vec<inputs::RouteParentStatus>,
+) -> Write {
+    Write::RouteStatus(RouteStatusWrite {
+        kind: r.kind,
+        namespace: r.namespace.to_string(),
+        name: r.name.to_string(),
+        resource_version: r.resource_version.as_deref().map(str::to_string),
+        gateway_namespace: gw.0.to_string(),
+        gateway_name: gw.1.to_string(),
+        entries,
+        in_place: r.in_place_edit(gw),
+    })
 }
 
 /// Nothing may be rendered: report why, write nothing else (never prune on bad input).
@@ -537,16 +673,7 @@ pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<Write> {
             continue;
         }
         if !status::entries_for(&r.our_status, &r.namespace, gw).is_empty() {
-            writes.push(Write::RouteStatus(RouteStatusWrite {
-                kind: r.kind,
-                namespace: r.namespace.to_string(),
-                name: r.name.to_string(),
-                resource_version: r.resource_version.as_deref().map(str::to_string),
-                gateway_namespace: gw.0.to_string(),
-                gateway_name: gw.1.to_string(),
-                entries: Vec::new(),
-                in_place: r.in_place_edit(gw),
-            }));
+            writes.push(route_status_write(r, gw, Vec::new()));
         }
     }
     writes
