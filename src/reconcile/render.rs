@@ -168,24 +168,56 @@ fn https_listener(
     }
 }
 
-/// Render the desired objects.
+/// Render the desired objects: the port-80 listener, the mode's HTTPS listeners and their
+/// Certificates, the passthrough listeners, then the Gateway, Issuer and redirect around
+/// them.
 pub fn render(
     tgw: &TgwFacts,
     settings: &Settings,
     li: &ListenerInputs,
     opts: RenderOptions,
 ) -> Desired {
-    let apex = settings.apex.as_str();
     let issuer_name = names::issuer(&tgw.name);
-    let mut listeners = Vec::new();
-    let mut infos = Vec::new();
-    let mut certificates = Vec::new();
+    let mut parts = Listeners::default();
+    parts.listeners.push(http_listener(tgw));
+    match &settings.mode {
+        ModeSettings::Http01 => http01_listeners(tgw, settings, li, opts, &issuer_name, &mut parts),
+        ModeSettings::Dns01(_) | ModeSettings::ExistingSecret { .. } => {
+            wildcard_listeners(tgw, settings, li, opts, &issuer_name, &mut parts)
+        }
+    }
+    passthrough_listeners(settings, &li.port443_namespaces, opts, &mut parts);
+    let Listeners {
+        listeners,
+        infos,
+        mut certificates,
+    } = parts;
+    certificates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Desired {
+        gateway: gateway(tgw, settings, listeners),
+        issuer: issuer(tgw, settings, &issuer_name),
+        certificates,
+        redirect: redirect(tgw, &settings.apex),
+        listeners: infos,
+    }
+}
 
-    // 1. http: only the redirect route (own namespace) and ACME challenges.
+/// The listeners rendered so far, in Gateway order, with what the status reports of each
+/// and the Certificates they wait for.
+#[derive(Default)]
+struct Listeners {
+    listeners: Vec<GatewayListeners>,
+    /// Every listener but `http`.
+    infos: Vec<ListenerInfo>,
+    certificates: Vec<Certificate>,
+}
+
+/// `http`: only the redirect route (own namespace) and ACME challenges.
+fn http_listener(tgw: &TgwFacts) -> GatewayListeners {
     let port80: BTreeSet<String> = [tgw.namespace.clone(), CERT_MANAGER_NAMESPACE.to_string()]
         .into_iter()
         .collect();
-    listeners.push(GatewayListeners {
+    GatewayListeners {
         name: HTTP_LISTENER.to_string(),
         hostname: None,
         port: 80,
@@ -195,10 +227,17 @@ pub fn render(
             kinds: kinds(&["HTTPRoute"]),
             namespaces: Some(selector(&port80)),
         }),
-    });
+    }
+}
 
-    // 2. The mode's HTTPS listeners.
-    let certificate = |name: &str, dns_names: Vec<String>| Certificate {
+/// A Certificate of ours from the TenantGateway's Issuer.
+fn certificate(
+    tgw: &TgwFacts,
+    issuer_name: &str,
+    name: &str,
+    dns_names: Vec<String>,
+) -> Certificate {
+    Certificate {
         metadata: owned_meta(tgw, name),
         spec: CertificateSpec {
             secret_name: name.to_string(),
@@ -206,81 +245,124 @@ pub fn render(
             issuer_ref: IssuerRef {
                 group: "cert-manager.io".to_string(),
                 kind: "Issuer".to_string(),
-                name: issuer_name.clone(),
+                name: issuer_name.to_string(),
             },
         },
         status: None,
-    };
-    let ns443 = &li.port443_namespaces;
-    match &settings.mode {
-        ModeSettings::Http01 => {
-            // The Gateway's other listener names: no hostname listener may take them.
-            let fixed: BTreeSet<String> = std::iter::once(HTTP_LISTENER.to_string())
-                .chain(settings.passthrough.iter().map(|(_, l)| l.clone()))
-                .collect();
-            let assigned = names::http01(&tgw.name, apex, &li.hosts, &fixed, &li.sticky);
-            // Listener order: the apex first, then hostnames sorted.
-            let mut order: Vec<&String> = li.hosts.iter().collect();
-            order.sort_by_key(|h| (h.as_str() != apex, (*h).clone()));
-            for h in order {
-                let n = &assigned[h.as_str()];
-                listeners.push(https_listener(&n.listener, h, &n.certificate, ns443, opts));
-                infos.push(ListenerInfo {
-                    name: n.listener.clone(),
-                    hostname: Some(h.clone()),
-                    certificate: Some(n.certificate.clone()),
-                });
-                certificates.push(certificate(&n.certificate, vec![h.clone()]));
-            }
-        }
-        ModeSettings::Dns01(_) | ModeSettings::ExistingSecret { .. } => {
-            let (secret, cert) = match &settings.mode {
-                ModeSettings::ExistingSecret { secret } => (secret.clone(), None),
-                _ => {
-                    let n = names::wildcard_certificate(&tgw.name);
-                    (n.clone(), Some(n))
-                }
-            };
-            let wildcard = format!("*.{apex}");
-            let children = names::child_listeners(&li.child_apexes);
-            let mut entries = vec![
-                (WILDCARD_LISTENER.to_string(), wildcard.clone()),
-                (APEX_LISTENER.to_string(), apex.to_string()),
-            ];
-            for c in &li.child_apexes {
-                entries.push((children[c].clone(), format!("*.{c}")));
-            }
-            for (name, host) in entries {
-                listeners.push(https_listener(&name, &host, &secret, ns443, opts));
-                infos.push(ListenerInfo {
-                    name,
-                    hostname: Some(host),
-                    certificate: cert.clone(),
-                });
-            }
-            if let Some(cert) = &cert {
-                let mut dns_names = vec![apex.to_string(), wildcard];
-                for c in &li.child_apexes {
-                    for n in [c.clone(), format!("*.{c}")] {
-                        if !dns_names.contains(&n) {
-                            dns_names.push(n);
-                        }
-                    }
-                }
-                certificates.push(certificate(cert, dns_names));
-            }
-        }
     }
+}
 
-    // 3. TLS passthrough, spec order.
+/// http01: one listener and one Certificate per hostname, the apex first, then the
+/// hostnames sorted.
+fn http01_listeners(
+    tgw: &TgwFacts,
+    settings: &Settings,
+    li: &ListenerInputs,
+    opts: RenderOptions,
+    issuer_name: &str,
+    out: &mut Listeners,
+) {
+    let apex = settings.apex.as_str();
+    // The Gateway's other listener names: no hostname listener may take them.
+    let fixed: BTreeSet<String> = std::iter::once(HTTP_LISTENER.to_string())
+        .chain(settings.passthrough.iter().map(|(_, l)| l.clone()))
+        .collect();
+    let assigned = names::http01(&tgw.name, apex, &li.hosts, &fixed, &li.sticky);
+    let mut order: Vec<&String> = li.hosts.iter().collect();
+    order.sort_by_key(|h| (h.as_str() != apex, (*h).clone()));
+    for h in order {
+        let n = &assigned[h.as_str()];
+        out.listeners.push(https_listener(
+            &n.listener,
+            h,
+            &n.certificate,
+            &li.port443_namespaces,
+            opts,
+        ));
+        out.infos.push(ListenerInfo {
+            name: n.listener.clone(),
+            hostname: Some(h.clone()),
+            certificate: Some(n.certificate.clone()),
+        });
+        out.certificates.push(certificate(
+            tgw,
+            issuer_name,
+            &n.certificate,
+            vec![h.clone()],
+        ));
+    }
+}
+
+/// dns01 and existingSecret: `*.apex`, the apex and one `*.C` per child apex, all on one
+/// Secret (the wildcard Certificate's for dns01, the named one for existingSecret).
+fn wildcard_listeners(
+    tgw: &TgwFacts,
+    settings: &Settings,
+    li: &ListenerInputs,
+    opts: RenderOptions,
+    issuer_name: &str,
+    out: &mut Listeners,
+) {
+    let apex = settings.apex.as_str();
+    let (secret, cert) = match &settings.mode {
+        ModeSettings::ExistingSecret { secret } => (secret.clone(), None),
+        _ => {
+            let n = names::wildcard_certificate(&tgw.name);
+            (n.clone(), Some(n))
+        }
+    };
+    let wildcard = format!("*.{apex}");
+    let children = names::child_listeners(&li.child_apexes);
+    let mut entries = vec![
+        (WILDCARD_LISTENER.to_string(), wildcard.clone()),
+        (APEX_LISTENER.to_string(), apex.to_string()),
+    ];
+    for c in &li.child_apexes {
+        entries.push((children[c].clone(), format!("*.{c}")));
+    }
+    for (name, host) in entries {
+        out.listeners.push(https_listener(
+            &name,
+            &host,
+            &secret,
+            &li.port443_namespaces,
+            opts,
+        ));
+        out.infos.push(ListenerInfo {
+            name,
+            hostname: Some(host),
+            certificate: cert.clone(),
+        });
+    }
+    if let Some(cert) = &cert {
+        let mut dns_names = vec![apex.to_string(), wildcard];
+        for c in &li.child_apexes {
+            for n in [c.clone(), format!("*.{c}")] {
+                if !dns_names.contains(&n) {
+                    dns_names.push(n);
+                }
+            }
+        }
+        out.certificates
+            .push(certificate(tgw, issuer_name, cert, dns_names));
+    }
+}
+
+/// TLS passthrough, spec order.
+fn passthrough_listeners(
+    settings: &Settings,
+    ns443: &BTreeSet<String>,
+    opts: RenderOptions,
+    out: &mut Listeners,
+) {
     let tls_kinds: &[&str] = if opts.uniform_port_kinds {
         &["HTTPRoute", "TLSRoute"]
     } else {
         &["TLSRoute"]
     };
     for (svc, name) in &settings.passthrough {
-        let host = format!("{svc}.{apex}");
-        listeners.push(GatewayListeners {
+        let host = format!("{svc}.{}", settings.apex);
+        out.listeners.push(GatewayListeners {
             name: name.clone(),
             hostname: Some(host.clone()),
             port: 443,
@@ -295,14 +377,16 @@ pub fn render(
                 namespaces: Some(selector(ns443)),
             }),
         });
-        infos.push(ListenerInfo {
+        out.infos.push(ListenerInfo {
             name: name.clone(),
             hostname: Some(host),
             certificate: None,
         });
     }
+}
 
-    let gateway = Gateway {
+fn gateway(tgw: &TgwFacts, settings: &Settings, listeners: Vec<GatewayListeners>) -> Gateway {
+    Gateway {
         metadata: owned_meta(tgw, &tgw.name),
         spec: GatewaySpec {
             gateway_class_name: settings.gateway_class.clone(),
@@ -310,12 +394,15 @@ pub fn render(
             ..GatewaySpec::default()
         },
         status: None,
-    };
+    }
+}
 
-    let issuer = match &settings.mode {
+/// The ACME Issuer with the mode's solver; none for existingSecret.
+fn issuer(tgw: &TgwFacts, settings: &Settings, issuer_name: &str) -> Option<Issuer> {
+    match &settings.mode {
         ModeSettings::ExistingSecret { .. } => None,
         mode => Some(Issuer {
-            metadata: owned_meta(tgw, &issuer_name),
+            metadata: owned_meta(tgw, issuer_name),
             spec: IssuerSpec {
                 acme: Acme {
                     server: settings.issuer.acme_server().to_string(),
@@ -327,15 +414,6 @@ pub fn render(
             },
             status: None,
         }),
-    };
-
-    certificates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    Desired {
-        gateway,
-        issuer,
-        certificates,
-        redirect: redirect(tgw, apex),
-        listeners: infos,
     }
 }
 
