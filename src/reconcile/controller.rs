@@ -27,10 +27,10 @@ use super::context::{Caches, Context, ControllerConfig, NamespaceLinks, gather, 
 use super::diff::Write;
 use super::error::Error;
 use super::inputs::Inputs;
-use super::inputs::ModeSettings;
+use super::inputs::{ModeSettings, Settings};
 use super::planner::Planner;
 use super::watches;
-use super::{Plan, apply, cleanup, plan, status};
+use super::{Plan, apply, cleanup, plan, plan_with, status};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::lease::Leader;
 use crate::cluster::routes::RouteIndex;
@@ -170,9 +170,9 @@ fn leadership_gains(leader: &Leader) -> impl futures::Stream<Item = ()> + Send +
     })
 }
 
-fn mode_label(tgw: &TenantGateway, ctx: &Context) -> &'static str {
-    let facts = super::context::tgw_facts(tgw);
-    match facts.settings(&ctx.cfg.plan.scope).map(|s| s.mode) {
+/// The `tenantgateways` metric's mode of a checked spec.
+fn mode_label(settings: &Result<Settings, Vec<String>>) -> &'static str {
+    match settings.as_ref().map(|s| &s.mode) {
         Ok(ModeSettings::Http01) => "http01",
         Ok(ModeSettings::Dns01(_)) => "dns01",
         Ok(ModeSettings::ExistingSecret { .. }) => "existingSecret",
@@ -229,13 +229,15 @@ async fn reconcile_inner(
     key: &ObjectRef<TenantGateway>,
 ) -> Result<Action, Error> {
     let t = tgw.clone();
-    let (inputs, p) = off_runtime(ctx, move |c| {
+    // The spec is checked once: for the plan, the mode metric and settle's re-plans.
+    let (inputs, settings, p) = off_runtime(ctx, move |c| {
         let inputs = gather(&t, &c.caches, &c.cfg.plan.scope, now());
-        let p = plan(&inputs, &c.cfg.plan);
-        (inputs, p)
+        let settings = inputs.tgw.settings(&c.cfg.plan.scope);
+        let p = plan_with(&inputs, &settings, &c.cfg.plan);
+        (inputs, settings, p)
     })
     .await?;
-    let mode = mode_label(tgw, ctx);
+    let mode = mode_label(&settings);
     let new_notices = ctx.with_state(key, |s| {
         s.mode = mode;
         s.conflicts = p.summary.conflicts;
@@ -262,6 +264,7 @@ async fn reconcile_inner(
     }
     let ctx2 = ctx.clone();
     let inputs = Arc::new(inputs);
+    let settings = Arc::new(settings);
     let action = finalizer(&api, FINALIZER, tgw.clone(), |ev| async move {
         match ev {
             Finalizer::Apply(t) => {
@@ -271,7 +274,7 @@ async fn reconcile_inner(
                 if !new_notices.is_empty() {
                     ctx2.with_state(&ObjectRef::from(t.as_ref()), |s| s.notices = new_notices);
                 }
-                apply_isolated(&ctx2, &t, &inputs, &p).await
+                apply_isolated(&ctx2, &t, &inputs, &settings, &p).await
             }
             Finalizer::Cleanup(t) => {
                 let i = inputs.clone();
@@ -301,7 +304,13 @@ async fn reconcile_inner(
 /// no longer repeats any write just issued. A write that differs from the one issued (the
 /// world moved on, e.g. the Gateway became Programmed) is not waited for: it is the next
 /// reconcile's.
-async fn settle(ctx: &Arc<Context>, key: &ObjectRef<TenantGateway>, now: &Time, issued: &[Write]) {
+async fn settle(
+    ctx: &Arc<Context>,
+    key: &ObjectRef<TenantGateway>,
+    planned: &Arc<Inputs>,
+    settings: &Arc<Result<Settings, Vec<String>>>,
+    issued: &[Write],
+) {
     let deadline = Instant::now() + SETTLE_MAX;
     let mut pause = Duration::from_millis(20);
     loop {
@@ -313,13 +322,15 @@ async fn settle(ctx: &Arc<Context>, key: &ObjectRef<TenantGateway>, now: &Time, 
             return;
         };
         let tgw = ctx.caches.tgw_statuses.restore(tgw);
-        let now = now.clone();
+        let (planned, settings) = (planned.clone(), settings.clone());
         let replanned = off_runtime(ctx, move |c| {
-            plan(
-                &gather(&tgw, &c.caches, &c.cfg.plan.scope, now),
-                &c.cfg.plan,
-            )
-            .writes
+            let again = gather(&tgw, &c.caches, &c.cfg.plan.scope, planned.now.clone());
+            // Checked again only when the spec was edited since the plan.
+            if again.tgw.spec == planned.tgw.spec {
+                plan_with(&again, &settings, &c.cfg.plan).writes
+            } else {
+                plan(&again, &c.cfg.plan).writes
+            }
         })
         .await;
         let Ok(again) = replanned else {
@@ -390,7 +401,8 @@ fn status_to_write(
 async fn apply_isolated(
     ctx: &Arc<Context>,
     tgw: &TenantGateway,
-    inputs: &Inputs,
+    inputs: &Arc<Inputs>,
+    settings: &Arc<Result<Settings, Vec<String>>>,
     p: &Plan,
 ) -> Result<Action, Error> {
     let key = ObjectRef::from(tgw);
@@ -451,7 +463,7 @@ async fn apply_isolated(
     }
     if !sent.is_empty() {
         tracing::info!(tgw = %key, writes = sent.len(), "applied");
-        settle(ctx, &key, &inputs.now, &sent).await;
+        settle(ctx, &key, inputs, settings, &sent).await;
     }
     let next = b
         .next_retry()

@@ -97,11 +97,18 @@ pub struct Notice {
     pub message: String,
 }
 
-/// Plan one reconcile of `inputs.tgw`: admit → attachment → analyse → render and diff →
-/// status → notices. Each step hands the next what it needs; [`admit`] ends the plan when
-/// nothing may be rendered.
+/// Plan one reconcile of `inputs.tgw`, checking its spec first ([`plan_with`] takes the
+/// checked spec from a caller that needs it too).
 pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
-    let settings = match admit(inputs, cfg) {
+    plan_with(inputs, &inputs.tgw.settings(&cfg.scope), cfg)
+}
+
+/// Plan one reconcile of `inputs.tgw` with its checked spec (`settings`, what
+/// [`TgwFacts::settings`](inputs::TgwFacts::settings) returned for it): admit → attachment →
+/// analyse → render and diff → status → notices. Each step hands the next what it needs;
+/// [`admit`] ends the plan when nothing may be rendered.
+pub fn plan_with(inputs: &Inputs, settings: &Result<Settings, Vec<String>>, cfg: &Config) -> Plan {
+    let settings = match admit(inputs, settings, cfg) {
         Ok(s) => s,
         Err(Blocked { reason, message }) => return blocked(inputs, reason, message),
     };
@@ -111,8 +118,8 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         child_apexes,
         child_over_cap,
         problems,
-    } = attachment(inputs, &settings, &cfg.scope);
-    let analysed = analyse(inputs, &settings, &allowed, &cfg.scope);
+    } = attachment(inputs, settings, &cfg.scope);
+    let analysed = analyse(inputs, settings, &allowed, &cfg.scope);
     let li = ListenerInputs {
         port443_namespaces: allowed,
         hosts: analysed.routes.listener_hosts.clone(),
@@ -122,7 +129,7 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
             _ => BTreeMap::new(),
         },
     };
-    let desired = render::render(&inputs.tgw, &settings, &li, cfg.render);
+    let desired = render::render(&inputs.tgw, settings, &li, cfg.render);
     let (mut writes, refused) = diff::objects(&desired, &inputs.observed, &inputs.tgw);
     let reported = report(
         inputs,
@@ -179,7 +186,11 @@ struct Blocked {
 /// Whether anything may be rendered (SPEC §3.7, §3.1, §3.5): one TenantGateway per
 /// namespace is reconciled (the oldest, then the smallest name; the others are Duplicate),
 /// its spec passes the checks, and in tenant scope its apex is its namespace's.
-fn admit(inputs: &Inputs, cfg: &Config) -> Result<Settings, Blocked> {
+fn admit<'s>(
+    inputs: &Inputs,
+    settings: &'s Result<Settings, Vec<String>>,
+    cfg: &Config,
+) -> Result<&'s Settings, Blocked> {
     let tgw = &inputs.tgw;
     let me = (
         tgw.creation.is_none(),
@@ -207,10 +218,10 @@ fn admit(inputs: &Inputs, cfg: &Config) -> Result<Settings, Blocked> {
         reason: "InvalidSpec",
         message,
     };
-    let settings = tgw
-        .settings(&cfg.scope)
+    let settings = settings
+        .as_ref()
         .map_err(|problems| invalid(problems.join("; ")))?;
-    match apex_outside_namespace(inputs, &settings, cfg) {
+    match apex_outside_namespace(inputs, settings, cfg) {
         Some(problem) => Err(invalid(problem)),
         None => Ok(settings),
     }
