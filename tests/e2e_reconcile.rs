@@ -20,7 +20,8 @@ use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::platform::{CONTROLLER_NAME, Scope};
 use tenant_gateway::readiness::Readiness;
-use tenant_gateway::serve::{Reconciler, ReconcilerOptions, start_reconciler};
+use tenant_gateway::reconcile::Options as ReconcilerOptions;
+use tenant_gateway::serve::{Reconciler, start_reconciler};
 
 const WAIT: Duration = Duration::from_secs(60);
 

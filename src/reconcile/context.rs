@@ -18,7 +18,7 @@ use kube::runtime::reflector::{ObjectRef, Store};
 use super::api::TenantGateway;
 use super::certmanager::{Certificate, Issuer};
 use super::inputs::{Inputs, NamespaceFacts, Observed, Sibling, TgwFacts};
-use super::{Config, Notice};
+use super::{Notice, Options};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::lease::Leader;
 use crate::cluster::nsmeta::NamespaceMeta;
@@ -27,16 +27,6 @@ use crate::cluster::watch::{Kept, ObjectCache};
 use crate::metrics::Metrics;
 use crate::platform;
 use crate::platform::Scope;
-
-/// Settings of the controller edge.
-#[derive(Debug, Clone, Default)]
-pub struct ControllerConfig {
-    pub plan: Config,
-    /// Parallel reconciles.
-    pub concurrency: u16,
-    /// Writes in flight to the API server, across all reconciles (see [`Context::write_slots`]).
-    pub writes_in_flight: usize,
-}
 
 /// Which TenantGateway namespaces each namespace points at (gateway label, attached-by
 /// annotation), kept from the namespace watch so a change can be mapped to the
@@ -183,7 +173,7 @@ pub struct TgwState {
 /// Shared by every reconcile.
 pub struct Context {
     pub client: Client,
-    pub cfg: ControllerConfig,
+    pub opts: Options,
     pub caches: Arc<Caches>,
     pub leader: Leader,
     pub metrics: Metrics,

@@ -23,14 +23,14 @@ use kube::{Client, Resource, ResourceExt};
 use super::api::TenantGateway;
 use super::api::TenantGatewayStatus;
 use super::backoff::{self, WriteBackoff};
-use super::context::{Caches, Context, ControllerConfig, NamespaceLinks, gather, now};
+use super::context::{Caches, Context, NamespaceLinks, gather, now};
 use super::diff::Write;
 use super::error::Error;
 use super::inputs::Inputs;
 use super::inputs::{ModeSettings, Settings};
 use super::planner::Planner;
 use super::watches;
-use super::{Plan, apply, cleanup, plan, plan_with, status};
+use super::{Options, Plan, apply, cleanup, plan, plan_with, status};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::lease::Leader;
 use crate::cluster::routes::RouteIndex;
@@ -43,13 +43,26 @@ const RESYNC: Duration = Duration::from_secs(600);
 /// The longest a reconcile waits for the watches to show its own writes ([`settle`]).
 const SETTLE_MAX: Duration = Duration::from_secs(5);
 
+/// TenantGateways reconciled at once. Their writes share [`WRITES_IN_FLIGHT`], so this only
+/// has to be large enough to keep that window full while some reconciles plan or wait for
+/// the watches to deliver their own writes.
+const CONCURRENCY: u16 = 16;
+
+/// Writes in flight to the API server across all reconciles. The API server is CPU-bound well
+/// below this window on two cores (`bench/reconcile`: the cold start runs at its floor), and
+/// each write in flight is an HTTP/1.1 connection of the kube client (it does not speak
+/// HTTP/2), kept idle for 90 s after a burst with its TLS state and buffers: 64 of them held
+/// ~3.5 MB more heap after a burst of Certificate creates than the 15 connections of the
+/// watches do.
+const WRITES_IN_FLIGHT: usize = 16;
+
 /// Everything `run` needs.
 pub struct Parts {
     pub client: Client,
     pub namespaces: Arc<LiveNamespaces>,
     pub metrics: Metrics,
     pub leader: Leader,
-    pub cfg: ControllerConfig,
+    pub opts: Options,
     /// Reporter instance (the Lease identity).
     pub instance: String,
 }
@@ -69,7 +82,7 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
         watches::tenant_gateways(client, tgw_store.clone(), tgw_writer, caches, trigger);
     let gained = leadership_gains(&ctx.leader);
     let controller_cfg = kube::runtime::controller::Config::default()
-        .concurrency(ctx.cfg.concurrency.max(1))
+        .concurrency(CONCURRENCY)
         .debounce(Duration::from_millis(200));
     Controller::for_stream(tgw_stream, tgw_store)
         .with_config(controller_cfg)
@@ -129,7 +142,7 @@ fn context(parts: Parts, caches: Arc<Caches>) -> Arc<Context> {
         namespaces: _,
         metrics,
         leader,
-        cfg,
+        opts,
         instance,
     } = parts;
     let recorder = Recorder::new(
@@ -139,10 +152,10 @@ fn context(parts: Parts, caches: Arc<Caches>) -> Arc<Context> {
             instance: Some(instance),
         },
     );
-    let write_slots = tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1));
+    let write_slots = tokio::sync::Semaphore::new(WRITES_IN_FLIGHT);
     Arc::new(Context {
         client,
-        cfg,
+        opts,
         caches,
         leader,
         metrics,
@@ -231,9 +244,9 @@ async fn reconcile_inner(
     let t = tgw.clone();
     // The spec is checked once: for the plan, the mode metric and settle's re-plans.
     let (inputs, settings, p) = off_runtime(ctx, move |c| {
-        let inputs = gather(&t, &c.caches, &c.cfg.plan.scope, now());
-        let settings = inputs.tgw.settings(&c.cfg.plan.scope);
-        let p = plan_with(&inputs, &settings, &c.cfg.plan);
+        let inputs = gather(&t, &c.caches, &c.opts.scope, now());
+        let settings = inputs.tgw.settings(&c.opts.scope);
+        let p = plan_with(&inputs, &settings, &c.opts);
         (inputs, settings, p)
     })
     .await?;
@@ -278,7 +291,7 @@ async fn reconcile_inner(
             }
             Finalizer::Cleanup(t) => {
                 let i = inputs.clone();
-                let writes = off_runtime(&ctx2, move |c| cleanup(&i, &c.cfg.plan.scope)).await?;
+                let writes = off_runtime(&ctx2, move |c| cleanup(&i, &c.opts.scope)).await?;
                 let issued = apply::execute(&ctx2, &inputs, &writes).await?;
                 tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued,
                     "cleaned up namespace labels and route status entries");
@@ -324,12 +337,12 @@ async fn settle(
         let tgw = ctx.caches.tgw_statuses.restore(tgw);
         let (planned, settings) = (planned.clone(), settings.clone());
         let replanned = off_runtime(ctx, move |c| {
-            let again = gather(&tgw, &c.caches, &c.cfg.plan.scope, planned.now.clone());
+            let again = gather(&tgw, &c.caches, &c.opts.scope, planned.now.clone());
             // Checked again only when the spec was edited since the plan.
             if again.tgw.spec == planned.tgw.spec {
-                plan_with(&again, &settings, &c.cfg.plan).writes
+                plan_with(&again, &settings, &c.opts).writes
             } else {
-                plan(&again, &c.cfg.plan).writes
+                plan(&again, &c.opts).writes
             }
         })
         .await;

@@ -43,17 +43,27 @@ pub mod watches;
 use diff::{Refused, RouteStatusWrite, Write};
 use gateway_api::apis::experimental::gateways::Gateway;
 use inputs::{Inputs, ModeSettings, Settings};
-use render::{Desired, ListenerInfo, ListenerInputs, RenderOptions};
+use render::{Desired, ListenerInfo, ListenerInputs};
 use status::{GatewayState, StatusFacts};
 
 use crate::hostname;
 use crate::platform::Scope;
 
-/// Controller settings the plan depends on.
+/// The reconciler's options, from the `serve` flags: built once by `serve`, carried by the
+/// [`Context`](context::Context) of every reconcile. The plan reads `scope` and
+/// `uniform_port_kinds`; the Lease fields are for the election `serve` starts beside the
+/// controller.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Config {
+pub struct Options {
+    /// `--tenant-prefix`, `--system-prefix`.
     pub scope: Scope,
-    pub render: RenderOptions,
+    /// `--uniform-port-kinds`: every port-443 listener admits both HTTPRoute and TLSRoute
+    /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
+    pub uniform_port_kinds: bool,
+    /// `--leader-election-namespace`; `None`: the pod's own, else `default`.
+    pub lease_namespace: Option<String>,
+    /// `--leader-election-name`.
+    pub lease_name: String,
 }
 
 /// The outcome of one reconcile.
@@ -99,16 +109,20 @@ pub struct Notice {
 
 /// Plan one reconcile of `inputs.tgw`, checking its spec first ([`plan_with`] takes the
 /// checked spec from a caller that needs it too).
-pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
-    plan_with(inputs, &inputs.tgw.settings(&cfg.scope), cfg)
+pub fn plan(inputs: &Inputs, opts: &Options) -> Plan {
+    plan_with(inputs, &inputs.tgw.settings(&opts.scope), opts)
 }
 
 /// Plan one reconcile of `inputs.tgw` with its checked spec (`settings`, what
 /// [`TgwFacts::settings`](inputs::TgwFacts::settings) returned for it): admit → attachment →
 /// analyse → render and diff → status → notices. Each step hands the next what it needs;
 /// [`admit`] ends the plan when nothing may be rendered.
-pub fn plan_with(inputs: &Inputs, settings: &Result<Settings, Vec<String>>, cfg: &Config) -> Plan {
-    let settings = match admit(inputs, settings, cfg) {
+pub fn plan_with(
+    inputs: &Inputs,
+    settings: &Result<Settings, Vec<String>>,
+    opts: &Options,
+) -> Plan {
+    let settings = match admit(inputs, settings, opts) {
         Ok(s) => s,
         Err(Blocked { reason, message }) => return blocked(inputs, reason, message),
     };
@@ -118,8 +132,8 @@ pub fn plan_with(inputs: &Inputs, settings: &Result<Settings, Vec<String>>, cfg:
         child_apexes,
         child_over_cap,
         problems,
-    } = attachment(inputs, settings, &cfg.scope);
-    let analysed = analyse(inputs, settings, &allowed, &cfg.scope);
+    } = attachment(inputs, settings, &opts.scope);
+    let analysed = analyse(inputs, settings, &allowed, &opts.scope);
     let li = ListenerInputs {
         port443_namespaces: allowed,
         hosts: analysed.routes.listener_hosts.clone(),
@@ -129,7 +143,7 @@ pub fn plan_with(inputs: &Inputs, settings: &Result<Settings, Vec<String>>, cfg:
             _ => BTreeMap::new(),
         },
     };
-    let desired = render::render(&inputs.tgw, settings, &li, cfg.render);
+    let desired = render::render(&inputs.tgw, settings, &li, opts);
     let (mut writes, refused) = diff::objects(&desired, &inputs.observed, &inputs.tgw);
     let reported = report(
         inputs,
@@ -189,7 +203,7 @@ struct Blocked {
 fn admit<'s>(
     inputs: &Inputs,
     settings: &'s Result<Settings, Vec<String>>,
-    cfg: &Config,
+    opts: &Options,
 ) -> Result<&'s Settings, Blocked> {
     let tgw = &inputs.tgw;
     let me = (
@@ -221,7 +235,7 @@ fn admit<'s>(
     let settings = settings
         .as_ref()
         .map_err(|problems| invalid(problems.join("; ")))?;
-    match apex_outside_namespace(inputs, settings, cfg) {
+    match apex_outside_namespace(inputs, settings, &opts.scope) {
         Some(problem) => Err(invalid(problem)),
         None => Ok(settings),
     }
@@ -507,14 +521,14 @@ fn sticky_names(
 /// In tenant scope a TenantGateway's apex is its namespace's apex (SPEC §3.5, layer 9): a
 /// shorter or different apex would let it claim hostnames and attachments it was never given.
 /// Say so up front instead of rendering anything.
-fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, cfg: &Config) -> Option<String> {
+fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Option<String> {
     let own = inputs.tgw.namespace.as_str();
     let label = inputs
         .namespaces
         .iter()
         .find(|n| n.name == own)
         .and_then(|n| n.apex());
-    inputs::apex_problem(own, label, &settings.apex, &cfg.scope)
+    inputs::apex_problem(own, label, &settings.apex, scope)
 }
 
 /// dns01/existingSecret child apexes (SPEC §3.5): inheriting namespaces other than the own one

@@ -25,6 +25,7 @@ use gateway_api::apis::experimental::httproutes::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::Options;
 use super::api::Dns01Provider;
 use super::certmanager::{
     Acme, Certificate, CertificateSpec, CloudflareSolver, DigitalOceanSolver, Dns01Solver,
@@ -37,14 +38,6 @@ use crate::platform::{
     CERT_MANAGER_NAMESPACE, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
     METADATA_NAME_LABEL, TGW_API_VERSION, TGW_KIND,
 };
-
-/// Rendering switches from the controller's flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RenderOptions {
-    /// `--uniform-port-kinds`: every port-443 listener admits both HTTPRoute and TLSRoute
-    /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
-    pub uniform_port_kinds: bool,
-}
 
 /// What the listeners are built from (decided by `routes` and the namespace plan).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -139,7 +132,7 @@ fn https_listener(
     hostname: &str,
     secret: &str,
     namespaces: &BTreeSet<String>,
-    opts: RenderOptions,
+    opts: &Options,
 ) -> GatewayListeners {
     let kind_list: &[&str] = if opts.uniform_port_kinds {
         &["HTTPRoute", "TLSRoute"]
@@ -171,12 +164,7 @@ fn https_listener(
 /// Render the desired objects: the port-80 listener, the mode's HTTPS listeners and their
 /// Certificates, the passthrough listeners, then the Gateway, Issuer and redirect around
 /// them.
-pub fn render(
-    tgw: &TgwFacts,
-    settings: &Settings,
-    li: &ListenerInputs,
-    opts: RenderOptions,
-) -> Desired {
+pub fn render(tgw: &TgwFacts, settings: &Settings, li: &ListenerInputs, opts: &Options) -> Desired {
     let issuer_name = names::issuer(&tgw.name);
     let mut parts = Listeners::default();
     parts.listeners.push(http_listener(tgw));
@@ -258,7 +246,7 @@ fn http01_listeners(
     tgw: &TgwFacts,
     settings: &Settings,
     li: &ListenerInputs,
-    opts: RenderOptions,
+    opts: &Options,
     issuer_name: &str,
     out: &mut Listeners,
 ) {
@@ -299,7 +287,7 @@ fn wildcard_listeners(
     tgw: &TgwFacts,
     settings: &Settings,
     li: &ListenerInputs,
-    opts: RenderOptions,
+    opts: &Options,
     issuer_name: &str,
     out: &mut Listeners,
 ) {
@@ -352,7 +340,7 @@ fn wildcard_listeners(
 fn passthrough_listeners(
     settings: &Settings,
     ns443: &BTreeSet<String>,
-    opts: RenderOptions,
+    opts: &Options,
     out: &mut Listeners,
 ) {
     let tls_kinds: &[&str] = if opts.uniform_port_kinds {
@@ -542,11 +530,7 @@ mod tests {
         }
     }
 
-    fn run(
-        w: &crate::reconcile::inputs::Inputs,
-        li: &ListenerInputs,
-        opts: RenderOptions,
-    ) -> Desired {
+    fn run(w: &crate::reconcile::inputs::Inputs, li: &ListenerInputs, opts: &Options) -> Desired {
         let s = w.tgw.settings(&Default::default()).expect("valid");
         render(&w.tgw, &s, li, opts)
     }
@@ -575,7 +559,7 @@ mod tests {
                 ],
                 &[],
             ),
-            RenderOptions::default(),
+            &Options::default(),
         );
         let gw = gw_json(&d);
         let names: Vec<&str> = gw["spec"]["listeners"]
@@ -665,8 +649,9 @@ mod tests {
         let d = run(
             &w,
             &inputs(&["alice.example.org"], &[]),
-            RenderOptions {
+            &Options {
                 uniform_port_kinds: true,
+                ..Options::default()
             },
         );
         let gw = gw_json(&d);
@@ -688,7 +673,7 @@ mod tests {
         let d = run(
             &w,
             &inputs(&[], &["bob.alice.example.org", "carol.alice.example.org"]),
-            RenderOptions::default(),
+            &Options::default(),
         );
         let gw = gw_json(&d);
         let hosts: Vec<(&str, &str)> = gw["spec"]["listeners"]
@@ -813,7 +798,7 @@ mod tests {
             let mut w = testing::world();
             w.tgw.spec = testing::dns01_spec();
             w.tgw.spec.dns01 = Some(dns01);
-            let d = run(&w, &inputs(&[], &[]), RenderOptions::default());
+            let d = run(&w, &inputs(&[], &[]), &Options::default());
             let issuer = serde_json::to_value(d.issuer.as_ref().expect("issuer")).expect("json");
             assert_eq!(issuer["spec"]["acme"]["solvers"][0]["dns01"], want);
         }
@@ -826,7 +811,7 @@ mod tests {
         let d = run(
             &w,
             &inputs(&["ignored.alice.example.org"], &["bob.alice.example.org"]),
-            RenderOptions::default(),
+            &Options::default(),
         );
         assert!(d.issuer.is_none());
         assert!(d.certificates.is_empty());
@@ -845,7 +830,7 @@ mod tests {
     #[test]
     fn redirect_route_and_ownership() {
         let w = testing::world();
-        let d = run(&w, &inputs(&[], &[]), RenderOptions::default());
+        let d = run(&w, &inputs(&[], &[]), &Options::default());
         let r = serde_json::to_value(&d.redirect).expect("json");
         assert_eq!(r["metadata"]["name"], "gw-http-redirect");
         assert_eq!(
