@@ -1,23 +1,36 @@
-//! TenantGateway reconciler (SPEC §3). This part is the pure core: [`plan`] turns the facts
-//! gathered from the caches ([`inputs::Inputs`]) into the exact writes one reconcile performs,
-//! and [`cleanup`] into the writes of the finalizer. Nothing here talks to a cluster; the
-//! controller edge gathers, calls these, and executes the writes when it holds the lease.
+//! TenantGateway reconciler (SPEC §3). The pure core: [`plan`] turns the facts gathered from
+//! the caches ([`inputs::Inputs`]) into the exact writes one reconcile performs, and
+//! [`cleanup`] into the writes of the finalizer. Nothing in it talks to a cluster; the kube
+//! edge gathers, calls these, and executes the writes when it holds the lease.
 //!
-//! | SPEC | file |
+//! [`plan_with`] runs in steps, each handing the next what it needs: `admit` (Duplicate,
+//! spec checks, the namespace's apex; ends the plan with the blocked status) → `attachment`
+//! (namespace labels, who publishes here, child apexes) → `analyse` (routes against the
+//! Gateway) → render and diff → `report` (TenantGateway status, route status writes) →
+//! `notices` (Warning events).
+//!
+//! | SPEC part or concern | file |
 //! |---|---|
 //! | §3.1 the API, CRD; spec rules re-checked | `api.rs`; `inputs.rs` (`TgwFacts::settings`) |
 //! | §3.2 names of listeners and objects | `names.rs` |
 //! | §3.2 rendered Gateway (layer 1), Issuer, Certificates, redirect | `render.rs`, `certmanager.rs` |
 //! | §3.3 attachment, listenable hostnames, conflicts, 64-listener cap | `routes.rs`, `crate::claims` |
-//! | §3.3 route status entries; §3.7 conditions and listener status | `status.rs` |
-//! | §3.5 namespace labels, no stealing, child apexes | `labels.rs`, [`plan`] |
+//! | §3.3 route status entries; §3.7 conditions and listener status | `status.rs`, `route_status_write` |
+//! | §3.5 namespace labels, no stealing, child apexes | `labels.rs`, `attachment` |
 //! | §3.7 zero writes on an unchanged world, ownership, deletes | `diff.rs` |
-//! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | [`plan`], [`cleanup`] |
+//! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | `admit`, [`cleanup`] |
+//! | the reconciler's flags (scope, `--uniform-port-kinds`, the Lease) | [`Options`] |
+//! | the kube edge: caches, `gather` (caches → inputs), the TGW status stash | `context.rs` |
+//! | the kube edge: watch loops, trigger fan-out | `watches.rs` |
+//! | the kube edge: Controller, reconcile, settle, failure isolation, events | `controller.rs`, `backoff.rs`, `error.rs` |
+//! | the kube edge: executing writes | `apply.rs` |
+//! | planning off the admission runtime (§3.7) | `planner.rs` |
+//! | shared test worlds (unit, golden, bench) | `testing.rs` |
 //!
-//! | §3.7 the kube edge: caches → inputs, writes, Controller, finalizer, events | `context.rs`, `apply.rs`, `controller.rs`, `error.rs` |
-//!
-//! The pure files import only `api`, `inputs`, `crate::platform`, `crate::hostname`,
-//! `crate::claims`, each other and the object types.
+//! Rules: the pure files import only `api`, `inputs`, `crate::platform`, `crate::hostname`,
+//! `crate::claims`, each other and the object types; only `apply`, `context`, `watches` and
+//! `controller` see `kube::Api`. The reconciler imports `crate::cluster` and the leaves, never
+//! `admission` or `replicate` (layout-3.md direction rules).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -116,7 +129,7 @@ pub fn plan(inputs: &Inputs, opts: &Options) -> Plan {
 /// Plan one reconcile of `inputs.tgw` with its checked spec (`settings`, what
 /// [`TgwFacts::settings`](inputs::TgwFacts::settings) returned for it): admit → attachment →
 /// analyse → render and diff → status → notices. Each step hands the next what it needs;
-/// [`admit`] ends the plan when nothing may be rendered.
+/// `admit` ends the plan when nothing may be rendered.
 pub fn plan_with(
     inputs: &Inputs,
     settings: &Result<Settings, Vec<String>>,
