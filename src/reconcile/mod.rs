@@ -596,7 +596,6 @@ fn route_writes(
     let gw = (tgw.namespace.as_str(), tgw.name.as_str());
     let mut out = Vec::new();
     let mut full = Vec::new();
-    let mut seen = BTreeSet::new();
     // One lookup per route, not a scan of the verdicts per route (which made planning
     // quadratic in the routes: ~1 ns per pair, 0.4 s of a 20,000-route plan; bench/).
     let mut verdicts: BTreeMap<(inputs::RouteKind, &str, &str), &routes::RouteVerdict> =
@@ -607,12 +606,7 @@ fn route_writes(
             .entry((v.kind, &*v.namespace, &*v.name))
             .or_insert(v);
     }
-    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
-    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
-    for r in ordered {
-        if !seen.insert((r.kind, &*r.namespace, &*r.name)) {
-            continue;
-        }
+    for r in routes_in_order(inputs) {
         if r.kind == inputs::RouteKind::HttpRoute
             && *r.namespace == *tgw.namespace
             && &*r.name == redirect_name
@@ -648,6 +642,18 @@ fn route_writes(
     }
     // Already in (kind, namespace, name) order: the routes were walked in it.
     (out, full)
+}
+
+/// The routes of `inputs`, each once (its first fact), in (kind, namespace, name) order.
+fn routes_in_order(inputs: &Inputs) -> Vec<&inputs::RouteFacts> {
+    fn key(r: &inputs::RouteFacts) -> (inputs::RouteKind, &str, &str) {
+        (r.kind, &r.namespace, &r.name)
+    }
+    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
+    // Stable: of the facts of one route the first stays first, and dedup keeps it.
+    ordered.sort_by(|a, b| key(a).cmp(&key(b)));
+    ordered.dedup_by(|a, b| key(a) == key(b));
+    ordered
 }
 
 /// The write that sets route `r`'s entries for Gateway `gw` to `entries` (none: removes
@@ -703,13 +709,7 @@ pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<Write> {
         .into_iter()
         .map(Write::Namespace)
         .collect();
-    let mut seen = BTreeSet::new();
-    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
-    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
-    for r in ordered {
-        if !seen.insert((r.kind, &*r.namespace, &*r.name)) {
-            continue;
-        }
+    for r in routes_in_order(inputs) {
         if !status::entries_for(&r.our_status, &r.namespace, gw).is_empty() {
             writes.push(route_status_write(r, gw, Vec::new()));
         }

@@ -166,15 +166,22 @@ fn https_listener(
 /// them.
 pub fn render(tgw: &TgwFacts, settings: &Settings, li: &ListenerInputs, opts: &Options) -> Desired {
     let issuer_name = names::issuer(&tgw.name);
+    let of = Of {
+        tgw,
+        settings,
+        li,
+        opts,
+        issuer_name: &issuer_name,
+    };
     let mut parts = Listeners::default();
     parts.listeners.push(http_listener(tgw));
     match &settings.mode {
-        ModeSettings::Http01 => http01_listeners(tgw, settings, li, opts, &issuer_name, &mut parts),
+        ModeSettings::Http01 => http01_listeners(&of, &mut parts),
         ModeSettings::Dns01(_) | ModeSettings::ExistingSecret { .. } => {
-            wildcard_listeners(tgw, settings, li, opts, &issuer_name, &mut parts)
+            wildcard_listeners(&of, &mut parts)
         }
     }
-    passthrough_listeners(settings, &li.port443_namespaces, opts, &mut parts);
+    passthrough_listeners(&of, &mut parts);
     let Listeners {
         listeners,
         infos,
@@ -188,6 +195,15 @@ pub fn render(tgw: &TgwFacts, settings: &Settings, li: &ListenerInputs, opts: &O
         redirect: redirect(tgw, &settings.apex),
         listeners: infos,
     }
+}
+
+/// What the listener steps render from.
+struct Of<'a> {
+    tgw: &'a TgwFacts,
+    settings: &'a Settings,
+    li: &'a ListenerInputs,
+    opts: &'a Options,
+    issuer_name: &'a str,
 }
 
 /// The listeners rendered so far, in Gateway order, with what the status reports of each
@@ -242,21 +258,14 @@ fn certificate(
 
 /// http01: one listener and one Certificate per hostname, the apex first, then the
 /// hostnames sorted.
-fn http01_listeners(
-    tgw: &TgwFacts,
-    settings: &Settings,
-    li: &ListenerInputs,
-    opts: &Options,
-    issuer_name: &str,
-    out: &mut Listeners,
-) {
-    let apex = settings.apex.as_str();
+fn http01_listeners(of: &Of, out: &mut Listeners) {
+    let apex = of.settings.apex.as_str();
     // The Gateway's other listener names: no hostname listener may take them.
     let fixed: BTreeSet<String> = std::iter::once(HTTP_LISTENER.to_string())
-        .chain(settings.passthrough.iter().map(|(_, l)| l.clone()))
+        .chain(of.settings.passthrough.iter().map(|(_, l)| l.clone()))
         .collect();
-    let assigned = names::http01(&tgw.name, apex, &li.hosts, &fixed, &li.sticky);
-    let mut order: Vec<&String> = li.hosts.iter().collect();
+    let assigned = names::http01(&of.tgw.name, apex, &of.li.hosts, &fixed, &of.li.sticky);
+    let mut order: Vec<&String> = of.li.hosts.iter().collect();
     order.sort_by_key(|h| (h.as_str() != apex, (*h).clone()));
     for h in order {
         let n = &assigned[h.as_str()];
@@ -264,8 +273,8 @@ fn http01_listeners(
             &n.listener,
             h,
             &n.certificate,
-            &li.port443_namespaces,
-            opts,
+            &of.li.port443_namespaces,
+            of.opts,
         ));
         out.infos.push(ListenerInfo {
             name: n.listener.clone(),
@@ -273,8 +282,8 @@ fn http01_listeners(
             certificate: Some(n.certificate.clone()),
         });
         out.certificates.push(certificate(
-            tgw,
-            issuer_name,
+            of.tgw,
+            of.issuer_name,
             &n.certificate,
             vec![h.clone()],
         ));
@@ -283,29 +292,22 @@ fn http01_listeners(
 
 /// dns01 and existingSecret: `*.apex`, the apex and one `*.C` per child apex, all on one
 /// Secret (the wildcard Certificate's for dns01, the named one for existingSecret).
-fn wildcard_listeners(
-    tgw: &TgwFacts,
-    settings: &Settings,
-    li: &ListenerInputs,
-    opts: &Options,
-    issuer_name: &str,
-    out: &mut Listeners,
-) {
-    let apex = settings.apex.as_str();
-    let (secret, cert) = match &settings.mode {
+fn wildcard_listeners(of: &Of, out: &mut Listeners) {
+    let apex = of.settings.apex.as_str();
+    let (secret, cert) = match &of.settings.mode {
         ModeSettings::ExistingSecret { secret } => (secret.clone(), None),
         _ => {
-            let n = names::wildcard_certificate(&tgw.name);
+            let n = names::wildcard_certificate(&of.tgw.name);
             (n.clone(), Some(n))
         }
     };
     let wildcard = format!("*.{apex}");
-    let children = names::child_listeners(&li.child_apexes);
+    let children = names::child_listeners(&of.li.child_apexes);
     let mut entries = vec![
         (WILDCARD_LISTENER.to_string(), wildcard.clone()),
         (APEX_LISTENER.to_string(), apex.to_string()),
     ];
-    for c in &li.child_apexes {
+    for c in &of.li.child_apexes {
         entries.push((children[c].clone(), format!("*.{c}")));
     }
     for (name, host) in entries {
@@ -313,8 +315,8 @@ fn wildcard_listeners(
             &name,
             &host,
             &secret,
-            &li.port443_namespaces,
-            opts,
+            &of.li.port443_namespaces,
+            of.opts,
         ));
         out.infos.push(ListenerInfo {
             name,
@@ -324,7 +326,7 @@ fn wildcard_listeners(
     }
     if let Some(cert) = &cert {
         let mut dns_names = vec![apex.to_string(), wildcard];
-        for c in &li.child_apexes {
+        for c in &of.li.child_apexes {
             for n in [c.clone(), format!("*.{c}")] {
                 if !dns_names.contains(&n) {
                     dns_names.push(n);
@@ -332,17 +334,15 @@ fn wildcard_listeners(
             }
         }
         out.certificates
-            .push(certificate(tgw, issuer_name, cert, dns_names));
+            .push(certificate(of.tgw, of.issuer_name, cert, dns_names));
     }
 }
 
 /// TLS passthrough, spec order.
-fn passthrough_listeners(
-    settings: &Settings,
-    ns443: &BTreeSet<String>,
-    opts: &Options,
-    out: &mut Listeners,
-) {
+fn passthrough_listeners(of: &Of, out: &mut Listeners) {
+    let Of {
+        settings, li, opts, ..
+    } = *of;
     let tls_kinds: &[&str] = if opts.uniform_port_kinds {
         &["HTTPRoute", "TLSRoute"]
     } else {
@@ -362,7 +362,7 @@ fn passthrough_listeners(
             }),
             allowed_routes: Some(GatewayListenersAllowedRoutes {
                 kinds: kinds(tls_kinds),
-                namespaces: Some(selector(ns443)),
+                namespaces: Some(selector(&li.port443_namespaces)),
             }),
         });
         out.infos.push(ListenerInfo {
