@@ -1,5 +1,5 @@
-//! What every reconcile shares: the caches filled by the shared watches, the leader handle,
-//! metrics and the event recorder; and `gather`, which turns the caches into the plain
+//! What every reconcile shares: the reconciler's [`Options`], the caches filled by the shared
+//! watches, the leader handle, metrics and the event recorder; and `gather`, which turns the caches into the plain
 //! [`Inputs`] of one TenantGateway (no API call).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
