@@ -34,9 +34,7 @@ use crate::config::{PolicyArgs, ServeArgs};
 use crate::metrics::Metrics;
 use crate::platform::Scope;
 use crate::readiness::Readiness;
-use crate::reconcile::context::ControllerConfig;
 use crate::reconcile::controller::{self, Parts};
-use crate::reconcile::render::RenderOptions;
 use crate::selfcert::{self, SelfCertConfig};
 use crate::server::{self, HealthServer, Limits, ServeOptions};
 
@@ -341,7 +339,7 @@ async fn cluster_parts(
     let mut leader = None;
     let mut routes = None;
     if !serve.no_controller {
-        let reconciler_opts = ReconcilerOptions {
+        let reconciler_opts = crate::reconcile::Options {
             lease_namespace: serve.leader_election_namespace.clone(),
             lease_name: serve.leader_election_name.clone(),
             uniform_port_kinds: serve.uniform_port_kinds,
@@ -539,19 +537,6 @@ fn spawn_replicator(
 /// within the grace period plus one second).
 const HARD_DEADLINE_MARGIN: Duration = Duration::from_millis(700);
 
-/// TenantGateways reconciled at once. Their writes share [`WRITES_IN_FLIGHT`], so this only
-/// has to be large enough to keep that window full while some reconciles plan or wait for
-/// the watches to deliver their own writes.
-const RECONCILE_CONCURRENCY: u16 = 16;
-
-/// Writes in flight to the API server across all reconciles. The API server is CPU-bound well
-/// below this window on two cores (`bench/reconcile`: the cold start runs at its floor), and
-/// each write in flight is an HTTP/1.1 connection of the kube client (it does not speak
-/// HTTP/2), kept idle for 90 s after a burst with its TLS state and buffers: 64 of them held
-/// ~3.5 MB more heap after a burst of Certificate creates than the 15 connections of the
-/// watches do.
-const WRITES_IN_FLIGHT: usize = 16;
-
 /// End the process after `after`, whatever the runtime is doing: a plain thread, so no
 /// task, blocked worker or connection can hold it up.
 fn arm_hard_deadline(after: Duration) {
@@ -593,18 +578,6 @@ async fn shutdown_signal() {
     }
 }
 
-/// What the reconciler needs from the command line.
-#[derive(Debug, Clone)]
-pub struct ReconcilerOptions {
-    /// `--leader-election-namespace`; `None`: the pod's own, else `default`.
-    pub lease_namespace: Option<String>,
-    /// `--leader-election-name`.
-    pub lease_name: String,
-    /// `--uniform-port-kinds`.
-    pub uniform_port_kinds: bool,
-    pub scope: Scope,
-}
-
 /// The running reconciler.
 pub struct Reconciler {
     /// The route index it fills (for the webhook's warnings, SPEC §3.4).
@@ -620,7 +593,7 @@ pub fn start_reconciler(
     client: Client,
     namespaces: Arc<LiveNamespaces>,
     metrics: Metrics,
-    opts: ReconcilerOptions,
+    opts: crate::reconcile::Options,
 ) -> Reconciler {
     let namespace = opts.lease_namespace.clone().unwrap_or_else(|| {
         lease::default_namespace(Path::new(lease::SERVICE_ACCOUNT_NAMESPACE_FILE))
@@ -635,16 +608,7 @@ pub fn start_reconciler(
         namespaces,
         metrics: metrics.clone(),
         leader: leader.clone(),
-        cfg: ControllerConfig {
-            plan: crate::reconcile::Config {
-                scope: opts.scope.clone(),
-                render: RenderOptions {
-                    uniform_port_kinds: opts.uniform_port_kinds,
-                },
-            },
-            concurrency: RECONCILE_CONCURRENCY,
-            writes_in_flight: WRITES_IN_FLIGHT,
-        },
+        opts,
         instance,
     };
     let index = routes.clone();

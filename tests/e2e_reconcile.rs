@@ -22,7 +22,8 @@ use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::platform::{CONTROLLER_NAME, Scope};
 use tenant_gateway::readiness::Readiness;
-use tenant_gateway::serve::{Reconciler, ReconcilerOptions, start_reconciler};
+use tenant_gateway::reconcile::Options;
+use tenant_gateway::serve::{Reconciler, start_reconciler};
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -227,7 +228,7 @@ fn start_replica(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
             client,
             live,
             metrics.clone(),
-            ReconcilerOptions {
+            Options {
                 lease_namespace: Some("default".into()),
                 lease_name: "tenant-gateway-e2e".into(),
                 uniform_port_kinds: false,

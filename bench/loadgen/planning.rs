@@ -21,7 +21,7 @@ use std::time::{Duration, Instant};
 use clap::Args;
 use tenant_gateway::reconcile::inputs::{AttachClaim, Inputs};
 use tenant_gateway::reconcile::planner::Planner;
-use tenant_gateway::reconcile::{self, Config, testing};
+use tenant_gateway::reconcile::{self, Options, testing};
 
 use crate::client::{self, PhaseResult, Pool, Proto, Target};
 use crate::{LoadArgs, Pair, fmt_ns, pass, payload};
@@ -112,7 +112,7 @@ struct Phase {
 pub fn run(a: PlanningArgs) -> std::process::ExitCode {
     let pair = Pair::start(&a.load, a.server_threads);
     let inputs = Arc::new(biggest(a.plan_routes, a.inheriting));
-    let cfg = Arc::new(Config::default());
+    let cfg = Arc::new(Options::default());
 
     // One plan's cost, alone, at a quarter, half and all of the routes: linear (SPEC §3.7
     // asks for linear or n·log n in the inputs) shows as a doubling per step.

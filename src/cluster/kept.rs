@@ -844,9 +844,10 @@ mod tests {
     /// deflated Gateway is still found and put back.
     #[test]
     fn kept_objects_diff_like_the_objects_themselves() {
+        use crate::reconcile::Options;
         use crate::reconcile::diff::{self, Object, Write};
         use crate::reconcile::inputs::Observed;
-        use crate::reconcile::render::{ListenerInputs, RenderOptions, render};
+        use crate::reconcile::render::{ListenerInputs, render};
         use crate::reconcile::testing;
 
         fn through<K: Split + Clone>(o: &K) -> K {
@@ -862,7 +863,7 @@ mod tests {
             child_apexes: Default::default(),
             sticky: Default::default(),
         };
-        let d = render(&w.tgw, &s, &li, RenderOptions::default());
+        let d = render(&w.tgw, &s, &li, &Options::default());
         assert!(
             matches!(
                 Kept::keep(d.gateway.clone()).map(|k| k.body),

@@ -1,5 +1,5 @@
-//! What every reconcile shares: the caches filled by the shared watches, the leader handle,
-//! metrics and the event recorder; and `gather`, which turns the caches into the plain
+//! What every reconcile shares: the reconciler's [`Options`], the caches filled by the shared
+//! watches, the leader handle, metrics and the event recorder; and `gather`, which turns the caches into the plain
 //! [`Inputs`] of one TenantGateway (no API call).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
@@ -19,7 +19,7 @@ use kube::runtime::watcher::Event;
 use super::api::TenantGateway;
 use super::certmanager::{Certificate, Issuer};
 use super::inputs::{Inputs, NamespaceFacts, Observed, Sibling, TgwFacts};
-use super::{Config, Notice};
+use super::{Notice, Options};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::kept::{Kept, KeptJson, ObjectCache};
 use crate::cluster::lease::Leader;
@@ -29,16 +29,6 @@ use crate::cluster::watch::{Key, key_of};
 use crate::metrics::Metrics;
 use crate::platform;
 use crate::platform::Scope;
-
-/// Settings of the controller edge.
-#[derive(Debug, Clone, Default)]
-pub struct ControllerConfig {
-    pub plan: Config,
-    /// Parallel reconciles.
-    pub concurrency: u16,
-    /// Writes in flight to the API server, across all reconciles (see [`Context::write_slots`]).
-    pub writes_in_flight: usize,
-}
 
 /// Which TenantGateway namespaces each namespace points at (gateway label, attached-by
 /// annotation), kept from the namespace watch so a change can be mapped to the
@@ -311,7 +301,7 @@ pub struct TgwState {
 /// Shared by every reconcile.
 pub struct Context {
     pub client: Client,
-    pub cfg: ControllerConfig,
+    pub opts: Options,
     pub caches: Arc<Caches>,
     pub leader: Leader,
     pub metrics: Metrics,

@@ -1,11 +1,5 @@
-//! The kube-runtime `Controller` on TenantGateways (SPEC §3.7) and the shared watches that
-//! feed it.
-//!
-//! One watch per kind per process: the Namespace reflector of the webhook (subscribed, not
-//! duplicated), HTTPRoutes, TLSRoutes (once their CRD is served), Gateways, Issuers,
-//! Certificates (once cert-manager's CRDs are served) and TenantGateways. Each watch task
-//! updates its cache first and only then sends the TenantGateways it affects to the
-//! controller (`reconcile_on`), so a reconcile always sees at least the change that woke it.
+//! The kube-runtime `Controller` on TenantGateways (SPEC §3.7): one reconcile, its failure
+//! isolation and error policy. The watches that feed it are in [`watches`](super::watches).
 //!
 //! One reconcile: [`gather`](super::context::gather) from the caches → [`plan`](super::plan)
 //! → publish the summary and metrics → if this replica holds the Lease: the finalizer helper
@@ -16,108 +10,51 @@ use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
-use futures::channel::mpsc::{UnboundedSender, unbounded};
-use futures::{StreamExt, TryStreamExt};
-use gateway_api::apis::experimental::gateways::{Gateway, GatewaySpec, GatewayStatus};
-use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec, HttpRouteStatus};
-use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, Time};
+use futures::StreamExt;
+use futures::channel::mpsc::unbounded;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, ApiResource};
-use kube::runtime::WatchStreamExt;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::finalizer::{Event as Finalizer, finalizer};
 use kube::runtime::reflector::{self, ObjectRef};
-use kube::runtime::watcher::{self, Event};
 use kube::{Client, Resource, ResourceExt};
-use tokio::sync::broadcast::error::RecvError;
 
 use super::api::TenantGateway;
 use super::api::TenantGatewayStatus;
 use super::backoff::{self, WriteBackoff};
-use super::certmanager::{
-    Certificate, CertificateSpec, CertificateStatus, Issuer, IssuerSpec, IssuerStatus,
-};
-use super::context::{Caches, Context, ControllerConfig, NamespaceLinks, gather, links_of, now};
+use super::context::{Caches, Context, NamespaceLinks, gather, now};
 use super::diff::Write;
 use super::error::Error;
 use super::inputs::Inputs;
-use super::inputs::{ModeSettings, RouteKind};
+use super::inputs::{ModeSettings, Settings};
 use super::planner::Planner;
-use super::{Plan, apply, cleanup, plan, status};
-use crate::cluster::kept::{Kept, ObjectCache, Split};
+use super::watches;
+use super::{Options, Plan, apply, cleanup, plan, plan_with, status};
+use crate::cluster::LiveNamespaces;
+use crate::cluster::kept::ObjectCache;
 use crate::cluster::lease::Leader;
-use crate::cluster::routes::{RouteIndex, WatchedRoute};
-use crate::cluster::watch::{self as cw, FromWatch, Key};
-use crate::cluster::{LiveNamespaces, NamespaceChange};
+use crate::cluster::routes::RouteIndex;
 use crate::metrics::Metrics;
-use crate::platform::{FINALIZER, GATEWAY_API_GROUP, TGW_KIND};
+use crate::platform::{FINALIZER, GATEWAY_API_GROUP};
 
-/// How often an optional CRD (TLSRoute, cert-manager) is looked for until it is served.
-const CRD_RECHECK: Duration = Duration::from_secs(20);
 /// A TenantGateway is reconciled at least this often (drift repair, e.g. a missed event).
 const RESYNC: Duration = Duration::from_secs(600);
 /// The longest a reconcile waits for the watches to show its own writes ([`settle`]).
 const SETTLE_MAX: Duration = Duration::from_secs(5);
 
-type Trigger = UnboundedSender<ObjectRef<TenantGateway>>;
+/// TenantGateways reconciled at once. Their writes share [`WRITES_IN_FLIGHT`], so this only
+/// has to be large enough to keep that window full while some reconciles plan or wait for
+/// the watches to deliver their own writes.
+const CONCURRENCY: u16 = 16;
 
-fn tgw_ref(namespace: &str, name: &str) -> ObjectRef<TenantGateway> {
-    ObjectRef::new(name).within(namespace)
-}
-
-/// The TenantGateway controlling an object (our ownerReference).
-fn owner_of(namespace: &str, meta: &ObjectMeta) -> Option<ObjectRef<TenantGateway>> {
-    meta.owner_references
-        .as_ref()
-        .and_then(|refs| {
-            refs.iter()
-                .find(|r| r.controller == Some(true) && r.kind == TGW_KIND)
-        })
-        .map(|r| tgw_ref(namespace, &r.name))
-}
-
-macro_rules! owned_kinds {
-    ($($t:ty => $spec:ty, $status:ty);* $(;)?) => {$(
-        impl FromWatch for $t {
-            fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
-                serde_json::from_str(raw)
-            }
-        }
-
-        impl Split for $t {
-            type Spec = $spec;
-            type Status = $status;
-            fn split(self) -> (ObjectMeta, $spec, Option<$status>) {
-                (self.metadata, self.spec, self.status)
-            }
-            fn join(metadata: ObjectMeta, spec: $spec, status: Option<$status>) -> Self {
-                Self { metadata, spec, status }
-            }
-        }
-    )*};
-}
-
-owned_kinds! {
-    Gateway => GatewaySpec, GatewayStatus;
-    Issuer => IssuerSpec, IssuerStatus;
-    Certificate => CertificateSpec, CertificateStatus;
-}
-
-// The redirect route arrives with the route watch (`WatchedRoute`); only kept like the others.
-impl Split for HttpRoute {
-    type Spec = HttpRouteSpec;
-    type Status = HttpRouteStatus;
-    fn split(self) -> (ObjectMeta, HttpRouteSpec, Option<HttpRouteStatus>) {
-        (self.metadata, self.spec, self.status)
-    }
-    fn join(metadata: ObjectMeta, spec: HttpRouteSpec, status: Option<HttpRouteStatus>) -> Self {
-        Self {
-            metadata,
-            spec,
-            status,
-        }
-    }
-}
+/// Writes in flight to the API server across all reconciles. The API server is CPU-bound well
+/// below this window on two cores (`bench/reconcile`: the cold start runs at its floor), and
+/// each write in flight is an HTTP/1.1 connection of the kube client (it does not speak
+/// HTTP/2), kept idle for 90 s after a burst with its TLS state and buffers: 64 of them held
+/// ~3.5 MB more heap after a burst of Certificate creates than the 15 connections of the
+/// watches do.
+const WRITES_IN_FLIGHT: usize = 16;
 
 /// Everything `run` needs.
 pub struct Parts {
@@ -125,177 +62,27 @@ pub struct Parts {
     pub namespaces: Arc<LiveNamespaces>,
     pub metrics: Metrics,
     pub leader: Leader,
-    pub cfg: ControllerConfig,
+    pub opts: Options,
     /// Reporter instance (the Lease identity).
     pub instance: String,
 }
 
-/// Run the watches and the controller until the process ends.
+/// Run the watches and the controller until the process ends: the caches, the context every
+/// reconcile shares, the watches (listed once before the first reconcile), then the
+/// controller on the TenantGateway watch.
 pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
-    let Parts {
-        client,
-        namespaces,
-        metrics,
-        leader,
-        cfg,
-        instance,
-    } = parts;
-    let http_route = ApiResource {
-        group: GATEWAY_API_GROUP.into(),
-        version: "v1".into(),
-        api_version: format!("{GATEWAY_API_GROUP}/v1"),
-        kind: "HTTPRoute".into(),
-        plural: "httproutes".into(),
-    };
-    let tgw_api: Api<TenantGateway> = Api::all(client.clone());
     let (tgw_store, tgw_writer) = reflector::store();
-    let caches = Arc::new(Caches {
-        namespaces: namespaces.clone(),
-        links: RwLock::new(NamespaceLinks::default()),
-        routes,
-        gateways: ObjectCache::default(),
-        issuers: ObjectCache::default(),
-        certificates: ObjectCache::default(),
-        redirects: ObjectCache::default(),
-        tgws: tgw_store.clone(),
-        tgw_statuses: Default::default(),
-        http_route: http_route.clone(),
-        tls_route: RwLock::new(None),
-        synced: ["HTTPRoute", "TLSRoute", "Gateway", "Issuer", "Certificate"]
-            .into_iter()
-            .map(|k| (k, AtomicBool::new(false)))
-            .collect(),
-    });
-    let recorder = Recorder::new(
-        client.clone(),
-        Reporter {
-            controller: "tenant-gateway".into(),
-            instance: Some(instance),
-        },
-    );
-    let ctx = Arc::new(Context {
-        client: client.clone(),
-        cfg: cfg.clone(),
-        caches: caches.clone(),
-        leader: leader.clone(),
-        metrics: metrics.clone(),
-        recorder,
-        state: Mutex::new(Default::default()),
-        write_slots: tokio::sync::Semaphore::new(cfg.writes_in_flight.max(1)),
-        planner: Planner::for_this_machine(),
-    });
+    let caches = caches(parts.namespaces.clone(), routes, tgw_store.clone());
+    let client = parts.client.clone();
+    let ctx = context(parts, caches.clone());
     let (trigger, triggers) = unbounded::<ObjectRef<TenantGateway>>();
-
-    // The subscription is taken before anything else runs, so no namespace change is lost
-    // between the first read of the store and the first event.
-    tokio::spawn(watch_namespaces(
-        namespaces.subscribe(),
-        caches.clone(),
-        trigger.clone(),
-    ));
-    tokio::spawn(watch_routes(
-        client.clone(),
-        caches.clone(),
-        trigger.clone(),
-        RouteKind::HttpRoute,
-    ));
-    tokio::spawn(watch_routes(
-        client.clone(),
-        caches.clone(),
-        trigger.clone(),
-        RouteKind::TlsRoute,
-    ));
-    tokio::spawn(watch_owned::<Gateway>(
-        client.clone(),
-        caches.clone(),
-        trigger.clone(),
-        "Gateway",
-        GATEWAY_API_GROUP,
-        |c| &c.gateways,
-    ));
-    tokio::spawn(watch_owned::<Issuer>(
-        client.clone(),
-        caches.clone(),
-        trigger.clone(),
-        "Issuer",
-        "cert-manager.io",
-        |c| &c.issuers,
-    ));
-    tokio::spawn(watch_owned::<Certificate>(
-        client.clone(),
-        caches.clone(),
-        trigger.clone(),
-        "Certificate",
-        "cert-manager.io",
-        |c| &c.certificates,
-    ));
-
-    // Reconciling before every cache listed once could prune what a slow watch has not
-    // delivered yet.
-    let started = Instant::now();
-    let mut waited = tokio::time::interval(Duration::from_millis(100));
-    while !caches.all_synced() {
-        waited.tick().await;
-        if started.elapsed() > Duration::from_secs(30)
-            && started.elapsed().as_millis() % 30_000 < 100
-        {
-            tracing::warn!(waiting_for = ?caches.unsynced(), "controller waits for the watches to list");
-        }
-    }
-    tracing::info!(
-        routes = caches.routes.len(),
-        gateways = caches.gateways.len(),
-        "watches synced; starting the TenantGateway controller"
-    );
-
-    let fanout_store = tgw_store.clone();
-    let fanout = trigger.clone();
-    let stash = caches.clone();
-    let tgw_stream = reflector::reflector(
-        tgw_writer,
-        watcher::watcher(
-            tgw_api,
-            watcher::Config::default().page_size(cw::LARGE_OBJECT_PAGE_SIZE),
-        )
-        .default_backoff()
-        .map_ok(move |ev| stash.tgw_statuses.stash(ev)),
-    )
-    .touched_objects()
-    .inspect(move |r| {
-        // Siblings (one per namespace) and rivals for attached namespaces depend on it.
-        if let Ok(t) = r {
-            for other in related(&fanout_store.state(), t) {
-                let _ = fanout.unbounded_send(other);
-            }
-        }
-    })
-    .filter_map(|r| async move {
-        match r {
-            Ok(t) => Some(Ok(t)),
-            Err(e) => {
-                tracing::warn!(error = %e, "TenantGateway watch error; retrying with backoff");
-                None
-            }
-        }
-    });
-
-    let mut leader_rx = leader.watch();
-    // Only changes count: the current claim is marked seen.
-    leader_rx.borrow_and_update();
-    let gained = futures::stream::unfold(leader_rx, |mut rx| async move {
-        loop {
-            if rx.changed().await.is_err() {
-                // The election ended: no more gains.
-                return None;
-            }
-            if *rx.borrow_and_update() {
-                return Some(((), rx));
-            }
-        }
-    });
-
+    watches::spawn(&client, &caches, &trigger);
+    watches::synced(&caches).await;
+    let tgw_stream =
+        watches::tenant_gateways(client, tgw_store.clone(), tgw_writer, caches, trigger);
+    let gained = leadership_gains(&ctx.leader);
     let controller_cfg = kube::runtime::controller::Config::default()
-        .concurrency(cfg.concurrency.max(1))
+        .concurrency(CONCURRENCY)
         .debounce(Duration::from_millis(200));
     Controller::for_stream(tgw_stream, tgw_store)
         .with_config(controller_cfg)
@@ -315,253 +102,90 @@ pub async fn run(parts: Parts, routes: Arc<RouteIndex>) {
     tracing::error!("TenantGateway controller ended");
 }
 
-/// TenantGateways whose plan depends on `t`: the others in its namespace and those listing
-/// one of the namespaces it lists.
-fn related(all: &[Arc<TenantGateway>], t: &TenantGateway) -> Vec<ObjectRef<TenantGateway>> {
-    let ns = t.metadata.namespace.as_deref().unwrap_or_default();
-    let mine: BTreeSet<&str> = t
-        .spec
-        .attached_namespaces
-        .iter()
-        .map(String::as_str)
-        .collect();
-    all.iter()
-        .filter(|o| o.metadata.uid != t.metadata.uid)
-        .filter(|o| {
-            o.metadata.namespace.as_deref() == Some(ns)
-                || o.spec
-                    .attached_namespaces
-                    .iter()
-                    .any(|a| mine.contains(a.as_str()))
-        })
-        .map(|o| ObjectRef::from(o.as_ref()))
-        .collect()
-}
-
-fn tgws_in(caches: &Caches, namespaces: &BTreeSet<String>, trigger: &Trigger) {
-    for t in caches.tgws.state() {
-        let ns = t.metadata.namespace.as_deref().unwrap_or_default();
-        if namespaces.contains(ns) {
-            let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
-        }
-    }
-}
-
-fn rebuild_links(caches: &Caches) {
-    let mut links = caches.links.write().unwrap_or_else(|p| p.into_inner());
-    links.clear();
-    for ns in caches.namespaces.all() {
-        links.update(ns.name(), Some(links_of(&ns)));
-    }
-}
-
-fn trigger_all(caches: &Caches, trigger: &Trigger) {
-    for t in caches.tgws.state() {
-        let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
-    }
-}
-
-async fn watch_namespaces(
-    mut rx: tokio::sync::broadcast::Receiver<NamespaceChange>,
-    caches: Arc<Caches>,
-    trigger: Trigger,
-) {
-    rebuild_links(&caches);
-    loop {
-        match rx.recv().await {
-            Ok(NamespaceChange::Applied(name)) => {
-                let links = caches.namespaces.cached(&name).map(|n| links_of(&n));
-                let mut touched = caches
-                    .links
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .update(&name, links);
-                touched.insert(name.clone());
-                tgws_in(&caches, &touched, &trigger);
-                for t in caches.tgws.state() {
-                    if t.spec.attached_namespaces.contains(&name) {
-                        let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
-                    }
-                }
-            }
-            Ok(NamespaceChange::Deleted(name)) => {
-                let mut touched = caches
-                    .links
-                    .write()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .update(&name, None);
-                touched.insert(name.clone());
-                tgws_in(&caches, &touched, &trigger);
-            }
-            Ok(NamespaceChange::Resynced) | Err(RecvError::Lagged(_)) => {
-                rebuild_links(&caches);
-                trigger_all(&caches, &trigger);
-            }
-            Err(RecvError::Closed) => {
-                tracing::error!(
-                    "namespace watch ended; the controller sees no more namespace changes"
-                );
-                return;
-            }
-        }
-    }
-}
-
-/// Wait until `group`/`kind` is served (re-checked, so installing the CRD later works).
-async fn wait_served(
-    client: &Client,
-    caches: &Caches,
-    group: &str,
-    kind: &'static str,
-) -> ApiResource {
-    let mut first = true;
-    loop {
-        if let Some(ar) = cw::served(client, group, kind).await {
-            return ar;
-        }
-        if first {
-            tracing::info!(
-                kind,
-                "not served by the API server; watching it once its CRD is installed"
-            );
-            // Nothing to list yet: the controller need not wait for it.
-            caches.mark_synced(kind);
-            first = false;
-        }
-        tokio::time::sleep(CRD_RECHECK).await;
-    }
-}
-
-async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kind: RouteKind) {
-    let ar = match kind {
-        RouteKind::HttpRoute => caches.http_route.clone(),
-        RouteKind::TlsRoute => {
-            let ar = wait_served(&client, &caches, GATEWAY_API_GROUP, "TLSRoute").await;
-            *caches.tls_route.write().unwrap_or_else(|p| p.into_inner()) = Some(ar.clone());
-            ar
-        }
+/// The caches the watches fill, empty; every watched kind not listed yet.
+fn caches(
+    namespaces: Arc<LiveNamespaces>,
+    routes: Arc<RouteIndex>,
+    tgws: reflector::Store<TenantGateway>,
+) -> Arc<Caches> {
+    let http_route = ApiResource {
+        group: GATEWAY_API_GROUP.into(),
+        version: "v1".into(),
+        api_version: format!("{GATEWAY_API_GROUP}/v1"),
+        kind: "HTTPRoute".into(),
+        plural: "httproutes".into(),
     };
-    let idx = caches.routes.clone();
-    let send = |gws: BTreeSet<Key>| {
-        for (ns, name) in gws {
-            let _ = trigger.unbounded_send(tgw_ref(&ns, &name));
-        }
-    };
-    let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(
+    Arc::new(Caches {
+        namespaces,
+        links: RwLock::new(NamespaceLinks::default()),
+        routes,
+        gateways: ObjectCache::default(),
+        issuers: ObjectCache::default(),
+        certificates: ObjectCache::default(),
+        redirects: ObjectCache::default(),
+        tgws,
+        tgw_statuses: Default::default(),
+        http_route,
+        tls_route: RwLock::new(None),
+        synced: ["HTTPRoute", "TLSRoute", "Gateway", "Issuer", "Certificate"]
+            .into_iter()
+            .map(|k| (k, AtomicBool::new(false)))
+            .collect(),
+    })
+}
+
+/// What every reconcile shares: the parts, the caches, the event recorder (reporting as the
+/// Lease identity), the write slots and the planner.
+fn context(parts: Parts, caches: Arc<Caches>) -> Arc<Context> {
+    let Parts {
         client,
-        &ar,
-        kind.as_str(),
-        cw::PAGE_SIZE
-    ));
-    while let Some(ev) = stream.next().await {
-        match ev {
-            Event::Init => {
-                idx.relist_started(kind);
-                if kind == RouteKind::HttpRoute {
-                    caches.redirects.relist_started();
-                }
-            }
-            Event::InitApply(o) | Event::Apply(o) => {
-                let key = o.key();
-                let Some(route) = o.decoded(kind.as_str()) else {
-                    // Did not decode at all: forget any earlier version.
-                    if kind == RouteKind::HttpRoute {
-                        caches.redirects.apply(key.clone(), None);
-                    }
-                    send(idx.delete(kind, &key.0, &key.1));
-                    continue;
-                };
-                if kind == RouteKind::HttpRoute {
-                    // The redirect's status is read by nobody: not kept.
-                    let redirect = route.redirect.and_then(|mut r| {
-                        r.status = None;
-                        Kept::keep(r)
-                    });
-                    caches.redirects.apply(key, redirect);
-                }
-                send(idx.apply(route.view.facts(kind)));
-            }
-            Event::Delete(o) => {
-                let (ns, name) = o.key();
-                if kind == RouteKind::HttpRoute {
-                    caches.redirects.delete(&(ns.clone(), name.clone()));
-                }
-                send(idx.delete(kind, &ns, &name));
-            }
-            Event::InitDone => {
-                if kind == RouteKind::HttpRoute {
-                    caches.redirects.relist_done();
-                }
-                send(idx.relist_done(kind));
-                caches.mark_synced(kind.as_str());
-                tracing::info!(
-                    kind = kind.as_str(),
-                    routes = idx.len(),
-                    "route index synced"
-                );
-            }
-        }
-    }
+        namespaces: _,
+        metrics,
+        leader,
+        opts,
+        instance,
+    } = parts;
+    let recorder = Recorder::new(
+        client.clone(),
+        Reporter {
+            controller: "tenant-gateway".into(),
+            instance: Some(instance),
+        },
+    );
+    let write_slots = tokio::sync::Semaphore::new(WRITES_IN_FLIGHT);
+    Arc::new(Context {
+        client,
+        opts,
+        caches,
+        leader,
+        metrics,
+        recorder,
+        state: Mutex::new(Default::default()),
+        write_slots,
+        planner: Planner::for_this_machine(),
+    })
 }
 
-async fn watch_owned<T>(
-    client: Client,
-    caches: Arc<Caches>,
-    trigger: Trigger,
-    kind: &'static str,
-    group: &'static str,
-    cache: fn(&Caches) -> &ObjectCache<Kept<T>>,
-) where
-    T: FromWatch + Split + Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
-    Kept<T>: Send + Sync,
-{
-    let ar = wait_served(&client, &caches, group, kind).await;
-    let page = if kind == "Gateway" {
-        cw::LARGE_OBJECT_PAGE_SIZE
-    } else {
-        cw::PAGE_SIZE
-    };
-    let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind, page));
-    let target = |key: &Key, o: Option<&T>| {
-        // A Gateway is named like its TenantGateway; other kinds carry our ownerReference.
-        if kind == "Gateway" {
-            Some(tgw_ref(&key.0, &key.1))
-        } else {
-            o.and_then(|o| owner_of(&key.0, o.meta()))
-        }
-    };
-    while let Some(ev) = stream.next().await {
-        let c = cache(&caches);
-        match ev {
-            Event::Init => c.relist_started(),
-            Event::InitApply(o) | Event::Apply(o) => {
-                let key = o.key();
-                let o = o.decoded(kind);
-                let t = target(&key, o.as_ref());
-                c.apply(key, o.and_then(Kept::keep));
-                if let Some(t) = t {
-                    let _ = trigger.unbounded_send(t);
-                }
+/// One item each time this replica gains the Lease (reconcile everything then); the claim
+/// held when it starts does not count. Ends with the election.
+fn leadership_gains(leader: &Leader) -> impl futures::Stream<Item = ()> + Send + 'static {
+    let mut leader_rx = leader.watch();
+    leader_rx.borrow_and_update();
+    futures::stream::unfold(leader_rx, |mut rx| async move {
+        loop {
+            if rx.changed().await.is_err() {
+                return None;
             }
-            Event::Delete(o) => {
-                let key = o.key();
-                c.delete(&key);
-                if let Some(t) = target(&key, o.body.as_ref().ok()) {
-                    let _ = trigger.unbounded_send(t);
-                }
-            }
-            Event::InitDone => {
-                c.relist_done();
-                caches.mark_synced(kind);
-                trigger_all(&caches, &trigger);
+            if *rx.borrow_and_update() {
+                return Some(((), rx));
             }
         }
-    }
+    })
 }
 
-fn mode_label(tgw: &TenantGateway, ctx: &Context) -> &'static str {
-    let facts = super::context::tgw_facts(tgw);
-    match facts.settings(&ctx.cfg.plan.scope).map(|s| s.mode) {
+/// The `tenantgateways` metric's mode of a checked spec.
+fn mode_label(settings: &Result<Settings, Vec<String>>) -> &'static str {
+    match settings.as_ref().map(|s| &s.mode) {
         Ok(ModeSettings::Http01) => "http01",
         Ok(ModeSettings::Dns01(_)) => "dns01",
         Ok(ModeSettings::ExistingSecret { .. }) => "existingSecret",
@@ -618,13 +242,15 @@ async fn reconcile_inner(
     key: &ObjectRef<TenantGateway>,
 ) -> Result<Action, Error> {
     let t = tgw.clone();
-    let (inputs, p) = off_runtime(ctx, move |c| {
-        let inputs = gather(&t, &c.caches, &c.cfg.plan.scope, now());
-        let p = plan(&inputs, &c.cfg.plan);
-        (inputs, p)
+    // The spec is checked once: for the plan, the mode metric and settle's re-plans.
+    let (inputs, settings, p) = off_runtime(ctx, move |c| {
+        let inputs = gather(&t, &c.caches, &c.opts.scope, now());
+        let settings = inputs.tgw.settings(&c.opts.scope);
+        let p = plan_with(&inputs, &settings, &c.opts);
+        (inputs, settings, p)
     })
     .await?;
-    let mode = mode_label(tgw, ctx);
+    let mode = mode_label(&settings);
     let new_notices = ctx.with_state(key, |s| {
         s.mode = mode;
         s.conflicts = p.summary.conflicts;
@@ -651,6 +277,7 @@ async fn reconcile_inner(
     }
     let ctx2 = ctx.clone();
     let inputs = Arc::new(inputs);
+    let settings = Arc::new(settings);
     let action = finalizer(&api, FINALIZER, tgw.clone(), |ev| async move {
         match ev {
             Finalizer::Apply(t) => {
@@ -660,11 +287,11 @@ async fn reconcile_inner(
                 if !new_notices.is_empty() {
                     ctx2.with_state(&ObjectRef::from(t.as_ref()), |s| s.notices = new_notices);
                 }
-                apply_isolated(&ctx2, &t, &inputs, &p).await
+                apply_isolated(&ctx2, &t, &inputs, &settings, &p).await
             }
             Finalizer::Cleanup(t) => {
                 let i = inputs.clone();
-                let writes = off_runtime(&ctx2, move |c| cleanup(&i, &c.cfg.plan.scope)).await?;
+                let writes = off_runtime(&ctx2, move |c| cleanup(&i, &c.opts.scope)).await?;
                 let issued = apply::execute(&ctx2, &inputs, &writes).await?;
                 tracing::info!(tgw = %ObjectRef::from(t.as_ref()), writes = issued,
                     "cleaned up namespace labels and route status entries");
@@ -690,7 +317,13 @@ async fn reconcile_inner(
 /// no longer repeats any write just issued. A write that differs from the one issued (the
 /// world moved on, e.g. the Gateway became Programmed) is not waited for: it is the next
 /// reconcile's.
-async fn settle(ctx: &Arc<Context>, key: &ObjectRef<TenantGateway>, now: &Time, issued: &[Write]) {
+async fn settle(
+    ctx: &Arc<Context>,
+    key: &ObjectRef<TenantGateway>,
+    planned: &Arc<Inputs>,
+    settings: &Arc<Result<Settings, Vec<String>>>,
+    issued: &[Write],
+) {
     let deadline = Instant::now() + SETTLE_MAX;
     let mut pause = Duration::from_millis(20);
     loop {
@@ -702,13 +335,15 @@ async fn settle(ctx: &Arc<Context>, key: &ObjectRef<TenantGateway>, now: &Time, 
             return;
         };
         let tgw = ctx.caches.tgw_statuses.restore(tgw);
-        let now = now.clone();
+        let (planned, settings) = (planned.clone(), settings.clone());
         let replanned = off_runtime(ctx, move |c| {
-            plan(
-                &gather(&tgw, &c.caches, &c.cfg.plan.scope, now),
-                &c.cfg.plan,
-            )
-            .writes
+            let again = gather(&tgw, &c.caches, &c.opts.scope, planned.now.clone());
+            // Checked again only when the spec was edited since the plan.
+            if again.tgw.spec == planned.tgw.spec {
+                plan_with(&again, &settings, &c.opts).writes
+            } else {
+                plan(&again, &c.opts).writes
+            }
         })
         .await;
         let Ok(again) = replanned else {
@@ -779,7 +414,8 @@ fn status_to_write(
 async fn apply_isolated(
     ctx: &Arc<Context>,
     tgw: &TenantGateway,
-    inputs: &Inputs,
+    inputs: &Arc<Inputs>,
+    settings: &Arc<Result<Settings, Vec<String>>>,
     p: &Plan,
 ) -> Result<Action, Error> {
     let key = ObjectRef::from(tgw);
@@ -840,7 +476,7 @@ async fn apply_isolated(
     }
     if !sent.is_empty() {
         tracing::info!(tgw = %key, writes = sent.len(), "applied");
-        settle(ctx, &key, &inputs.now, &sent).await;
+        settle(ctx, &key, inputs, settings, &sent).await;
     }
     let next = b
         .next_retry()
@@ -875,62 +511,4 @@ fn error_policy(tgw: Arc<TenantGateway>, err: &Error, ctx: Arc<Context>) -> Acti
     tracing::warn!(tgw = %key, error = %err, retry_in_secs = secs, kind = err.metric_label(),
         "reconcile failed");
     Action::requeue(Duration::from_secs(secs))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::reconcile::testing;
-
-    fn meta(v: serde_json::Value) -> ObjectMeta {
-        serde_json::from_value(v).expect("object metadata")
-    }
-
-    fn tgw(ns: &str, name: &str, uid: &str, attached: &[&str]) -> Arc<TenantGateway> {
-        let mut spec = testing::world().tgw.spec;
-        spec.attached_namespaces = attached.iter().map(|s| s.to_string()).collect();
-        let mut t = TenantGateway::new(name, spec);
-        t.metadata.namespace = Some(ns.into());
-        t.metadata.uid = Some(uid.into());
-        Arc::new(t)
-    }
-
-    #[test]
-    fn related_are_siblings_and_rivals_for_attached_namespaces() {
-        let me = tgw("tenant-a", "gw", "1", &["cozy-x"]);
-        let all = vec![
-            me.clone(),
-            tgw("tenant-a", "second", "2", &[]),
-            tgw("tenant-b", "gw", "3", &["cozy-x"]),
-            tgw("tenant-c", "gw", "4", &["cozy-y"]),
-        ];
-        let got: Vec<String> = related(&all, &me).iter().map(|r| r.to_string()).collect();
-        assert_eq!(got.len(), 2, "{got:?}");
-        assert!(got.iter().any(|r| r.contains("second.tenant-a")), "{got:?}");
-        assert!(got.iter().any(|r| r.contains("gw.tenant-b")), "{got:?}");
-    }
-
-    #[test]
-    fn owned_objects_map_to_their_tenantgateway() {
-        let cert = Certificate::from_watch(
-            &serde_json::json!({
-                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-                "metadata": {"name": "gw-a-tls", "namespace": "tenant-a", "ownerReferences": [
-                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "9"},
-                    {"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
-                     "name": "gw", "uid": "1", "controller": true}]},
-                "spec": {"secretName": "s", "dnsNames": ["a.example.org"],
-                         "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": "i"}}
-            })
-            .to_string(),
-        )
-        .expect("decodes");
-        assert_eq!(
-            owner_of("tenant-a", &cert.metadata),
-            Some(tgw_ref("tenant-a", "gw")),
-            "our ownerReference"
-        );
-        let foreign = meta(serde_json::json!({"name": "c", "namespace": "tenant-a"}));
-        assert_eq!(owner_of("tenant-a", &foreign), None);
-    }
 }

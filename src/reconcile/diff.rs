@@ -303,7 +303,8 @@ pub fn objects(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::reconcile::render::{ListenerInputs, RenderOptions, render};
+    use crate::reconcile::Options;
+    use crate::reconcile::render::{ListenerInputs, render};
     use crate::reconcile::testing;
 
     fn desired(w: &crate::reconcile::inputs::Inputs) -> Desired {
@@ -314,7 +315,7 @@ mod tests {
             child_apexes: Default::default(),
             sticky: Default::default(),
         };
-        render(&w.tgw, &s, &li, RenderOptions::default())
+        render(&w.tgw, &s, &li, &Options::default())
     }
 
     fn observed_from(d: &Desired) -> Observed {

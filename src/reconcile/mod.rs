@@ -1,23 +1,36 @@
-//! TenantGateway reconciler (SPEC §3). This part is the pure core: [`plan`] turns the facts
-//! gathered from the caches ([`inputs::Inputs`]) into the exact writes one reconcile performs,
-//! and [`cleanup`] into the writes of the finalizer. Nothing here talks to a cluster; the
-//! controller edge gathers, calls these, and executes the writes when it holds the lease.
+//! TenantGateway reconciler (SPEC §3). The pure core: [`plan`] turns the facts gathered from
+//! the caches ([`inputs::Inputs`]) into the exact writes one reconcile performs, and
+//! [`cleanup`] into the writes of the finalizer. Nothing in it talks to a cluster; the kube
+//! edge gathers, calls these, and executes the writes when it holds the lease.
 //!
-//! | SPEC | file |
+//! [`plan_with`] runs in steps, each handing the next what it needs: `admit` (Duplicate,
+//! spec checks, the namespace's apex; ends the plan with the blocked status) → `attachment`
+//! (namespace labels, who publishes here, child apexes) → `analyse` (routes against the
+//! Gateway) → render and diff → `report` (TenantGateway status, route status writes) →
+//! `notices` (Warning events).
+//!
+//! | SPEC part or concern | file |
 //! |---|---|
 //! | §3.1 the API, CRD; spec rules re-checked | `api.rs`; `inputs.rs` (`TgwFacts::settings`) |
 //! | §3.2 names of listeners and objects | `names.rs` |
 //! | §3.2 rendered Gateway (layer 1), Issuer, Certificates, redirect | `render.rs`, `certmanager.rs` |
 //! | §3.3 attachment, listenable hostnames, conflicts, 64-listener cap | `routes.rs`, `crate::claims` |
-//! | §3.3 route status entries; §3.7 conditions and listener status | `status.rs` |
-//! | §3.5 namespace labels, no stealing, child apexes | `labels.rs`, [`plan`] |
+//! | §3.3 route status entries; §3.7 conditions and listener status | `status.rs`, `route_status_write` |
+//! | §3.5 namespace labels, no stealing, child apexes | `labels.rs`, `attachment` |
 //! | §3.7 zero writes on an unchanged world, ownership, deletes | `diff.rs` |
-//! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | [`plan`], [`cleanup`] |
+//! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | `admit`, [`cleanup`] |
+//! | the reconciler's flags (scope, `--uniform-port-kinds`, the Lease) | [`Options`] |
+//! | the kube edge: caches, `gather` (caches → inputs), the TGW status stash | `context.rs` |
+//! | the kube edge: watch loops, trigger fan-out | `watches.rs` |
+//! | the kube edge: Controller, reconcile, settle, failure isolation, events | `controller.rs`, `backoff.rs`, `error.rs` |
+//! | the kube edge: executing writes | `apply.rs` |
+//! | planning off the admission runtime (§3.7) | `planner.rs` |
+//! | shared test worlds (unit, golden, bench) | `testing.rs` |
 //!
-//! | §3.7 the kube edge: caches → inputs, writes, Controller, finalizer, events | `context.rs`, `apply.rs`, `controller.rs`, `error.rs` |
-//!
-//! The pure files import only `api`, `inputs`, `crate::platform`, `crate::hostname`,
-//! `crate::claims`, each other and the object types.
+//! Rules: the pure files import only `api`, `inputs`, `crate::platform`, `crate::hostname`,
+//! `crate::claims`, each other and the object types; only `apply`, `context`, `watches` and
+//! `controller` see `kube::Api`. The reconciler imports `crate::cluster` and the leaves, never
+//! `admission` or `replicate` (layout-3.md direction rules).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -38,20 +51,32 @@ pub mod routes;
 pub mod status;
 #[doc(hidden)]
 pub mod testing;
+pub mod watches;
 
 use diff::{Refused, RouteStatusWrite, Write};
+use gateway_api::apis::experimental::gateways::Gateway;
 use inputs::{Inputs, ModeSettings, Settings};
-use render::{Desired, ListenerInfo, ListenerInputs, RenderOptions};
+use render::{Desired, ListenerInfo, ListenerInputs};
 use status::{GatewayState, StatusFacts};
 
 use crate::hostname;
 use crate::platform::Scope;
 
-/// Controller settings the plan depends on.
+/// The reconciler's options, from the `serve` flags: built once by `serve`, carried by the
+/// [`Context`](context::Context) of every reconcile. The plan reads `scope` and
+/// `uniform_port_kinds`; the Lease fields are for the election `serve` starts beside the
+/// controller.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Config {
+pub struct Options {
+    /// `--tenant-prefix`, `--system-prefix`.
     pub scope: Scope,
-    pub render: RenderOptions,
+    /// `--uniform-port-kinds`: every port-443 listener admits both HTTPRoute and TLSRoute
+    /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
+    pub uniform_port_kinds: bool,
+    /// `--leader-election-namespace`; `None`: the pod's own, else `default`.
+    pub lease_namespace: Option<String>,
+    /// `--leader-election-name`.
+    pub lease_name: String,
 }
 
 /// The outcome of one reconcile.
@@ -95,12 +120,105 @@ pub struct Notice {
     pub message: String,
 }
 
-/// Plan one reconcile of `inputs.tgw`.
-pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
-    let tgw = &inputs.tgw;
-    let previous = tgw.status.as_ref();
+/// Plan one reconcile of `inputs.tgw`, checking its spec first ([`plan_with`] takes the
+/// checked spec from a caller that needs it too).
+pub fn plan(inputs: &Inputs, opts: &Options) -> Plan {
+    plan_with(inputs, &inputs.tgw.settings(&opts.scope), opts)
+}
 
-    // One TenantGateway per namespace: the oldest (then smallest name) is reconciled.
+/// Plan one reconcile of `inputs.tgw` with its checked spec (`settings`, what
+/// [`TgwFacts::settings`](inputs::TgwFacts::settings) returned for it): admit → attachment →
+/// analyse → render and diff → status → notices. Each step hands the next what it needs;
+/// `admit` ends the plan when nothing may be rendered.
+pub fn plan_with(
+    inputs: &Inputs,
+    settings: &Result<Settings, Vec<String>>,
+    opts: &Options,
+) -> Plan {
+    let settings = match admit(inputs, settings, opts) {
+        Ok(s) => s,
+        Err(Blocked { reason, message }) => return blocked(inputs, reason, message),
+    };
+    let Attachment {
+        namespace_writes,
+        allowed,
+        child_apexes,
+        child_over_cap,
+        problems,
+    } = attachment(inputs, settings, &opts.scope);
+    let analysed = analyse(inputs, settings, &allowed, &opts.scope);
+    let li = ListenerInputs {
+        port443_namespaces: allowed,
+        hosts: analysed.routes.listener_hosts.clone(),
+        child_apexes,
+        sticky: match settings.mode {
+            ModeSettings::Http01 => sticky_names(inputs, analysed.gateway),
+            _ => BTreeMap::new(),
+        },
+    };
+    let desired = render::render(&inputs.tgw, settings, &li, opts);
+    let (mut writes, refused) = diff::objects(&desired, &inputs.observed, &inputs.tgw);
+    let reported = report(
+        inputs,
+        &desired,
+        &refused,
+        &analysed,
+        &child_over_cap,
+        &problems,
+    );
+    writes.extend(namespace_writes.into_iter().map(Write::Namespace));
+    writes.extend(reported.route_writes);
+    if inputs.tgw.status.as_ref() != Some(&reported.status) {
+        writes.push(Write::Status(reported.status.clone()));
+    }
+    let conflicts = analysed
+        .routes
+        .routes
+        .iter()
+        .filter(|v| !v.conflicts.is_empty())
+        .count();
+    let notices = notices(
+        &inputs.tgw.namespace,
+        &refused,
+        conflicts,
+        &reported.over_cap,
+        &reported.parents_full,
+    );
+    let analysis = analysed.routes;
+    Plan {
+        summary: Summary {
+            capacity_left: analysis
+                .host_budget
+                .saturating_sub(analysis.listener_hosts.len()),
+            hostname_owners: analysis.owners,
+            listeners: desired.gateway.spec.listeners.len(),
+            listener_hostnames: analysis.listener_hosts,
+            conflicts,
+            over_cap: reported.over_cap.len(),
+        },
+        desired: Some(desired),
+        writes,
+        status: reported.status,
+        refused,
+        notices,
+    }
+}
+
+/// Why nothing may be rendered: the blocked status's reason and message.
+struct Blocked {
+    reason: &'static str,
+    message: String,
+}
+
+/// Whether anything may be rendered (SPEC §3.7, §3.1, §3.5): one TenantGateway per
+/// namespace is reconciled (the oldest, then the smallest name; the others are Duplicate),
+/// its spec passes the checks, and in tenant scope its apex is its namespace's.
+fn admit<'s>(
+    inputs: &Inputs,
+    settings: &'s Result<Settings, Vec<String>>,
+    opts: &Options,
+) -> Result<&'s Settings, Blocked> {
+    let tgw = &inputs.tgw;
     let me = (
         tgw.creation.is_none(),
         tgw.creation.clone(),
@@ -114,23 +232,43 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         .filter(|s| *s < me)
         .min()
     {
-        let msg = format!(
-            "TenantGateway {}/{} already publishes this namespace; only one TenantGateway per \
-             namespace is reconciled: delete this one",
-            tgw.namespace, first.2
-        );
-        return blocked(inputs, "Duplicate", msg);
+        return Err(Blocked {
+            reason: "Duplicate",
+            message: format!(
+                "TenantGateway {}/{} already publishes this namespace; only one TenantGateway \
+                 per namespace is reconciled: delete this one",
+                tgw.namespace, first.2
+            ),
+        });
     }
-    let settings = match tgw.settings(&cfg.scope) {
-        Ok(s) => s,
-        Err(problems) => return blocked(inputs, "InvalidSpec", problems.join("; ")),
+    let invalid = |message| Blocked {
+        reason: "InvalidSpec",
+        message,
     };
-    if let Some(problem) = apex_outside_namespace(inputs, &settings, cfg) {
-        return blocked(inputs, "InvalidSpec", problem);
+    let settings = settings
+        .as_ref()
+        .map_err(|problems| invalid(problems.join("; ")))?;
+    match apex_outside_namespace(inputs, settings, &opts.scope) {
+        Some(problem) => Err(invalid(problem)),
+        None => Ok(settings),
     }
+}
 
-    let label_plan = labels::plan(inputs, &settings, &cfg.scope);
-    let own = tgw.namespace.as_str();
+/// The namespace side (SPEC §3.5): the label writes, and who publishes on this Gateway.
+struct Attachment {
+    namespace_writes: Vec<labels::NamespaceWrite>,
+    /// Namespaces admitted on port 443: the own one, held attachments, inheriting ones.
+    allowed: BTreeSet<String>,
+    /// dns01/existingSecret child apexes that fit the listener budget, and those cut.
+    child_apexes: BTreeSet<String>,
+    child_over_cap: BTreeSet<String>,
+    /// Sorted, de-duplicated sentences for the status.
+    problems: Vec<String>,
+}
+
+fn attachment(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Attachment {
+    let label_plan = labels::plan(inputs, settings, scope);
+    let own = inputs.tgw.namespace.as_str();
     // Inheriting as the label writes of this plan leave them: a namespace this plan detaches
     // stops publishing here, one it attaches starts. Reading the labels as they are now would
     // render a Gateway that the next reconcile changes again (and keep admitting a detached
@@ -157,20 +295,43 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
     allowed.extend(label_plan.held.iter().cloned());
     allowed.extend(inheriting.iter().map(|n| n.name.clone()));
 
-    let mut attach_problems: Vec<String> = label_plan.problems.clone();
-    attach_problems.extend(settings.skipped.iter().cloned());
-    let (child_apexes, child_over_cap) =
-        child_apexes(&settings, &inheriting, own, &mut attach_problems);
-    attach_problems.sort();
-    attach_problems.dedup();
+    let mut problems: Vec<String> = label_plan.problems;
+    problems.extend(settings.skipped.iter().cloned());
+    let (child_apexes, child_over_cap) = child_apexes(settings, &inheriting, own, &mut problems);
+    problems.sort();
+    problems.dedup();
+    Attachment {
+        namespace_writes: label_plan.writes,
+        allowed,
+        child_apexes,
+        child_over_cap,
+        problems,
+    }
+}
 
+/// What the routes attaching to this Gateway come to (SPEC §3.3), judged against the
+/// Gateway named like the TenantGateway.
+struct Analysed<'a> {
+    /// The Gateway named like the TenantGateway, owned or not.
+    gateway: Option<&'a Gateway>,
+    redirect_name: String,
+    routes: routes::Analysis,
+}
+
+fn analyse<'a>(
+    inputs: &'a Inputs,
+    settings: &Settings,
+    allowed: &BTreeSet<String>,
+    scope: &Scope,
+) -> Analysed<'a> {
+    let tgw = &inputs.tgw;
     let redirect_name = names::redirect_route(&tgw.name);
-    let owned_gateway = inputs
+    let gateway = inputs
         .observed
         .gateways
         .iter()
         .find(|g| g.metadata.name.as_deref() == Some(tgw.name.as_str()));
-    let existing_hosts: BTreeSet<String> = owned_gateway
+    let existing_hosts: BTreeSet<String> = gateway
         .filter(|g| diff::owned(&g.metadata, tgw))
         .map(|g| {
             g.spec
@@ -181,29 +342,41 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
                 .collect()
         })
         .unwrap_or_default();
-    let analysis = routes::analyse(
+    let routes = routes::analyse(
         inputs,
-        &settings,
-        &allowed,
+        settings,
+        allowed,
         &existing_hosts,
-        &cfg.scope,
-        (own, redirect_name.as_str()),
+        scope,
+        (tgw.namespace.as_str(), redirect_name.as_str()),
     );
+    Analysed {
+        gateway,
+        redirect_name,
+        routes,
+    }
+}
 
-    let li = ListenerInputs {
-        port443_namespaces: allowed,
-        hosts: analysis.listener_hosts.clone(),
-        child_apexes,
-        sticky: match settings.mode {
-            ModeSettings::Http01 => sticky_names(inputs, owned_gateway),
-            _ => BTreeMap::new(),
-        },
-    };
-    let desired = render::render(tgw, &settings, &li, cfg.render);
-    let (mut writes, refused) = diff::objects(&desired, &inputs.observed, tgw);
+/// The status side of the plan (SPEC §3.3, §3.7).
+struct Reported {
+    status: api::TenantGatewayStatus,
+    /// In (kind, namespace, name) order.
+    route_writes: Vec<Write>,
+    parents_full: Vec<status::ParentsFull>,
+    /// Hostnames and child apexes left out by the cap.
+    over_cap: BTreeSet<String>,
+}
 
-    // Status.
-    let gateway_state = match owned_gateway {
+fn report(
+    inputs: &Inputs,
+    desired: &Desired,
+    refused: &[Refused],
+    analysed: &Analysed,
+    child_over_cap: &BTreeSet<String>,
+    attach_problems: &[String],
+) -> Reported {
+    let tgw = &inputs.tgw;
+    let gateway_state = match analysed.gateway {
         None => GatewayState::Missing,
         Some(g) if !diff::owned(&g.metadata, tgw) => GatewayState::NotOwned,
         Some(g) => GatewayState::Owned(g),
@@ -232,17 +405,20 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
             )
         })
         .collect();
-    let over_cap: BTreeSet<String> = analysis
+    let over_cap: BTreeSet<String> = analysed
+        .routes
         .over_cap
         .iter()
         .chain(child_over_cap.iter())
         .cloned()
         .collect();
-    writes.extend(label_plan.writes.iter().cloned().map(Write::Namespace));
     let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
-    let (route_status_writes, parents_full) =
-        route_writes(inputs, &analysis, &listener_names, &redirect_name);
-    writes.extend(route_status_writes);
+    let (route_writes, parents_full) = route_writes(
+        inputs,
+        &analysed.routes,
+        &listener_names,
+        &analysed.redirect_name,
+    );
     let status = status::tgw_status(&StatusFacts {
         gateway_name: &tgw.name,
         gateway: gateway_state,
@@ -251,17 +427,28 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         over_cap: &over_cap,
         listener_count: desired.gateway.spec.listeners.len(),
         not_owned: &not_owned,
-        attach_problems: &attach_problems,
+        attach_problems,
         parents_full: &parents_full,
         generation: tgw.generation,
         now: &inputs.now,
-        previous,
+        previous: tgw.status.as_ref(),
     });
-
-    if previous != Some(&status) {
-        writes.push(Write::Status(status.clone()));
+    Reported {
+        status,
+        route_writes,
+        parents_full,
+        over_cap,
     }
+}
 
+/// The Warning events of the plan, sorted.
+fn notices(
+    own: &str,
+    refused: &[Refused],
+    conflicts: usize,
+    over_cap: &BTreeSet<String>,
+    parents_full: &[status::ParentsFull],
+) -> Vec<Notice> {
     let mut notices: Vec<Notice> = refused
         .iter()
         .map(|r| Notice {
@@ -274,11 +461,6 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
             ),
         })
         .collect();
-    let conflicts = analysis
-        .routes
-        .iter()
-        .filter(|v| !v.conflicts.is_empty())
-        .count();
     if conflicts > 0 {
         notices.push(Notice {
             reason: "HostnameConflict",
@@ -307,24 +489,7 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
         });
     }
     notices.sort();
-
-    Plan {
-        summary: Summary {
-            hostname_owners: analysis.owners.clone(),
-            listeners: desired.gateway.spec.listeners.len(),
-            listener_hostnames: analysis.listener_hosts.clone(),
-            capacity_left: analysis
-                .host_budget
-                .saturating_sub(analysis.listener_hosts.len()),
-            conflicts,
-            over_cap: over_cap.len(),
-        },
-        desired: Some(desired),
-        writes,
-        status,
-        refused,
-        notices,
-    }
+    notices
 }
 
 /// The names each hostname's listener has on the owned Gateway (SPEC §3.2, names are
@@ -334,7 +499,7 @@ pub fn plan(inputs: &Inputs, cfg: &Config) -> Plan {
 /// become the Secret of a new Certificate). The first listener of a hostname counts.
 fn sticky_names(
     inputs: &Inputs,
-    gateway: Option<&gateway_api::apis::experimental::gateways::Gateway>,
+    gateway: Option<&Gateway>,
 ) -> BTreeMap<String, names::StickyNames> {
     let tgw = &inputs.tgw;
     let Some(g) = gateway.filter(|g| diff::owned(&g.metadata, tgw)) else {
@@ -369,14 +534,14 @@ fn sticky_names(
 /// In tenant scope a TenantGateway's apex is its namespace's apex (SPEC §3.5, layer 9): a
 /// shorter or different apex would let it claim hostnames and attachments it was never given.
 /// Say so up front instead of rendering anything.
-fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, cfg: &Config) -> Option<String> {
+fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Option<String> {
     let own = inputs.tgw.namespace.as_str();
     let label = inputs
         .namespaces
         .iter()
         .find(|n| n.name == own)
         .and_then(|n| n.apex());
-    inputs::apex_problem(own, label, &settings.apex, &cfg.scope)
+    inputs::apex_problem(own, label, &settings.apex, scope)
 }
 
 /// dns01/existingSecret child apexes (SPEC §3.5): inheriting namespaces other than the own one
@@ -431,7 +596,6 @@ fn route_writes(
     let gw = (tgw.namespace.as_str(), tgw.name.as_str());
     let mut out = Vec::new();
     let mut full = Vec::new();
-    let mut seen = BTreeSet::new();
     // One lookup per route, not a scan of the verdicts per route (which made planning
     // quadratic in the routes: ~1 ns per pair, 0.4 s of a 20,000-route plan; bench/).
     let mut verdicts: BTreeMap<(inputs::RouteKind, &str, &str), &routes::RouteVerdict> =
@@ -442,12 +606,7 @@ fn route_writes(
             .entry((v.kind, &*v.namespace, &*v.name))
             .or_insert(v);
     }
-    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
-    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
-    for r in ordered {
-        if !seen.insert((r.kind, &*r.namespace, &*r.name)) {
-            continue;
-        }
+    for r in routes_in_order(inputs) {
         if r.kind == inputs::RouteKind::HttpRoute
             && *r.namespace == *tgw.namespace
             && &*r.name == redirect_name
@@ -478,20 +637,42 @@ fn route_writes(
         }
         let want = status::sorted(want);
         if status::sorted(current) != want {
-            out.push(Write::RouteStatus(RouteStatusWrite {
-                kind: r.kind,
-                namespace: r.namespace.to_string(),
-                name: r.name.to_string(),
-                resource_version: r.resource_version.as_deref().map(str::to_string),
-                gateway_namespace: gw.0.to_string(),
-                gateway_name: gw.1.to_string(),
-                entries: want,
-                in_place: r.in_place_edit(gw),
-            }));
+            out.push(route_status_write(r, gw, want));
         }
     }
     // Already in (kind, namespace, name) order: the routes were walked in it.
     (out, full)
+}
+
+/// The routes of `inputs`, each once (its first fact), in (kind, namespace, name) order.
+fn routes_in_order(inputs: &Inputs) -> Vec<&inputs::RouteFacts> {
+    fn key(r: &inputs::RouteFacts) -> (inputs::RouteKind, &str, &str) {
+        (r.kind, &r.namespace, &r.name)
+    }
+    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
+    // Stable: of the facts of one route the first stays first, and dedup keeps it.
+    ordered.sort_by(|a, b| key(a).cmp(&key(b)));
+    ordered.dedup_by(|a, b| key(a) == key(b));
+    ordered
+}
+
+/// The write that sets route `r`'s entries for Gateway `gw` to `entries` (none: removes
+/// them).
+fn route_status_write(
+    r: &inputs::RouteFacts,
+    gw: (&str, &str),
+    entries: Vec<inputs::RouteParentStatus>,
+) -> Write {
+    Write::RouteStatus(RouteStatusWrite {
+        kind: r.kind,
+        namespace: r.namespace.to_string(),
+        name: r.name.to_string(),
+        resource_version: r.resource_version.as_deref().map(str::to_string),
+        gateway_namespace: gw.0.to_string(),
+        gateway_name: gw.1.to_string(),
+        entries,
+        in_place: r.in_place_edit(gw),
+    })
 }
 
 /// Nothing may be rendered: report why, write nothing else (never prune on bad input).
@@ -528,24 +709,9 @@ pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<Write> {
         .into_iter()
         .map(Write::Namespace)
         .collect();
-    let mut seen = BTreeSet::new();
-    let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
-    ordered.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
-    for r in ordered {
-        if !seen.insert((r.kind, &*r.namespace, &*r.name)) {
-            continue;
-        }
+    for r in routes_in_order(inputs) {
         if !status::entries_for(&r.our_status, &r.namespace, gw).is_empty() {
-            writes.push(Write::RouteStatus(RouteStatusWrite {
-                kind: r.kind,
-                namespace: r.namespace.to_string(),
-                name: r.name.to_string(),
-                resource_version: r.resource_version.as_deref().map(str::to_string),
-                gateway_namespace: gw.0.to_string(),
-                gateway_name: gw.1.to_string(),
-                entries: Vec::new(),
-                in_place: r.in_place_edit(gw),
-            }));
+            writes.push(route_status_write(r, gw, Vec::new()));
         }
     }
     writes

@@ -25,6 +25,7 @@ use gateway_api::apis::experimental::httproutes::{
 };
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 
+use super::Options;
 use super::api::Dns01Provider;
 use super::certmanager::{
     Acme, Certificate, CertificateSpec, CloudflareSolver, DigitalOceanSolver, Dns01Solver,
@@ -37,14 +38,6 @@ use crate::platform::{
     CERT_MANAGER_NAMESPACE, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
     METADATA_NAME_LABEL, TGW_API_VERSION, TGW_KIND,
 };
-
-/// Rendering switches from the controller's flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct RenderOptions {
-    /// `--uniform-port-kinds`: every port-443 listener admits both HTTPRoute and TLSRoute
-    /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
-    pub uniform_port_kinds: bool,
-}
 
 /// What the listeners are built from (decided by `routes` and the namespace plan).
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -139,7 +132,7 @@ fn https_listener(
     hostname: &str,
     secret: &str,
     namespaces: &BTreeSet<String>,
-    opts: RenderOptions,
+    opts: &Options,
 ) -> GatewayListeners {
     let kind_list: &[&str] = if opts.uniform_port_kinds {
         &["HTTPRoute", "TLSRoute"]
@@ -168,24 +161,67 @@ fn https_listener(
     }
 }
 
-/// Render the desired objects.
-pub fn render(
-    tgw: &TgwFacts,
-    settings: &Settings,
-    li: &ListenerInputs,
-    opts: RenderOptions,
-) -> Desired {
-    let apex = settings.apex.as_str();
+/// Render the desired objects: the port-80 listener, the mode's HTTPS listeners and their
+/// Certificates, the passthrough listeners, then the Gateway, Issuer and redirect around
+/// them.
+pub fn render(tgw: &TgwFacts, settings: &Settings, li: &ListenerInputs, opts: &Options) -> Desired {
     let issuer_name = names::issuer(&tgw.name);
-    let mut listeners = Vec::new();
-    let mut infos = Vec::new();
-    let mut certificates = Vec::new();
+    let of = Of {
+        tgw,
+        settings,
+        li,
+        opts,
+        issuer_name: &issuer_name,
+    };
+    let mut parts = Listeners::default();
+    parts.listeners.push(http_listener(tgw));
+    match &settings.mode {
+        ModeSettings::Http01 => http01_listeners(&of, &mut parts),
+        ModeSettings::Dns01(_) | ModeSettings::ExistingSecret { .. } => {
+            wildcard_listeners(&of, &mut parts)
+        }
+    }
+    passthrough_listeners(&of, &mut parts);
+    let Listeners {
+        listeners,
+        infos,
+        mut certificates,
+    } = parts;
+    certificates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
+    Desired {
+        gateway: gateway(tgw, settings, listeners),
+        issuer: issuer(tgw, settings, &issuer_name),
+        certificates,
+        redirect: redirect(tgw, &settings.apex),
+        listeners: infos,
+    }
+}
 
-    // 1. http: only the redirect route (own namespace) and ACME challenges.
+/// What the listener steps render from.
+struct Of<'a> {
+    tgw: &'a TgwFacts,
+    settings: &'a Settings,
+    li: &'a ListenerInputs,
+    opts: &'a Options,
+    issuer_name: &'a str,
+}
+
+/// The listeners rendered so far, in Gateway order, with what the status reports of each
+/// and the Certificates they wait for.
+#[derive(Default)]
+struct Listeners {
+    listeners: Vec<GatewayListeners>,
+    /// Every listener but `http`.
+    infos: Vec<ListenerInfo>,
+    certificates: Vec<Certificate>,
+}
+
+/// `http`: only the redirect route (own namespace) and ACME challenges.
+fn http_listener(tgw: &TgwFacts) -> GatewayListeners {
     let port80: BTreeSet<String> = [tgw.namespace.clone(), CERT_MANAGER_NAMESPACE.to_string()]
         .into_iter()
         .collect();
-    listeners.push(GatewayListeners {
+    GatewayListeners {
         name: HTTP_LISTENER.to_string(),
         hostname: None,
         port: 80,
@@ -195,10 +231,17 @@ pub fn render(
             kinds: kinds(&["HTTPRoute"]),
             namespaces: Some(selector(&port80)),
         }),
-    });
+    }
+}
 
-    // 2. The mode's HTTPS listeners.
-    let certificate = |name: &str, dns_names: Vec<String>| Certificate {
+/// A Certificate of ours from the TenantGateway's Issuer.
+fn certificate(
+    tgw: &TgwFacts,
+    issuer_name: &str,
+    name: &str,
+    dns_names: Vec<String>,
+) -> Certificate {
+    Certificate {
         metadata: owned_meta(tgw, name),
         spec: CertificateSpec {
             secret_name: name.to_string(),
@@ -206,81 +249,108 @@ pub fn render(
             issuer_ref: IssuerRef {
                 group: "cert-manager.io".to_string(),
                 kind: "Issuer".to_string(),
-                name: issuer_name.clone(),
+                name: issuer_name.to_string(),
             },
         },
         status: None,
-    };
-    let ns443 = &li.port443_namespaces;
-    match &settings.mode {
-        ModeSettings::Http01 => {
-            // The Gateway's other listener names: no hostname listener may take them.
-            let fixed: BTreeSet<String> = std::iter::once(HTTP_LISTENER.to_string())
-                .chain(settings.passthrough.iter().map(|(_, l)| l.clone()))
-                .collect();
-            let assigned = names::http01(&tgw.name, apex, &li.hosts, &fixed, &li.sticky);
-            // Listener order: the apex first, then hostnames sorted.
-            let mut order: Vec<&String> = li.hosts.iter().collect();
-            order.sort_by_key(|h| (h.as_str() != apex, (*h).clone()));
-            for h in order {
-                let n = &assigned[h.as_str()];
-                listeners.push(https_listener(&n.listener, h, &n.certificate, ns443, opts));
-                infos.push(ListenerInfo {
-                    name: n.listener.clone(),
-                    hostname: Some(h.clone()),
-                    certificate: Some(n.certificate.clone()),
-                });
-                certificates.push(certificate(&n.certificate, vec![h.clone()]));
-            }
-        }
-        ModeSettings::Dns01(_) | ModeSettings::ExistingSecret { .. } => {
-            let (secret, cert) = match &settings.mode {
-                ModeSettings::ExistingSecret { secret } => (secret.clone(), None),
-                _ => {
-                    let n = names::wildcard_certificate(&tgw.name);
-                    (n.clone(), Some(n))
-                }
-            };
-            let wildcard = format!("*.{apex}");
-            let children = names::child_listeners(&li.child_apexes);
-            let mut entries = vec![
-                (WILDCARD_LISTENER.to_string(), wildcard.clone()),
-                (APEX_LISTENER.to_string(), apex.to_string()),
-            ];
-            for c in &li.child_apexes {
-                entries.push((children[c].clone(), format!("*.{c}")));
-            }
-            for (name, host) in entries {
-                listeners.push(https_listener(&name, &host, &secret, ns443, opts));
-                infos.push(ListenerInfo {
-                    name,
-                    hostname: Some(host),
-                    certificate: cert.clone(),
-                });
-            }
-            if let Some(cert) = &cert {
-                let mut dns_names = vec![apex.to_string(), wildcard];
-                for c in &li.child_apexes {
-                    for n in [c.clone(), format!("*.{c}")] {
-                        if !dns_names.contains(&n) {
-                            dns_names.push(n);
-                        }
-                    }
-                }
-                certificates.push(certificate(cert, dns_names));
-            }
-        }
     }
+}
 
-    // 3. TLS passthrough, spec order.
+/// http01: one listener and one Certificate per hostname, the apex first, then the
+/// hostnames sorted.
+fn http01_listeners(of: &Of, out: &mut Listeners) {
+    let apex = of.settings.apex.as_str();
+    // The Gateway's other listener names: no hostname listener may take them.
+    let fixed: BTreeSet<String> = std::iter::once(HTTP_LISTENER.to_string())
+        .chain(of.settings.passthrough.iter().map(|(_, l)| l.clone()))
+        .collect();
+    let assigned = names::http01(&of.tgw.name, apex, &of.li.hosts, &fixed, &of.li.sticky);
+    let mut order: Vec<&String> = of.li.hosts.iter().collect();
+    order.sort_by_key(|h| (h.as_str() != apex, (*h).clone()));
+    for h in order {
+        let n = &assigned[h.as_str()];
+        out.listeners.push(https_listener(
+            &n.listener,
+            h,
+            &n.certificate,
+            &of.li.port443_namespaces,
+            of.opts,
+        ));
+        out.infos.push(ListenerInfo {
+            name: n.listener.clone(),
+            hostname: Some(h.clone()),
+            certificate: Some(n.certificate.clone()),
+        });
+        out.certificates.push(certificate(
+            of.tgw,
+            of.issuer_name,
+            &n.certificate,
+            vec![h.clone()],
+        ));
+    }
+}
+
+/// dns01 and existingSecret: `*.apex`, the apex and one `*.C` per child apex, all on one
+/// Secret (the wildcard Certificate's for dns01, the named one for existingSecret).
+fn wildcard_listeners(of: &Of, out: &mut Listeners) {
+    let apex = of.settings.apex.as_str();
+    let (secret, cert) = match &of.settings.mode {
+        ModeSettings::ExistingSecret { secret } => (secret.clone(), None),
+        _ => {
+            let n = names::wildcard_certificate(&of.tgw.name);
+            (n.clone(), Some(n))
+        }
+    };
+    let wildcard = format!("*.{apex}");
+    let children = names::child_listeners(&of.li.child_apexes);
+    let mut entries = vec![
+        (WILDCARD_LISTENER.to_string(), wildcard.clone()),
+        (APEX_LISTENER.to_string(), apex.to_string()),
+    ];
+    for c in &of.li.child_apexes {
+        entries.push((children[c].clone(), format!("*.{c}")));
+    }
+    for (name, host) in entries {
+        out.listeners.push(https_listener(
+            &name,
+            &host,
+            &secret,
+            &of.li.port443_namespaces,
+            of.opts,
+        ));
+        out.infos.push(ListenerInfo {
+            name,
+            hostname: Some(host),
+            certificate: cert.clone(),
+        });
+    }
+    if let Some(cert) = &cert {
+        let mut dns_names = vec![apex.to_string(), wildcard];
+        for c in &of.li.child_apexes {
+            for n in [c.clone(), format!("*.{c}")] {
+                if !dns_names.contains(&n) {
+                    dns_names.push(n);
+                }
+            }
+        }
+        out.certificates
+            .push(certificate(of.tgw, of.issuer_name, cert, dns_names));
+    }
+}
+
+/// TLS passthrough, spec order.
+fn passthrough_listeners(of: &Of, out: &mut Listeners) {
+    let Of {
+        settings, li, opts, ..
+    } = *of;
     let tls_kinds: &[&str] = if opts.uniform_port_kinds {
         &["HTTPRoute", "TLSRoute"]
     } else {
         &["TLSRoute"]
     };
     for (svc, name) in &settings.passthrough {
-        let host = format!("{svc}.{apex}");
-        listeners.push(GatewayListeners {
+        let host = format!("{svc}.{}", settings.apex);
+        out.listeners.push(GatewayListeners {
             name: name.clone(),
             hostname: Some(host.clone()),
             port: 443,
@@ -292,17 +362,19 @@ pub fn render(
             }),
             allowed_routes: Some(GatewayListenersAllowedRoutes {
                 kinds: kinds(tls_kinds),
-                namespaces: Some(selector(ns443)),
+                namespaces: Some(selector(&li.port443_namespaces)),
             }),
         });
-        infos.push(ListenerInfo {
+        out.infos.push(ListenerInfo {
             name: name.clone(),
             hostname: Some(host),
             certificate: None,
         });
     }
+}
 
-    let gateway = Gateway {
+fn gateway(tgw: &TgwFacts, settings: &Settings, listeners: Vec<GatewayListeners>) -> Gateway {
+    Gateway {
         metadata: owned_meta(tgw, &tgw.name),
         spec: GatewaySpec {
             gateway_class_name: settings.gateway_class.clone(),
@@ -310,12 +382,15 @@ pub fn render(
             ..GatewaySpec::default()
         },
         status: None,
-    };
+    }
+}
 
-    let issuer = match &settings.mode {
+/// The ACME Issuer with the mode's solver; none for existingSecret.
+fn issuer(tgw: &TgwFacts, settings: &Settings, issuer_name: &str) -> Option<Issuer> {
+    match &settings.mode {
         ModeSettings::ExistingSecret { .. } => None,
         mode => Some(Issuer {
-            metadata: owned_meta(tgw, &issuer_name),
+            metadata: owned_meta(tgw, issuer_name),
             spec: IssuerSpec {
                 acme: Acme {
                     server: settings.issuer.acme_server().to_string(),
@@ -327,15 +402,6 @@ pub fn render(
             },
             status: None,
         }),
-    };
-
-    certificates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
-    Desired {
-        gateway,
-        issuer,
-        certificates,
-        redirect: redirect(tgw, apex),
-        listeners: infos,
     }
 }
 
@@ -464,11 +530,7 @@ mod tests {
         }
     }
 
-    fn run(
-        w: &crate::reconcile::inputs::Inputs,
-        li: &ListenerInputs,
-        opts: RenderOptions,
-    ) -> Desired {
+    fn run(w: &crate::reconcile::inputs::Inputs, li: &ListenerInputs, opts: &Options) -> Desired {
         let s = w.tgw.settings(&Default::default()).expect("valid");
         render(&w.tgw, &s, li, opts)
     }
@@ -497,7 +559,7 @@ mod tests {
                 ],
                 &[],
             ),
-            RenderOptions::default(),
+            &Options::default(),
         );
         let gw = gw_json(&d);
         let names: Vec<&str> = gw["spec"]["listeners"]
@@ -587,8 +649,9 @@ mod tests {
         let d = run(
             &w,
             &inputs(&["alice.example.org"], &[]),
-            RenderOptions {
+            &Options {
                 uniform_port_kinds: true,
+                ..Options::default()
             },
         );
         let gw = gw_json(&d);
@@ -610,7 +673,7 @@ mod tests {
         let d = run(
             &w,
             &inputs(&[], &["bob.alice.example.org", "carol.alice.example.org"]),
-            RenderOptions::default(),
+            &Options::default(),
         );
         let gw = gw_json(&d);
         let hosts: Vec<(&str, &str)> = gw["spec"]["listeners"]
@@ -735,7 +798,7 @@ mod tests {
             let mut w = testing::world();
             w.tgw.spec = testing::dns01_spec();
             w.tgw.spec.dns01 = Some(dns01);
-            let d = run(&w, &inputs(&[], &[]), RenderOptions::default());
+            let d = run(&w, &inputs(&[], &[]), &Options::default());
             let issuer = serde_json::to_value(d.issuer.as_ref().expect("issuer")).expect("json");
             assert_eq!(issuer["spec"]["acme"]["solvers"][0]["dns01"], want);
         }
@@ -748,7 +811,7 @@ mod tests {
         let d = run(
             &w,
             &inputs(&["ignored.alice.example.org"], &["bob.alice.example.org"]),
-            RenderOptions::default(),
+            &Options::default(),
         );
         assert!(d.issuer.is_none());
         assert!(d.certificates.is_empty());
@@ -767,7 +830,7 @@ mod tests {
     #[test]
     fn redirect_route_and_ownership() {
         let w = testing::world();
-        let d = run(&w, &inputs(&[], &[]), RenderOptions::default());
+        let d = run(&w, &inputs(&[], &[]), &Options::default());
         let r = serde_json::to_value(&d.redirect).expect("json");
         assert_eq!(r["metadata"]["name"], "gw-http-redirect");
         assert_eq!(

@@ -17,7 +17,7 @@ use super::inputs::{
 };
 use super::labels::NamespaceWrite;
 use super::routes::{self, Analysis};
-use super::{Config, Plan, labels};
+use super::{Options, Plan, labels};
 use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, Scope};
 
 /// A timestamp `secs` after the epoch.
@@ -445,23 +445,21 @@ pub fn busy_world(spec: TenantGatewaySpec) -> Inputs {
 }
 
 /// The golden cases: file stem and inputs.
-pub fn golden_cases() -> Vec<(&'static str, Inputs, Config)> {
+pub fn golden_cases() -> Vec<(&'static str, Inputs, Options)> {
     vec![
-        ("http01", busy_world(http01_spec()), Config::default()),
-        ("dns01", busy_world(dns01_spec()), Config::default()),
+        ("http01", busy_world(http01_spec()), Options::default()),
+        ("dns01", busy_world(dns01_spec()), Options::default()),
         (
             "existing-secret",
             busy_world(existing_secret_spec()),
-            Config::default(),
+            Options::default(),
         ),
         (
             "http01-uniform-port-kinds",
             busy_world(http01_spec()),
-            Config {
-                render: super::render::RenderOptions {
-                    uniform_port_kinds: true,
-                },
-                ..Config::default()
+            Options {
+                uniform_port_kinds: true,
+                ..Options::default()
             },
         ),
     ]

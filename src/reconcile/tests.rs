@@ -13,8 +13,8 @@ use super::testing::{
 use super::*;
 use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL};
 
-fn cfg() -> Config {
-    Config::default()
+fn cfg() -> Options {
+    Options::default()
 }
 
 /// Plan, apply, and plan again until nothing is written (at most a few rounds).

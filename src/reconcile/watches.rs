@@ -1,0 +1,519 @@
+//! The shared watches that feed the controller (SPEC §3.7), and the fan-out from a watch
+//! event to the TenantGateways it affects.
+//!
+//! One watch per kind per process: the Namespace reflector of the webhook (subscribed, not
+//! duplicated), HTTPRoutes, TLSRoutes (once their CRD is served), Gateways, Issuers,
+//! Certificates (once cert-manager's CRDs are served) and TenantGateways. Each watch task
+//! updates its cache ([`Caches`]) first and only then sends the TenantGateways it affects to
+//! the controller (the [`Trigger`]), so a reconcile always sees at least the change that
+//! woke it.
+//!
+//! | concern | items |
+//! |---|---|
+//! | start every watch, wait for their first lists | [`spawn`], [`synced`] |
+//! | namespaces → TenantGateways (links, attachments) | `watch_namespaces`, `rebuild_links`, `tgws_in` |
+//! | routes → the Gateways they name; the redirect routes kept | `watch_routes` |
+//! | Gateways, Issuers, Certificates → their owner | `watch_owned`, `owner_of`, the `Split` impls |
+//! | TenantGateways → siblings and rivals | [`tenant_gateways`], `related` |
+//! | optional CRDs (TLSRoute, cert-manager) | `wait_served` |
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::channel::mpsc::UnboundedSender;
+use futures::{Stream, StreamExt, TryStreamExt};
+use gateway_api::apis::experimental::gateways::{Gateway, GatewaySpec, GatewayStatus};
+use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec, HttpRouteStatus};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ApiResource};
+use kube::runtime::WatchStreamExt;
+use kube::runtime::reflector::{self, ObjectRef, Store};
+use kube::runtime::watcher::{self, Event};
+use kube::{Client, Resource};
+use tokio::sync::broadcast::error::RecvError;
+
+use super::api::TenantGateway;
+use super::certmanager::{
+    Certificate, CertificateSpec, CertificateStatus, Issuer, IssuerSpec, IssuerStatus,
+};
+use super::context::{Caches, links_of};
+use super::inputs::RouteKind;
+use crate::cluster::NamespaceChange;
+use crate::cluster::kept::{Kept, ObjectCache, Split};
+use crate::cluster::routes::WatchedRoute;
+use crate::cluster::watch::{self as cw, FromWatch, Key};
+use crate::platform::{GATEWAY_API_GROUP, TGW_KIND};
+
+/// How often an optional CRD (TLSRoute, cert-manager) is looked for until it is served.
+const CRD_RECHECK: Duration = Duration::from_secs(20);
+
+/// Where a watch sends the TenantGateways to reconcile.
+pub type Trigger = UnboundedSender<ObjectRef<TenantGateway>>;
+
+fn tgw_ref(namespace: &str, name: &str) -> ObjectRef<TenantGateway> {
+    ObjectRef::new(name).within(namespace)
+}
+
+/// The TenantGateway controlling an object (our ownerReference).
+fn owner_of(namespace: &str, meta: &ObjectMeta) -> Option<ObjectRef<TenantGateway>> {
+    meta.owner_references
+        .as_ref()
+        .and_then(|refs| {
+            refs.iter()
+                .find(|r| r.controller == Some(true) && r.kind == TGW_KIND)
+        })
+        .map(|r| tgw_ref(namespace, &r.name))
+}
+
+macro_rules! owned_kinds {
+    ($($t:ty => $spec:ty, $status:ty);* $(;)?) => {$(
+        impl FromWatch for $t {
+            fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+                serde_json::from_str(raw)
+            }
+        }
+
+        impl Split for $t {
+            type Spec = $spec;
+            type Status = $status;
+            fn split(self) -> (ObjectMeta, $spec, Option<$status>) {
+                (self.metadata, self.spec, self.status)
+            }
+            fn join(metadata: ObjectMeta, spec: $spec, status: Option<$status>) -> Self {
+                Self { metadata, spec, status }
+            }
+        }
+    )*};
+}
+
+owned_kinds! {
+    Gateway => GatewaySpec, GatewayStatus;
+    Issuer => IssuerSpec, IssuerStatus;
+    Certificate => CertificateSpec, CertificateStatus;
+}
+
+// The redirect route arrives with the route watch (`WatchedRoute`); only kept like the others.
+impl Split for HttpRoute {
+    type Spec = HttpRouteSpec;
+    type Status = HttpRouteStatus;
+    fn split(self) -> (ObjectMeta, HttpRouteSpec, Option<HttpRouteStatus>) {
+        (self.metadata, self.spec, self.status)
+    }
+    fn join(metadata: ObjectMeta, spec: HttpRouteSpec, status: Option<HttpRouteStatus>) -> Self {
+        Self {
+            metadata,
+            spec,
+            status,
+        }
+    }
+}
+
+/// Start every watch but the TenantGateways' (that one is the controller's own stream,
+/// [`tenant_gateways`]).
+pub fn spawn(client: &Client, caches: &Arc<Caches>, trigger: &Trigger) {
+    // The subscription is taken before anything else runs, so no namespace change is lost
+    // between the first read of the store and the first event.
+    tokio::spawn(watch_namespaces(
+        caches.namespaces.subscribe(),
+        caches.clone(),
+        trigger.clone(),
+    ));
+    tokio::spawn(watch_routes(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        RouteKind::HttpRoute,
+    ));
+    tokio::spawn(watch_routes(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        RouteKind::TlsRoute,
+    ));
+    tokio::spawn(watch_owned::<Gateway>(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        "Gateway",
+        GATEWAY_API_GROUP,
+        |c| &c.gateways,
+    ));
+    tokio::spawn(watch_owned::<Issuer>(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        "Issuer",
+        "cert-manager.io",
+        |c| &c.issuers,
+    ));
+    tokio::spawn(watch_owned::<Certificate>(
+        client.clone(),
+        caches.clone(),
+        trigger.clone(),
+        "Certificate",
+        "cert-manager.io",
+        |c| &c.certificates,
+    ));
+}
+
+/// Wait until every watch listed once: reconciling before that could prune what a slow
+/// watch has not delivered yet.
+pub async fn synced(caches: &Caches) {
+    let started = Instant::now();
+    let mut waited = tokio::time::interval(Duration::from_millis(100));
+    while !caches.all_synced() {
+        waited.tick().await;
+        if started.elapsed() > Duration::from_secs(30)
+            && started.elapsed().as_millis() % 30_000 < 100
+        {
+            tracing::warn!(waiting_for = ?caches.unsynced(), "controller waits for the watches to list");
+        }
+    }
+    tracing::info!(
+        routes = caches.routes.len(),
+        gateways = caches.gateways.len(),
+        "watches synced; starting the TenantGateway controller"
+    );
+}
+
+/// The TenantGateway watch the controller runs on: fills `writer` (statuses go to the
+/// stash), and sends the TenantGateways whose plan depends on each changed one.
+pub fn tenant_gateways(
+    client: Client,
+    store: Store<TenantGateway>,
+    writer: reflector::store::Writer<TenantGateway>,
+    caches: Arc<Caches>,
+    fanout: Trigger,
+) -> impl Stream<Item = Result<TenantGateway, watcher::Error>> + Send + 'static {
+    let api: Api<TenantGateway> = Api::all(client);
+    reflector::reflector(
+        writer,
+        watcher::watcher(
+            api,
+            watcher::Config::default().page_size(cw::LARGE_OBJECT_PAGE_SIZE),
+        )
+        .default_backoff()
+        .map_ok(move |ev| caches.tgw_statuses.stash(ev)),
+    )
+    .touched_objects()
+    .inspect(move |r| {
+        // Siblings (one per namespace) and rivals for attached namespaces depend on it.
+        if let Ok(t) = r {
+            for other in related(&store.state(), t) {
+                let _ = fanout.unbounded_send(other);
+            }
+        }
+    })
+    .filter_map(|r| async move {
+        match r {
+            Ok(t) => Some(Ok(t)),
+            Err(e) => {
+                tracing::warn!(error = %e, "TenantGateway watch error; retrying with backoff");
+                None
+            }
+        }
+    })
+}
+
+/// TenantGateways whose plan depends on `t`: the others in its namespace and those listing
+/// one of the namespaces it lists.
+fn related(all: &[Arc<TenantGateway>], t: &TenantGateway) -> Vec<ObjectRef<TenantGateway>> {
+    let ns = t.metadata.namespace.as_deref().unwrap_or_default();
+    let mine: BTreeSet<&str> = t
+        .spec
+        .attached_namespaces
+        .iter()
+        .map(String::as_str)
+        .collect();
+    all.iter()
+        .filter(|o| o.metadata.uid != t.metadata.uid)
+        .filter(|o| {
+            o.metadata.namespace.as_deref() == Some(ns)
+                || o.spec
+                    .attached_namespaces
+                    .iter()
+                    .any(|a| mine.contains(a.as_str()))
+        })
+        .map(|o| ObjectRef::from(o.as_ref()))
+        .collect()
+}
+
+fn tgws_in(caches: &Caches, namespaces: &BTreeSet<String>, trigger: &Trigger) {
+    for t in caches.tgws.state() {
+        let ns = t.metadata.namespace.as_deref().unwrap_or_default();
+        if namespaces.contains(ns) {
+            let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
+        }
+    }
+}
+
+fn rebuild_links(caches: &Caches) {
+    let mut links = caches.links.write().unwrap_or_else(|p| p.into_inner());
+    links.clear();
+    for ns in caches.namespaces.all() {
+        links.update(ns.name(), Some(links_of(&ns)));
+    }
+}
+
+fn trigger_all(caches: &Caches, trigger: &Trigger) {
+    for t in caches.tgws.state() {
+        let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
+    }
+}
+
+async fn watch_namespaces(
+    mut rx: tokio::sync::broadcast::Receiver<NamespaceChange>,
+    caches: Arc<Caches>,
+    trigger: Trigger,
+) {
+    rebuild_links(&caches);
+    loop {
+        match rx.recv().await {
+            Ok(NamespaceChange::Applied(name)) => {
+                let links = caches.namespaces.cached(&name).map(|n| links_of(&n));
+                let mut touched = caches
+                    .links
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .update(&name, links);
+                touched.insert(name.clone());
+                tgws_in(&caches, &touched, &trigger);
+                for t in caches.tgws.state() {
+                    if t.spec.attached_namespaces.contains(&name) {
+                        let _ = trigger.unbounded_send(ObjectRef::from(t.as_ref()));
+                    }
+                }
+            }
+            Ok(NamespaceChange::Deleted(name)) => {
+                let mut touched = caches
+                    .links
+                    .write()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .update(&name, None);
+                touched.insert(name.clone());
+                tgws_in(&caches, &touched, &trigger);
+            }
+            Ok(NamespaceChange::Resynced) | Err(RecvError::Lagged(_)) => {
+                rebuild_links(&caches);
+                trigger_all(&caches, &trigger);
+            }
+            Err(RecvError::Closed) => {
+                tracing::error!(
+                    "namespace watch ended; the controller sees no more namespace changes"
+                );
+                return;
+            }
+        }
+    }
+}
+
+/// Wait until `group`/`kind` is served (re-checked, so installing the CRD later works).
+async fn wait_served(
+    client: &Client,
+    caches: &Caches,
+    group: &str,
+    kind: &'static str,
+) -> ApiResource {
+    let mut first = true;
+    loop {
+        if let Some(ar) = cw::served(client, group, kind).await {
+            return ar;
+        }
+        if first {
+            tracing::info!(
+                kind,
+                "not served by the API server; watching it once its CRD is installed"
+            );
+            // Nothing to list yet: the controller need not wait for it.
+            caches.mark_synced(kind);
+            first = false;
+        }
+        tokio::time::sleep(CRD_RECHECK).await;
+    }
+}
+
+async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kind: RouteKind) {
+    let ar = match kind {
+        RouteKind::HttpRoute => caches.http_route.clone(),
+        RouteKind::TlsRoute => {
+            let ar = wait_served(&client, &caches, GATEWAY_API_GROUP, "TLSRoute").await;
+            *caches.tls_route.write().unwrap_or_else(|p| p.into_inner()) = Some(ar.clone());
+            ar
+        }
+    };
+    let idx = caches.routes.clone();
+    let send = |gws: BTreeSet<Key>| {
+        for (ns, name) in gws {
+            let _ = trigger.unbounded_send(tgw_ref(&ns, &name));
+        }
+    };
+    let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(
+        client,
+        &ar,
+        kind.as_str(),
+        cw::PAGE_SIZE
+    ));
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Event::Init => {
+                idx.relist_started(kind);
+                if kind == RouteKind::HttpRoute {
+                    caches.redirects.relist_started();
+                }
+            }
+            Event::InitApply(o) | Event::Apply(o) => {
+                let key = o.key();
+                let Some(route) = o.decoded(kind.as_str()) else {
+                    // Did not decode at all: forget any earlier version.
+                    if kind == RouteKind::HttpRoute {
+                        caches.redirects.apply(key.clone(), None);
+                    }
+                    send(idx.delete(kind, &key.0, &key.1));
+                    continue;
+                };
+                if kind == RouteKind::HttpRoute {
+                    // The redirect's status is read by nobody: not kept.
+                    let redirect = route.redirect.and_then(|mut r| {
+                        r.status = None;
+                        Kept::keep(r)
+                    });
+                    caches.redirects.apply(key, redirect);
+                }
+                send(idx.apply(route.view.facts(kind)));
+            }
+            Event::Delete(o) => {
+                let (ns, name) = o.key();
+                if kind == RouteKind::HttpRoute {
+                    caches.redirects.delete(&(ns.clone(), name.clone()));
+                }
+                send(idx.delete(kind, &ns, &name));
+            }
+            Event::InitDone => {
+                if kind == RouteKind::HttpRoute {
+                    caches.redirects.relist_done();
+                }
+                send(idx.relist_done(kind));
+                caches.mark_synced(kind.as_str());
+                tracing::info!(
+                    kind = kind.as_str(),
+                    routes = idx.len(),
+                    "route index synced"
+                );
+            }
+        }
+    }
+}
+
+async fn watch_owned<T>(
+    client: Client,
+    caches: Arc<Caches>,
+    trigger: Trigger,
+    kind: &'static str,
+    group: &'static str,
+    cache: fn(&Caches) -> &ObjectCache<Kept<T>>,
+) where
+    T: FromWatch + Split + Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
+    Kept<T>: Send + Sync,
+{
+    let ar = wait_served(&client, &caches, group, kind).await;
+    let page = if kind == "Gateway" {
+        cw::LARGE_OBJECT_PAGE_SIZE
+    } else {
+        cw::PAGE_SIZE
+    };
+    let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind, page));
+    let target = |key: &Key, o: Option<&T>| {
+        // A Gateway is named like its TenantGateway; other kinds carry our ownerReference.
+        if kind == "Gateway" {
+            Some(tgw_ref(&key.0, &key.1))
+        } else {
+            o.and_then(|o| owner_of(&key.0, o.meta()))
+        }
+    };
+    while let Some(ev) = stream.next().await {
+        let c = cache(&caches);
+        match ev {
+            Event::Init => c.relist_started(),
+            Event::InitApply(o) | Event::Apply(o) => {
+                let key = o.key();
+                let o = o.decoded(kind);
+                let t = target(&key, o.as_ref());
+                c.apply(key, o.and_then(Kept::keep));
+                if let Some(t) = t {
+                    let _ = trigger.unbounded_send(t);
+                }
+            }
+            Event::Delete(o) => {
+                let key = o.key();
+                c.delete(&key);
+                if let Some(t) = target(&key, o.body.as_ref().ok()) {
+                    let _ = trigger.unbounded_send(t);
+                }
+            }
+            Event::InitDone => {
+                c.relist_done();
+                caches.mark_synced(kind);
+                trigger_all(&caches, &trigger);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::reconcile::testing;
+
+    fn meta(v: serde_json::Value) -> ObjectMeta {
+        serde_json::from_value(v).expect("object metadata")
+    }
+
+    fn tgw(ns: &str, name: &str, uid: &str, attached: &[&str]) -> Arc<TenantGateway> {
+        let mut spec = testing::world().tgw.spec;
+        spec.attached_namespaces = attached.iter().map(|s| s.to_string()).collect();
+        let mut t = TenantGateway::new(name, spec);
+        t.metadata.namespace = Some(ns.into());
+        t.metadata.uid = Some(uid.into());
+        Arc::new(t)
+    }
+
+    #[test]
+    fn related_are_siblings_and_rivals_for_attached_namespaces() {
+        let me = tgw("tenant-a", "gw", "1", &["cozy-x"]);
+        let all = vec![
+            me.clone(),
+            tgw("tenant-a", "second", "2", &[]),
+            tgw("tenant-b", "gw", "3", &["cozy-x"]),
+            tgw("tenant-c", "gw", "4", &["cozy-y"]),
+        ];
+        let got: Vec<String> = related(&all, &me).iter().map(|r| r.to_string()).collect();
+        assert_eq!(got.len(), 2, "{got:?}");
+        assert!(got.iter().any(|r| r.contains("second.tenant-a")), "{got:?}");
+        assert!(got.iter().any(|r| r.contains("gw.tenant-b")), "{got:?}");
+    }
+
+    #[test]
+    fn owned_objects_map_to_their_tenantgateway() {
+        let cert = Certificate::from_watch(
+            &serde_json::json!({
+                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                "metadata": {"name": "gw-a-tls", "namespace": "tenant-a", "ownerReferences": [
+                    {"apiVersion": "v1", "kind": "ConfigMap", "name": "x", "uid": "9"},
+                    {"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+                     "name": "gw", "uid": "1", "controller": true}]},
+                "spec": {"secretName": "s", "dnsNames": ["a.example.org"],
+                         "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": "i"}}
+            })
+            .to_string(),
+        )
+        .expect("decodes");
+        assert_eq!(
+            owner_of("tenant-a", &cert.metadata),
+            Some(tgw_ref("tenant-a", "gw")),
+            "our ownerReference"
+        );
+        let foreign = meta(serde_json::json!({"name": "c", "namespace": "tenant-a"}));
+        assert_eq!(owner_of("tenant-a", &foreign), None);
+    }
+}
