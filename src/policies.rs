@@ -58,7 +58,7 @@ pub enum PoliciesError {
     Serialize {
         name: String,
         #[source]
-        source: serde_yaml::Error,
+        source: serde_saphyr::SerializeError,
     },
 }
 
@@ -161,7 +161,7 @@ fn push_document<T: serde::Serialize>(
     object: &T,
     name: &Option<String>,
 ) -> Result<(), PoliciesError> {
-    let yaml = serde_yaml::to_string(object).map_err(|source| PoliciesError::Serialize {
+    let yaml = crate::yaml::to_document(object).map_err(|source| PoliciesError::Serialize {
         name: name.clone().unwrap_or_default(),
         source,
     })?;
@@ -1256,14 +1256,11 @@ mod tests {
 
     use super::*;
 
+    /// The documents as kubectl reads them; the header comment is no document.
     fn docs(yaml: &str) -> Vec<Value> {
-        serde_yaml::Deserializer::from_str(yaml)
-            .map(|d| {
-                let v: Value = serde::Deserialize::deserialize(d).expect("valid YAML document");
-                v
-            })
-            // A stream of only comments reads as one null document.
-            .filter(|v| !v.is_null())
+        crate::yaml::read_documents(yaml)
+            .into_iter()
+            .map(|d| d.value.expect("valid YAML document"))
             .collect()
     }
 
@@ -1778,8 +1775,7 @@ mod tests {
     fn typed_objects_round_trip() {
         let yaml = render(&committed_config()).expect("renders");
         let mut n = 0;
-        for doc in serde_yaml::Deserializer::from_str(&yaml) {
-            let v: Value = serde::Deserialize::deserialize(doc).expect("yaml");
+        for v in docs(&yaml) {
             match v["kind"].as_str() {
                 Some("ValidatingAdmissionPolicy") => {
                     let _: ValidatingAdmissionPolicy =

@@ -17,8 +17,12 @@
 //!
 //! The YAML parser is serde-saphyr: pure Rust, panic-free, with merge keys resolved by the
 //! deserializer itself, input budgets, and no buffering of a document's events before they
-//! are deserialized (serde_yaml 0.9 held every event of a document at once).
-//! `tests/yaml_parity.rs` compares the objects read here with kubectl's own output.
+//! are deserialized. `tests/yaml_parity.rs` compares the objects read here with kubectl's own
+//! output.
+//!
+//! [`to_document`] writes the YAML this program generates for kubectl and helm (`policies/`,
+//! the chart's CRD, the reconciler's golden files) with serde-saphyr's serializer, in a form
+//! that go-yaml v2 (YAML 1.1) reads back as the same data.
 
 use serde::de::DeserializeOwned;
 use serde_json::Value;
@@ -237,6 +241,22 @@ impl<'de> serde::de::Visitor<'de> for KubeVisitor {
     }
 }
 
+/// One object as a YAML document (no `---` line), readable by humans and by YAML 1.1 readers
+/// such as kubectl and helm: block style, no anchors; strings that YAML 1.1 would read as
+/// something else (`on`, `yes`, `0755`, `1e3`, `2001-12-14`, …) quoted; multi-line strings as
+/// literal blocks; single-line strings never folded, so a long CEL expression or message
+/// stays on one line and greps as written.
+pub fn to_document<T: serde::Serialize>(value: &T) -> Result<String, serde_saphyr::SerializeError> {
+    let options = serde_saphyr::ser_options! {
+        indent_step: 2,
+        compact_list_indent: true,
+        prefer_block_scalars: true,
+        folded_wrap_chars: usize::MAX,
+        yaml_12: false,
+    };
+    serde_saphyr::to_string_with_options(value, options)
+}
+
 /// One document of a manifest file, parsed.
 #[derive(Debug)]
 pub struct Document {
@@ -436,5 +456,94 @@ mod tests {
                 }
             }
         }
+    }
+
+    /// Strings that a YAML 1.1 reader (kubectl's go-yaml v2) would take for something else,
+    /// YAML syntax, long and multi-line text: written, then read the way kubectl reads them,
+    /// each comes back as the same string, as a value and as a key.
+    const TRICKY: &[&str] = &[
+        "on",
+        "off",
+        "yes",
+        "no",
+        "y",
+        "n",
+        "Y",
+        "NO",
+        "True",
+        "null",
+        "Null",
+        "~",
+        "",
+        "0755",
+        "0o755",
+        "0x1F",
+        "0b101",
+        "1e3",
+        "1E-3",
+        "1_000",
+        "+1",
+        ".5",
+        "1:30",
+        "190:20:30",
+        "2001-12-14",
+        "2001-12-14t21:59:43.10-05:00",
+        ".inf",
+        "-.Inf",
+        ".nan",
+        "=",
+        "<<",
+        "-",
+        "- a",
+        "? x",
+        ": x",
+        "a: b",
+        "a:",
+        "a #b",
+        "a#b",
+        "#a",
+        "*a",
+        "&a",
+        "!a",
+        "|",
+        "> x",
+        "@x",
+        "`x",
+        "%x",
+        "'q'",
+        "\"d\"",
+        "a 'b' \"c\" \\d",
+        "---",
+        "--- x",
+        "...",
+        "trailing ",
+        " leading",
+        "tab\tin",
+        "multi\nline",
+        "multi\nline\n",
+        "ends\n\n",
+        "  indented first\nline",
+        "\n",
+        "crlf\r\n",
+        "\u{feff}bom",
+        "nel\u{85}",
+        "é 字 😀",
+        "has(object.spec) && has(object.spec.apex) ? object.spec.apex : '' + \"x\" + variables.apex.split('.').join(', ') + ' not allowed: ' + request.namespace",
+        "a line longer than eighty characters, with no colon-space and no hash, so it could be folded by a writer",
+    ];
+
+    #[test]
+    fn written_documents_read_back_as_written() {
+        let scalars: Vec<Value> = TRICKY.iter().map(|s| json!(s)).collect();
+        let keys: serde_json::Map<String, Value> =
+            TRICKY.iter().map(|s| (s.to_string(), json!(1))).collect();
+        let doc = json!({"values": scalars, "keys": keys, "n": [0, -1, 1.5, true, null]});
+        let text = to_document(&doc).expect("serializes");
+        let back = values(&text);
+        assert_eq!(back.len(), 1, "{text}");
+        assert_eq!(back[0].1.as_ref().expect("reads back"), &doc, "{text}");
+        // A long single-line string stays on one line, as written.
+        let long = TRICKY.last().expect("not empty");
+        assert!(text.contains(&format!("\n- {long}\n")), "{text}");
     }
 }

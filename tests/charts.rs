@@ -13,6 +13,7 @@ use std::process::Command;
 
 use serde_json::{Value, json};
 use support::control_plane::harness_bin;
+use tenant_gateway::yaml::read_documents;
 
 const RELEASE_NS: &str = "cozy-system";
 
@@ -51,12 +52,11 @@ fn template(chart_name: &str, ns: &str, args: &[&str]) -> Result<Vec<Value>, Str
     Ok(parse_docs(&text))
 }
 
+/// The objects as kubectl reads them (empty documents left out).
 fn parse_docs(text: &str) -> Vec<Value> {
-    serde_yaml::Deserializer::from_str(text)
-        .filter_map(|d| {
-            let v: Value = serde::Deserialize::deserialize(d).expect("rendered YAML parses");
-            (!v.is_null()).then_some(v)
-        })
+    read_documents(text)
+        .into_iter()
+        .map(|d| d.value.expect("rendered YAML parses"))
         .collect()
 }
 

@@ -19,6 +19,7 @@ use serde_json::{Value, json};
 use support::control_plane::*;
 use support::poll::{EVERY, poll, try_poll};
 use support::process::*;
+use tenant_gateway::yaml::read_documents;
 
 const NS: &str = "cozy-system";
 const SA: &str = "tg-tenant-gateway";
@@ -142,9 +143,10 @@ fn rendered_deployment(cp: &ControlPlane, chart: &std::path::Path, values: &[Str
         String::from_utf8_lossy(&out.stderr)
     );
     let rendered = String::from_utf8(out.stdout).expect("utf-8");
-    serde_yaml::Deserializer::from_str(&rendered)
-        .filter_map(|d| serde::Deserialize::deserialize(d).ok())
-        .find(|v: &Value| v["kind"] == "Deployment")
+    read_documents(&rendered)
+        .into_iter()
+        .filter_map(|d| d.value.ok())
+        .find(|v| v["kind"] == "Deployment")
         .expect("a Deployment")
 }
 

@@ -332,7 +332,7 @@ mod view {
             Ok(T::default())
         }
 
-        // serde_yaml reports integers beyond 64 bits this way; `Value` turns them into a
+        // The YAML reader reports integers beyond 64 bits this way; `Value` turns them into a
         // `Number`, which fails without arbitrary_precision. Same call, same error.
         fn visit_i128<E: de::Error>(self, v: i128) -> Result<T, E> {
             serde_json::Number::deserialize(de::value::I128Deserializer::<E>::new(v))?;
@@ -811,7 +811,7 @@ items:
         let s = StaticNamespaces::from_yaml(flow, "t").expect("parses");
         assert_eq!(s.len(), 1);
 
-        // Escaped surrogate pairs (which libyaml, behind serde_yaml, could not read) load.
+        // Escaped surrogate pairs, a JSON escape that libyaml-based YAML readers refuse, load.
         let emoji = r#"{"kind": "Namespace", "metadata": {"name": "e", "annotations": {"a": "\ud83d\ude00"}}}"#;
         let s = StaticNamespaces::from_yaml(emoji, "t").expect("parses as JSON");
         assert_eq!(s.len(), 1);

@@ -240,9 +240,9 @@ pub struct ListenerStatus {
 }
 
 /// The CRD as YAML, as `tenant-gateway crd` prints it.
-pub fn crd_yaml() -> Result<String, serde_yaml::Error> {
+pub fn crd_yaml() -> Result<String, serde_saphyr::SerializeError> {
     use kube::CustomResourceExt;
-    serde_yaml::to_string(&TenantGateway::crd())
+    crate::yaml::to_document(&TenantGateway::crd())
 }
 
 #[cfg(test)]
