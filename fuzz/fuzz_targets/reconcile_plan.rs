@@ -26,9 +26,11 @@
 #![no_main]
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+use tenant_gateway::cluster::nsmeta::NamespaceMeta;
 use tenant_gateway::hostname;
 use tenant_gateway::platform::{
     ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, MANAGED_BY_LABEL, Scope,
@@ -39,7 +41,7 @@ use tenant_gateway::reconcile::api::{
 };
 use tenant_gateway::reconcile::diff::{Object, Write};
 use tenant_gateway::reconcile::inputs::{
-    AttachClaim, Inputs, NamespaceFacts, Observed, ParentRef, RouteFacts, RouteKind,
+    AttachClaim, Inputs, Observed, ParentRef, RouteFacts, RouteKind,
     RouteParentStatus, SharedRef, Sibling, TgwFacts,
 };
 use tenant_gateway::reconcile::labels::NamespaceWrite;
@@ -265,22 +267,20 @@ fn tgw_name(u: &mut Unstructured<'_>) -> Result<String> {
     pick_or_any(u, &["gw", "a.b.c", &long, "x", "gateway", "gw-apex"])
 }
 
-fn namespace_facts(u: &mut Unstructured<'_>) -> Result<NamespaceFacts> {
-    let mut ns = NamespaceFacts {
-        name: namespace(u)?,
-        ..NamespaceFacts::default()
-    };
-    if u.ratio(3, 4)? {
-        ns.labels.insert(HOST_LABEL.to_string(), suffix(u)?);
-    }
-    if u.ratio(2, 3)? {
-        ns.labels.insert(GATEWAY_LABEL.to_string(), namespace(u)?);
-    }
-    if u.ratio(1, 3)? {
-        ns.annotations
-            .insert(ATTACHED_BY_ANNOTATION.to_string(), namespace(u)?);
-    }
-    Ok(ns)
+fn namespace_meta(u: &mut Unstructured<'_>) -> Result<Arc<NamespaceMeta>> {
+    let name = namespace(u)?;
+    let host = if u.ratio(3, 4)? { Some(suffix(u)?) } else { None };
+    let gateway = if u.ratio(2, 3)? { Some(namespace(u)?) } else { None };
+    let attached_by = if u.ratio(1, 3)? { Some(namespace(u)?) } else { None };
+    let labels: Vec<(&str, &str)> = [(HOST_LABEL, &host), (GATEWAY_LABEL, &gateway)]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v.as_deref()?)))
+        .collect();
+    let annotations: Vec<(&str, &str)> = attached_by
+        .iter()
+        .map(|a| (ATTACHED_BY_ANNOTATION, a.as_str()))
+        .collect();
+    Ok(testing::namespace(&name, &labels, &annotations))
 }
 
 fn parent_ref(u: &mut Unstructured<'_>, gw: &str) -> Result<SharedRef> {
@@ -461,7 +461,7 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
     if u.ratio(1, 8)? {
         namespaces.clear();
     }
-    namespaces.extend(list(u, 10, namespace_facts)?);
+    namespaces.extend(list(u, 10, namespace_meta)?);
     let siblings = list(u, 2, |u| {
         Ok(Sibling {
             name: tgw_name(u)?,
@@ -489,7 +489,7 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
     // The edge reads each kind from a cache keyed by name: one namespace per name, one route
     // per (kind, namespace, name), one object per name and kind. Keep the first of each.
     let mut seen = BTreeSet::new();
-    namespaces.retain(|n| seen.insert(n.name.clone()));
+    namespaces.retain(|n| seen.insert(n.name().to_string()));
     let mut seen = BTreeSet::new();
     route_list.retain(|r| seen.insert((r.kind, r.namespace.clone(), r.name.clone())));
     let mut seen = BTreeSet::new();
@@ -659,7 +659,7 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                 let ns = w
                     .namespaces
                     .iter()
-                    .find(|n| n.name == nw.namespace())
+                    .find(|n| n.name() == nw.namespace())
                     .unwrap_or_else(|| panic!("write to a missing namespace: {nw:?}"));
                 let own = w.tgw.namespace.as_str();
                 match nw {
@@ -673,10 +673,10 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                         );
                         // Never another TenantGateway's marked label while it lists it.
                         // (The own namespace is always labelled: no rival check there.)
-                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name != own) {
+                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name() != own) {
                             let rival_lists = w.other_claims.iter().any(|c| {
                                 c.namespace == by
-                                    && c.attached_namespaces.iter().any(|a| *a == ns.name)
+                                    && c.attached_namespaces.iter().any(|a| a == ns.name())
                             });
                             let apex = w
                                 .tgw
@@ -685,7 +685,7 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                                 .unwrap_or_default();
                             let closer = w.other_claims.iter().any(|c| {
                                 c.namespace == by
-                                    && c.attached_namespaces.iter().any(|a| *a == ns.name)
+                                    && c.attached_namespaces.iter().any(|a| a == ns.name())
                                     && (c.apex.len(), c.namespace.as_str()) < (apex.len(), own)
                             });
                             assert!(!closer, "steals {ns:?} from a closer claim ({rival_lists})");
@@ -781,15 +781,15 @@ fuzz_target!(|data: &[u8]| {
     assert!(
         done.namespaces
             .iter()
-            .filter(|n| n.name == own || !cfg.scope.is_tenant(&n.name))
+            .filter(|n| n.name() == own || !cfg.scope.is_tenant(n.name()))
             .all(|n| n.attached_by() != Some(own)),
         "cleanup left an attached-by annotation"
     );
     assert!(
         done.namespaces
             .iter()
-            .filter(|n| n.name != own && cfg.scope.is_tenant(&n.name))
-            .zip(w3.namespaces.iter().filter(|n| n.name != own && cfg.scope.is_tenant(&n.name)))
+            .filter(|n| n.name() != own && cfg.scope.is_tenant(n.name()))
+            .zip(w3.namespaces.iter().filter(|n| n.name() != own && cfg.scope.is_tenant(n.name())))
             .all(|(after, before)| after == before),
         "cleanup touched a tenant namespace it never wrote"
     );
