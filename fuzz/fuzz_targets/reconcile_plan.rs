@@ -41,13 +41,12 @@ use tenant_gateway::reconcile::api::{
 };
 use tenant_gateway::reconcile::diff::{Object, Write};
 use tenant_gateway::reconcile::inputs::{
-    AttachClaim, Inputs, Observed, ParentRef, RouteFacts, RouteKind,
-    RouteParentStatus, SharedRef, Sibling, TgwFacts,
+    AttachClaim, Inputs, Observed, ParentRef, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
+    Sibling, TgwFacts,
 };
 use tenant_gateway::reconcile::labels::NamespaceWrite;
-use tenant_gateway::reconcile::render::RenderOptions;
 use tenant_gateway::reconcile::testing::{self, Rng, at};
-use tenant_gateway::reconcile::{self, Config, Plan, status};
+use tenant_gateway::reconcile::{self, Options, Plan, status};
 
 const APEX: &str = "alice.example.org";
 
@@ -269,9 +268,21 @@ fn tgw_name(u: &mut Unstructured<'_>) -> Result<String> {
 
 fn namespace_meta(u: &mut Unstructured<'_>) -> Result<Arc<NamespaceMeta>> {
     let name = namespace(u)?;
-    let host = if u.ratio(3, 4)? { Some(suffix(u)?) } else { None };
-    let gateway = if u.ratio(2, 3)? { Some(namespace(u)?) } else { None };
-    let attached_by = if u.ratio(1, 3)? { Some(namespace(u)?) } else { None };
+    let host = if u.ratio(3, 4)? {
+        Some(suffix(u)?)
+    } else {
+        None
+    };
+    let gateway = if u.ratio(2, 3)? {
+        Some(namespace(u)?)
+    } else {
+        None
+    };
+    let attached_by = if u.ratio(1, 3)? {
+        Some(namespace(u)?)
+    } else {
+        None
+    };
     let labels: Vec<(&str, &str)> = [(HOST_LABEL, &host), (GATEWAY_LABEL, &gateway)]
         .into_iter()
         .filter_map(|(k, v)| Some((k, v.as_deref()?)))
@@ -362,7 +373,7 @@ fn route(u: &mut Unstructured<'_>, i: usize, gw: &str) -> Result<RouteFacts> {
 
 /// Objects found in the namespace before this reconcile: a same-named foreign object or an
 /// owned leftover, by the names the planner renders.
-fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Config) -> Result<Observed> {
+fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Options) -> Result<Observed> {
     let mut obs = Observed::default();
     if !u.ratio(1, 4)? {
         return Ok(obs);
@@ -430,8 +441,8 @@ fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Config) -> Result<Ob
     Ok(obs)
 }
 
-fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
-    let cfg = Config {
+fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Options)> {
+    let cfg = Options {
         scope: if u.ratio(1, 8)? {
             Scope {
                 tenant_prefix: pick_or_any(u, &["", "tenant-"])?,
@@ -440,9 +451,8 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
         } else {
             Scope::default()
         },
-        render: RenderOptions {
-            uniform_port_kinds: u.ratio(1, 4)?,
-        },
+        uniform_port_kinds: u.ratio(1, 4)?,
+        ..Options::default()
     };
     let tgw = TgwFacts {
         namespace: if u.ratio(7, 8)? {
@@ -515,7 +525,7 @@ fn is_ours(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, tgw: 
 }
 
 /// The invariants of one plan against the inputs it was computed from.
-fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
+fn check_plan(w: &Inputs, p: &Plan, cfg: &Options) {
     if let Some(d) = &p.desired {
         let listeners: Vec<&str> = d
             .gateway
@@ -536,7 +546,10 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             "duplicate listener: {listeners:?}"
         );
         for n in &listeners {
-            assert!(tenant_gateway::hostname::is_dns_label(n), "listener name {n:?}");
+            assert!(
+                tenant_gateway::hostname::is_dns_label(n),
+                "listener name {n:?}"
+            );
         }
         let certs: Vec<&str> = d
             .certificates
@@ -673,7 +686,8 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                         );
                         // Never another TenantGateway's marked label while it lists it.
                         // (The own namespace is always labelled: no rival check there.)
-                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name() != own) {
+                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name() != own)
+                        {
                             let rival_lists = w.other_claims.iter().any(|c| {
                                 c.namespace == by
                                     && c.attached_namespaces.iter().any(|a| a == ns.name())
@@ -789,7 +803,11 @@ fuzz_target!(|data: &[u8]| {
         done.namespaces
             .iter()
             .filter(|n| n.name() != own && cfg.scope.is_tenant(n.name()))
-            .zip(w3.namespaces.iter().filter(|n| n.name() != own && cfg.scope.is_tenant(n.name())))
+            .zip(
+                w3.namespaces
+                    .iter()
+                    .filter(|n| n.name() != own && cfg.scope.is_tenant(n.name()))
+            )
             .all(|(after, before)| after == before),
         "cleanup touched a tenant namespace it never wrote"
     );
