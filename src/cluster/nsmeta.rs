@@ -1,9 +1,9 @@
 //! The namespace index's entries and their store: of each namespace only its name, its
 //! labels and our attached-by annotation (SPEC §2.2, §3.5), in boxed slices. The entry is
-//! what every reader of a namespace's metadata holds: the replicator's plan and the
-//! reconciler's `Inputs` take the index's `Arc`s as they are. A
-//! `PartialObjectMeta` per namespace held an inline `ObjectMeta` and a label `BTreeMap`
-//! node each (about 1.3 KB); 10,000 of these were the largest cache of `serve`.
+//! the one type for a namespace's metadata: the replicator's plan and the reconciler's
+//! `Inputs` hold the index's `Arc`s, never a copy of the labels. A `PartialObjectMeta` per
+//! namespace held an inline `ObjectMeta` and a label `BTreeMap` node each (about 1.3 KB);
+//! 10,000 of these were the largest cache of `serve`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -253,6 +253,33 @@ mod tests {
         let bare = NamespaceMeta::from_meta(&meta("n", &[], &[("other", "x")]));
         assert!(bare.labels().is_empty());
         assert_eq!(bare.attached_by(), None);
+    }
+
+    #[test]
+    fn built_from_parts_as_the_watch_keeps_it() {
+        let labels = [
+            (HOST_LABEL, "alice.example.org"),
+            (GATEWAY_LABEL, "tenant-root"),
+        ];
+        let annotations = [(ATTACHED_BY_ANNOTATION, "tenant-root"), ("other", "x")];
+        let m = NamespaceMeta::new("tenant-alice", &labels, &annotations);
+        assert_eq!(
+            m,
+            NamespaceMeta::from_meta(&meta("tenant-alice", &labels, &annotations))
+        );
+        assert_eq!(m.apex(), Some("alice.example.org"));
+        assert_eq!(m.gateway(), Some("tenant-root"));
+        assert_eq!(m.attached_by(), Some("tenant-root"));
+        // An empty apex is no apex; an empty gateway label is still a label.
+        let empty = NamespaceMeta::new("n", &[(HOST_LABEL, ""), (GATEWAY_LABEL, "")], &[]);
+        assert_eq!(empty.apex(), None);
+        assert_eq!(empty.label(HOST_LABEL), Some(""));
+        assert_eq!(empty.gateway(), Some(""));
+        let bare = NamespaceMeta::new("n", &[], &[]);
+        assert_eq!(
+            (bare.apex(), bare.gateway(), bare.attached_by()),
+            (None, None, None)
+        );
     }
 
     #[test]
