@@ -87,6 +87,9 @@ pub fn apex_label(labels: &BTreeMap<String, String>) -> Option<&str> {
 }
 
 /// What is known about the object's namespace.
+///
+/// The answer of a namespace lookup for the admission layers, not a namespace's metadata: the
+/// namespace index's entry is `cluster::nsmeta::NamespaceMeta`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NamespaceContext {
     /// The namespace does not exist (after the index miss and the live GET).

@@ -26,9 +26,11 @@
 #![no_main]
 
 use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use arbitrary::{Result, Unstructured};
 use libfuzzer_sys::fuzz_target;
+use tenant_gateway::cluster::nsmeta::NamespaceMeta;
 use tenant_gateway::hostname;
 use tenant_gateway::platform::{
     ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, MANAGED_BY_LABEL, Scope,
@@ -39,13 +41,12 @@ use tenant_gateway::reconcile::api::{
 };
 use tenant_gateway::reconcile::diff::{Object, Write};
 use tenant_gateway::reconcile::inputs::{
-    AttachClaim, Inputs, NamespaceFacts, Observed, ParentRef, RouteFacts, RouteKind,
-    RouteParentStatus, SharedRef, Sibling, TgwFacts,
+    AttachClaim, Inputs, Observed, ParentRef, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
+    Sibling, TgwFacts,
 };
 use tenant_gateway::reconcile::labels::NamespaceWrite;
-use tenant_gateway::reconcile::render::RenderOptions;
 use tenant_gateway::reconcile::testing::{self, Rng, at};
-use tenant_gateway::reconcile::{self, Config, Plan, status};
+use tenant_gateway::reconcile::{self, Options, Plan, status};
 
 const APEX: &str = "alice.example.org";
 
@@ -265,22 +266,32 @@ fn tgw_name(u: &mut Unstructured<'_>) -> Result<String> {
     pick_or_any(u, &["gw", "a.b.c", &long, "x", "gateway", "gw-apex"])
 }
 
-fn namespace_facts(u: &mut Unstructured<'_>) -> Result<NamespaceFacts> {
-    let mut ns = NamespaceFacts {
-        name: namespace(u)?,
-        ..NamespaceFacts::default()
+fn namespace_meta(u: &mut Unstructured<'_>) -> Result<Arc<NamespaceMeta>> {
+    let name = namespace(u)?;
+    let host = if u.ratio(3, 4)? {
+        Some(suffix(u)?)
+    } else {
+        None
     };
-    if u.ratio(3, 4)? {
-        ns.labels.insert(HOST_LABEL.to_string(), suffix(u)?);
-    }
-    if u.ratio(2, 3)? {
-        ns.labels.insert(GATEWAY_LABEL.to_string(), namespace(u)?);
-    }
-    if u.ratio(1, 3)? {
-        ns.annotations
-            .insert(ATTACHED_BY_ANNOTATION.to_string(), namespace(u)?);
-    }
-    Ok(ns)
+    let gateway = if u.ratio(2, 3)? {
+        Some(namespace(u)?)
+    } else {
+        None
+    };
+    let attached_by = if u.ratio(1, 3)? {
+        Some(namespace(u)?)
+    } else {
+        None
+    };
+    let labels: Vec<(&str, &str)> = [(HOST_LABEL, &host), (GATEWAY_LABEL, &gateway)]
+        .into_iter()
+        .filter_map(|(k, v)| Some((k, v.as_deref()?)))
+        .collect();
+    let annotations: Vec<(&str, &str)> = attached_by
+        .iter()
+        .map(|a| (ATTACHED_BY_ANNOTATION, a.as_str()))
+        .collect();
+    Ok(testing::namespace(&name, &labels, &annotations))
 }
 
 fn parent_ref(u: &mut Unstructured<'_>, gw: &str) -> Result<SharedRef> {
@@ -362,7 +373,7 @@ fn route(u: &mut Unstructured<'_>, i: usize, gw: &str) -> Result<RouteFacts> {
 
 /// Objects found in the namespace before this reconcile: a same-named foreign object or an
 /// owned leftover, by the names the planner renders.
-fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Config) -> Result<Observed> {
+fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Options) -> Result<Observed> {
     let mut obs = Observed::default();
     if !u.ratio(1, 4)? {
         return Ok(obs);
@@ -430,8 +441,8 @@ fn observed(u: &mut Unstructured<'_>, tgw: &TgwFacts, cfg: &Config) -> Result<Ob
     Ok(obs)
 }
 
-fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
-    let cfg = Config {
+fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Options)> {
+    let cfg = Options {
         scope: if u.ratio(1, 8)? {
             Scope {
                 tenant_prefix: pick_or_any(u, &["", "tenant-"])?,
@@ -440,9 +451,8 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
         } else {
             Scope::default()
         },
-        render: RenderOptions {
-            uniform_port_kinds: u.ratio(1, 4)?,
-        },
+        uniform_port_kinds: u.ratio(1, 4)?,
+        ..Options::default()
     };
     let tgw = TgwFacts {
         namespace: if u.ratio(7, 8)? {
@@ -461,7 +471,7 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
     if u.ratio(1, 8)? {
         namespaces.clear();
     }
-    namespaces.extend(list(u, 10, namespace_facts)?);
+    namespaces.extend(list(u, 10, namespace_meta)?);
     let siblings = list(u, 2, |u| {
         Ok(Sibling {
             name: tgw_name(u)?,
@@ -489,7 +499,7 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Config)> {
     // The edge reads each kind from a cache keyed by name: one namespace per name, one route
     // per (kind, namespace, name), one object per name and kind. Keep the first of each.
     let mut seen = BTreeSet::new();
-    namespaces.retain(|n| seen.insert(n.name.clone()));
+    namespaces.retain(|n| seen.insert(n.name().to_string()));
     let mut seen = BTreeSet::new();
     route_list.retain(|r| seen.insert((r.kind, r.namespace.clone(), r.name.clone())));
     let mut seen = BTreeSet::new();
@@ -515,7 +525,7 @@ fn is_ours(m: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta, tgw: 
 }
 
 /// The invariants of one plan against the inputs it was computed from.
-fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
+fn check_plan(w: &Inputs, p: &Plan, cfg: &Options) {
     if let Some(d) = &p.desired {
         let listeners: Vec<&str> = d
             .gateway
@@ -536,7 +546,10 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
             "duplicate listener: {listeners:?}"
         );
         for n in &listeners {
-            assert!(tenant_gateway::hostname::is_dns_label(n), "listener name {n:?}");
+            assert!(
+                tenant_gateway::hostname::is_dns_label(n),
+                "listener name {n:?}"
+            );
         }
         let certs: Vec<&str> = d
             .certificates
@@ -659,7 +672,7 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                 let ns = w
                     .namespaces
                     .iter()
-                    .find(|n| n.name == nw.namespace())
+                    .find(|n| n.name() == nw.namespace())
                     .unwrap_or_else(|| panic!("write to a missing namespace: {nw:?}"));
                 let own = w.tgw.namespace.as_str();
                 match nw {
@@ -673,10 +686,11 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                         );
                         // Never another TenantGateway's marked label while it lists it.
                         // (The own namespace is always labelled: no rival check there.)
-                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name != own) {
+                        if let Some(by) = ns.attached_by().filter(|b| *b != own && ns.name() != own)
+                        {
                             let rival_lists = w.other_claims.iter().any(|c| {
                                 c.namespace == by
-                                    && c.attached_namespaces.iter().any(|a| *a == ns.name)
+                                    && c.attached_namespaces.iter().any(|a| a == ns.name())
                             });
                             let apex = w
                                 .tgw
@@ -685,7 +699,7 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Config) {
                                 .unwrap_or_default();
                             let closer = w.other_claims.iter().any(|c| {
                                 c.namespace == by
-                                    && c.attached_namespaces.iter().any(|a| *a == ns.name)
+                                    && c.attached_namespaces.iter().any(|a| a == ns.name())
                                     && (c.apex.len(), c.namespace.as_str()) < (apex.len(), own)
                             });
                             assert!(!closer, "steals {ns:?} from a closer claim ({rival_lists})");
@@ -781,15 +795,19 @@ fuzz_target!(|data: &[u8]| {
     assert!(
         done.namespaces
             .iter()
-            .filter(|n| n.name == own || !cfg.scope.is_tenant(&n.name))
+            .filter(|n| n.name() == own || !cfg.scope.is_tenant(n.name()))
             .all(|n| n.attached_by() != Some(own)),
         "cleanup left an attached-by annotation"
     );
     assert!(
         done.namespaces
             .iter()
-            .filter(|n| n.name != own && cfg.scope.is_tenant(&n.name))
-            .zip(w3.namespaces.iter().filter(|n| n.name != own && cfg.scope.is_tenant(&n.name)))
+            .filter(|n| n.name() != own && cfg.scope.is_tenant(n.name()))
+            .zip(
+                w3.namespaces
+                    .iter()
+                    .filter(|n| n.name() != own && cfg.scope.is_tenant(n.name()))
+            )
             .all(|(after, before)| after == before),
         "cleanup touched a tenant namespace it never wrote"
     );

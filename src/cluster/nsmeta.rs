@@ -1,7 +1,9 @@
 //! The namespace index's entries and their store: of each namespace only its name, its
-//! labels and our attached-by annotation (SPEC §2.2, §3.5), in boxed slices. A
-//! `PartialObjectMeta` per namespace held an inline `ObjectMeta` and a label `BTreeMap`
-//! node each (about 1.3 KB); 10,000 of these were the largest cache of `serve`.
+//! labels and our attached-by annotation (SPEC §2.2, §3.5), in boxed slices. The entry is
+//! the one type for a namespace's metadata: the replicator's plan and the reconciler's
+//! `Inputs` hold the index's `Arc`s, never a copy of the labels. A `PartialObjectMeta` per
+//! namespace held an inline `ObjectMeta` and a label `BTreeMap` node each (about 1.3 KB);
+//! 10,000 of these were the largest cache of `serve`.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, RwLock};
@@ -9,7 +11,7 @@ use std::sync::{Arc, RwLock};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::intern::intern;
-use crate::platform::ATTACHED_BY_ANNOTATION;
+use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL};
 
 /// The label the API server sets on every namespace to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -57,6 +59,24 @@ impl NamespaceMeta {
         }
     }
 
+    /// The entry the index keeps of a namespace with these labels and annotations (tests,
+    /// fuzz targets and benches build their worlds with it; the watch uses [`Self::from_meta`]).
+    pub fn new(name: &str, labels: &[(&str, &str)], annotations: &[(&str, &str)]) -> NamespaceMeta {
+        let map = |kv: &[(&str, &str)]| {
+            (!kv.is_empty()).then(|| {
+                kv.iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<BTreeMap<_, _>>()
+            })
+        };
+        NamespaceMeta::from_meta(&ObjectMeta {
+            name: Some(name.into()),
+            labels: map(labels),
+            annotations: map(annotations),
+            ..ObjectMeta::default()
+        })
+    }
+
     pub fn terminating(&self) -> bool {
         self.terminating
     }
@@ -88,7 +108,19 @@ impl NamespaceMeta {
         out
     }
 
-    /// Our attached-by annotation (the mark on a gateway label the reconciler wrote).
+    /// Its apex: the host label, absent when missing or empty (an empty apex must never mean
+    /// "everything"; `platform::apex_label` is the same rule over a label map).
+    pub fn apex(&self) -> Option<&str> {
+        self.label(HOST_LABEL).filter(|s| !s.is_empty())
+    }
+
+    /// The namespace whose Gateway it publishes through (its gateway label).
+    pub fn gateway(&self) -> Option<&str> {
+        self.label(GATEWAY_LABEL)
+    }
+
+    /// Our attached-by annotation: the TenantGateway namespace that wrote its gateway label,
+    /// if we did.
     pub fn attached_by(&self) -> Option<&str> {
         self.attached_by.as_deref()
     }
@@ -221,6 +253,33 @@ mod tests {
         let bare = NamespaceMeta::from_meta(&meta("n", &[], &[("other", "x")]));
         assert!(bare.labels().is_empty());
         assert_eq!(bare.attached_by(), None);
+    }
+
+    #[test]
+    fn built_from_parts_as_the_watch_keeps_it() {
+        let labels = [
+            (HOST_LABEL, "alice.example.org"),
+            (GATEWAY_LABEL, "tenant-root"),
+        ];
+        let annotations = [(ATTACHED_BY_ANNOTATION, "tenant-root"), ("other", "x")];
+        let m = NamespaceMeta::new("tenant-alice", &labels, &annotations);
+        assert_eq!(
+            m,
+            NamespaceMeta::from_meta(&meta("tenant-alice", &labels, &annotations))
+        );
+        assert_eq!(m.apex(), Some("alice.example.org"));
+        assert_eq!(m.gateway(), Some("tenant-root"));
+        assert_eq!(m.attached_by(), Some("tenant-root"));
+        // An empty apex is no apex; an empty gateway label is still a label.
+        let empty = NamespaceMeta::new("n", &[(HOST_LABEL, ""), (GATEWAY_LABEL, "")], &[]);
+        assert_eq!(empty.apex(), None);
+        assert_eq!(empty.label(HOST_LABEL), Some(""));
+        assert_eq!(empty.gateway(), Some(""));
+        let bare = NamespaceMeta::new("n", &[], &[]);
+        assert_eq!(
+            (bare.apex(), bare.gateway(), bare.attached_by()),
+            (None, None, None)
+        );
     }
 
     #[test]

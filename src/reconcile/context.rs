@@ -18,7 +18,7 @@ use kube::runtime::watcher::Event;
 
 use super::api::TenantGateway;
 use super::certmanager::{Certificate, Issuer};
-use super::inputs::{Inputs, NamespaceFacts, Observed, Sibling, TgwFacts};
+use super::inputs::{Inputs, Observed, Sibling, TgwFacts};
 use super::{Notice, Options};
 use crate::cluster::LiveNamespaces;
 use crate::cluster::kept::{Kept, KeptJson, ObjectCache};
@@ -27,7 +27,6 @@ use crate::cluster::nsmeta::NamespaceMeta;
 use crate::cluster::routes::RouteIndex;
 use crate::cluster::watch::{Key, key_of};
 use crate::metrics::Metrics;
-use crate::platform;
 use crate::platform::Scope;
 
 /// Which TenantGateway namespaces each namespace points at (gateway label, attached-by
@@ -110,7 +109,7 @@ fn unlink(m: &mut HashMap<String, BTreeSet<String>>, key: &str, name: &str) {
 /// The links a namespace's metadata carries.
 pub fn links_of(ns: &NamespaceMeta) -> (Option<String>, Option<String>) {
     (
-        ns.label(platform::GATEWAY_LABEL).map(str::to_string),
+        ns.gateway().map(str::to_string),
         ns.attached_by().map(str::to_string),
     )
 }
@@ -428,10 +427,7 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, scope: &Scope, now: Time) ->
                 &f,
                 t.metadata.deletion_timestamp.is_some(),
                 older_sibling,
-                label
-                    .as_deref()
-                    .and_then(|m| m.label(platform::HOST_LABEL))
-                    .filter(|l| !l.is_empty()),
+                label.as_deref().and_then(NamespaceMeta::apex),
                 scope,
             )
         })
@@ -448,16 +444,6 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, scope: &Scope, now: Time) ->
     let namespaces = names
         .iter()
         .filter_map(|n| caches.namespaces.cached(n))
-        .map(|m| NamespaceFacts {
-            name: m.name().to_string(),
-            labels: m.labels(),
-            annotations: m
-                .attached_by()
-                .map(|a| {
-                    BTreeMap::from([(platform::ATTACHED_BY_ANNOTATION.to_string(), a.to_string())])
-                })
-                .unwrap_or_default(),
-        })
         .collect();
     let routes = caches
         .routes

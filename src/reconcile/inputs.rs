@@ -8,7 +8,7 @@
 //! our status entry for it; the objects of the owned kinds in its namespace that are owned by
 //! it or share a name with one it renders.
 
-use std::collections::BTreeMap;
+use std::sync::Arc;
 
 use gateway_api::apis::experimental::gateways::Gateway;
 use gateway_api::apis::experimental::httproutes::HttpRoute;
@@ -18,6 +18,7 @@ use super::api::{
     CertMode, Dns01, Dns01Provider, IssuerName, TenantGatewaySpec, TenantGatewayStatus,
 };
 use super::certmanager::{Certificate, Issuer};
+use crate::cluster::nsmeta::NamespaceMeta;
 pub use crate::cluster::route_facts::{
     Conditions, InPlaceEdit, ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus,
     SharedRef,
@@ -35,7 +36,8 @@ pub struct Inputs {
     /// Its own namespace, its attachedNamespaces, the namespaces publishing through it and
     /// those we attached for it: a superset of the namespaces whose routes attach, so their
     /// host labels are also the claimant apexes of the conflict rule (SPEC §3.3).
-    pub namespaces: Vec<NamespaceFacts>,
+    /// The namespace index's own entries, shared, not copied.
+    pub namespaces: Vec<Arc<NamespaceMeta>>,
     pub routes: Vec<RouteFacts>,
     pub observed: Observed,
     /// The clock, for the lastTransitionTime of a condition that changes.
@@ -69,33 +71,6 @@ pub struct AttachClaim {
     /// Its `spec.apex` as written (compared by length, SPEC §3.5).
     pub apex: String,
     pub attached_namespaces: Vec<String>,
-}
-
-/// A namespace's metadata.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct NamespaceFacts {
-    pub name: String,
-    pub labels: BTreeMap<String, String>,
-    pub annotations: BTreeMap<String, String>,
-}
-
-impl NamespaceFacts {
-    /// Its apex label, when present and non-empty.
-    pub fn apex(&self) -> Option<&str> {
-        platform::apex_label(&self.labels)
-    }
-
-    /// The namespace whose Gateway it publishes through.
-    pub fn gateway(&self) -> Option<&str> {
-        self.labels.get(platform::GATEWAY_LABEL).map(String::as_str)
-    }
-
-    /// The TenantGateway namespace that wrote its gateway label, if we did.
-    pub fn attached_by(&self) -> Option<&str> {
-        self.annotations
-            .get(platform::ATTACHED_BY_ANNOTATION)
-            .map(String::as_str)
-    }
 }
 
 /// Objects of the owned kinds found in the TenantGateway's namespace.

@@ -23,6 +23,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use super::inputs::{AttachClaim, Inputs, Settings, TgwFacts};
+use crate::cluster::nsmeta::NamespaceMeta;
 use crate::hostname;
 use crate::platform::Scope;
 
@@ -115,11 +116,8 @@ pub fn plan(inputs: &Inputs, settings: &Settings, scope: &Scope) -> LabelPlan {
             }
         }
     }
-    let namespaces: BTreeMap<&str, &super::inputs::NamespaceFacts> = inputs
-        .namespaces
-        .iter()
-        .map(|n| (n.name.as_str(), n))
-        .collect();
+    let namespaces: BTreeMap<&str, &NamespaceMeta> =
+        inputs.namespaces.iter().map(|n| (n.name(), &**n)).collect();
 
     for t in targets {
         let ns = namespaces.get(t).copied();
@@ -174,9 +172,9 @@ pub fn plan(inputs: &Inputs, settings: &Settings, scope: &Scope) -> LabelPlan {
     }
 
     for ns in &inputs.namespaces {
-        if ours_to_remove(ns, own, scope) && !keep.contains(ns.name.as_str()) {
+        if ours_to_remove(ns, own, scope) && !keep.contains(ns.name()) {
             out.writes.push(NamespaceWrite::Detach {
-                namespace: ns.name.clone(),
+                namespace: ns.name().to_string(),
                 gateway: own.to_string(),
             });
         }
@@ -190,8 +188,8 @@ pub fn plan(inputs: &Inputs, settings: &Settings, scope: &Scope) -> LabelPlan {
 /// A mark this TenantGateway may undo: its annotation names us, and the namespace is our own
 /// or outside tenant scope (a tenant can write the annotation on its own namespace; we never
 /// wrote it there, so we never act on it).
-fn ours_to_remove(ns: &super::inputs::NamespaceFacts, own: &str, scope: &Scope) -> bool {
-    ns.attached_by() == Some(own) && (ns.name == own || !scope.is_tenant(&ns.name))
+fn ours_to_remove(ns: &NamespaceMeta, own: &str, scope: &Scope) -> bool {
+    ns.attached_by() == Some(own) && (ns.name() == own || !scope.is_tenant(ns.name()))
 }
 
 /// Everything to undo when the TenantGateway goes (finalizer).
@@ -202,7 +200,7 @@ pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<NamespaceWrite> {
         .iter()
         .filter(|n| ours_to_remove(n, own, scope))
         .map(|n| NamespaceWrite::Detach {
-            namespace: n.name.clone(),
+            namespace: n.name().to_string(),
             gateway: own.to_string(),
         })
         .collect();

@@ -59,6 +59,7 @@ use inputs::{Inputs, ModeSettings, Settings};
 use render::{Desired, ListenerInfo, ListenerInputs};
 use status::{GatewayState, StatusFacts};
 
+use crate::cluster::nsmeta::NamespaceMeta;
 use crate::hostname;
 use crate::platform::Scope;
 
@@ -281,19 +282,20 @@ fn attachment(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Attachment
             labels::NamespaceWrite::Detach { namespace, .. } => (namespace.as_str(), false),
         })
         .collect();
-    let inheriting: Vec<&inputs::NamespaceFacts> = inputs
+    let inheriting: Vec<&NamespaceMeta> = inputs
         .namespaces
         .iter()
         .filter(|n| {
             relabelled
-                .get(n.name.as_str())
+                .get(n.name())
                 .copied()
                 .unwrap_or(n.gateway() == Some(own))
         })
+        .map(|n| &**n)
         .collect();
     let mut allowed: BTreeSet<String> = BTreeSet::from([own.to_string()]);
     allowed.extend(label_plan.held.iter().cloned());
-    allowed.extend(inheriting.iter().map(|n| n.name.clone()));
+    allowed.extend(inheriting.iter().map(|n| n.name().to_string()));
 
     let mut problems: Vec<String> = label_plan.problems;
     problems.extend(settings.skipped.iter().cloned());
@@ -539,7 +541,7 @@ fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, scope: &Scope) -
     let label = inputs
         .namespaces
         .iter()
-        .find(|n| n.name == own)
+        .find(|n| n.name() == own)
         .and_then(|n| n.apex());
     inputs::apex_problem(own, label, &settings.apex, scope)
 }
@@ -549,7 +551,7 @@ fn apex_outside_namespace(inputs: &Inputs, settings: &Settings, scope: &Scope) -
 /// invalid: reported, not rendered. Returns those that fit the listener budget and those cut.
 fn child_apexes(
     settings: &Settings,
-    inheriting: &[&inputs::NamespaceFacts],
+    inheriting: &[&NamespaceMeta],
     own: &str,
     problems: &mut Vec<String>,
 ) -> (BTreeSet<String>, BTreeSet<String>) {
@@ -557,7 +559,7 @@ fn child_apexes(
         return Default::default();
     }
     let mut all = BTreeSet::new();
-    for ns in inheriting.iter().filter(|n| n.name != own) {
+    for ns in inheriting.iter().filter(|n| n.name() != own) {
         let Some(label) = ns.apex() else { continue };
         match hostname::parse_apex(label) {
             Ok(c) if c == settings.apex => {}
@@ -566,11 +568,12 @@ fn child_apexes(
             }
             Ok(c) => problems.push(format!(
                 "child apex {c} of namespace {} is outside the apex {}; not rendered",
-                ns.name, settings.apex
+                ns.name(),
+                settings.apex
             )),
             Err(e) => problems.push(format!(
                 "child apex of namespace {}: {e}; not rendered",
-                ns.name
+                ns.name()
             )),
         }
     }

@@ -148,7 +148,7 @@ pub fn analyse(
     let apexes: BTreeMap<&str, String> = inputs
         .namespaces
         .iter()
-        .filter_map(|n| Some((n.name.as_str(), hostname::parse_apex(n.apex()?).ok()?)))
+        .filter_map(|n| Some((n.name(), hostname::parse_apex(n.apex()?).ok()?)))
         .collect();
     let mut owners = BTreeMap::new();
     // hostname -> the winning routes (winner's namespace)

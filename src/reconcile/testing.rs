@@ -2,7 +2,8 @@
 //! `tests/`), and [`converge`], which applies a plan's writes to the inputs the way the API
 //! server would, so "feed the desired state back" is one call.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
+use std::sync::Arc;
 
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use k8s_openapi::jiff::Timestamp;
@@ -13,11 +14,12 @@ use super::api::{
 };
 use super::diff::{Object, Write};
 use super::inputs::{
-    Inputs, NamespaceFacts, Observed, ParentRef, RouteFacts, RouteKind, RouteParentStatus, TgwFacts,
+    Inputs, Observed, ParentRef, RouteFacts, RouteKind, RouteParentStatus, TgwFacts,
 };
 use super::labels::NamespaceWrite;
 use super::routes::{self, Analysis};
 use super::{Options, Plan, labels};
+use crate::cluster::nsmeta::NamespaceMeta;
 use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, Scope};
 
 /// A timestamp `secs` after the epoch.
@@ -26,26 +28,17 @@ pub fn at(secs: i64) -> Time {
     Time(Timestamp::from_second(secs).unwrap_or(Timestamp::UNIX_EPOCH))
 }
 
-/// A namespace with labels and annotations.
+/// A namespace with labels and annotations, as the namespace index keeps it.
 pub fn namespace(
     name: &str,
     labels: &[(&str, &str)],
     annotations: &[(&str, &str)],
-) -> NamespaceFacts {
-    let map = |kv: &[(&str, &str)]| -> BTreeMap<String, String> {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
-    NamespaceFacts {
-        name: name.to_string(),
-        labels: map(labels),
-        annotations: map(annotations),
-    }
+) -> Arc<NamespaceMeta> {
+    Arc::new(NamespaceMeta::new(name, labels, annotations))
 }
 
 /// A tenant namespace with its apex, publishing through `gateway`.
-pub fn tenant(name: &str, apex: &str, gateway: &str) -> NamespaceFacts {
+pub fn tenant(name: &str, apex: &str, gateway: &str) -> Arc<NamespaceMeta> {
     namespace(name, &[(HOST_LABEL, apex), (GATEWAY_LABEL, gateway)], &[])
 }
 
@@ -176,7 +169,7 @@ pub fn allowed(w: &Inputs) -> BTreeSet<String> {
         w.namespaces
             .iter()
             .filter(|n| n.gateway() == Some(w.tgw.namespace.as_str()))
-            .map(|n| n.name.clone()),
+            .map(|n| n.name().to_string()),
     );
     allowed
 }
@@ -262,21 +255,26 @@ pub fn converge(inputs: &Inputs, plan: &Plan) -> Inputs {
                 if let Some(ns) = next
                     .namespaces
                     .iter_mut()
-                    .find(|n| n.name == nw.namespace())
+                    .find(|n| n.name() == nw.namespace())
                 {
-                    match nw {
+                    let mut labels = ns.labels();
+                    let attached_by = match nw {
                         NamespaceWrite::Attach { gateway, .. } => {
-                            ns.labels.insert(GATEWAY_LABEL.to_string(), gateway.clone());
-                            ns.annotations
-                                .insert(ATTACHED_BY_ANNOTATION.to_string(), gateway.clone());
+                            labels.insert(GATEWAY_LABEL.to_string(), gateway.clone());
+                            Some((ATTACHED_BY_ANNOTATION, gateway.as_str()))
                         }
                         NamespaceWrite::Detach { gateway, .. } => {
-                            ns.annotations.remove(ATTACHED_BY_ANNOTATION);
-                            if ns.labels.get(GATEWAY_LABEL) == Some(gateway) {
-                                ns.labels.remove(GATEWAY_LABEL);
+                            if labels.get(GATEWAY_LABEL) == Some(gateway) {
+                                labels.remove(GATEWAY_LABEL);
                             }
+                            None
                         }
-                    }
+                    };
+                    let labels: Vec<(&str, &str)> = labels
+                        .iter()
+                        .map(|(k, v)| (k.as_str(), v.as_str()))
+                        .collect();
+                    *ns = namespace(ns.name(), &labels, attached_by.as_slice());
                 }
             }
             Write::RouteStatus(rs) => {

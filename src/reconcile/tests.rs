@@ -204,18 +204,10 @@ fn cozy_wins_a_conflict_and_the_loser_recovers() {
     let ns = w
         .namespaces
         .iter()
-        .find(|n| n.name == "cozy-harbor")
+        .find(|n| n.name() == "cozy-harbor")
         .expect("ns");
-    assert_eq!(
-        ns.labels.get(GATEWAY_LABEL).map(String::as_str),
-        Some("tenant-alice")
-    );
-    assert_eq!(
-        ns.annotations
-            .get(ATTACHED_BY_ANNOTATION)
-            .map(String::as_str),
-        Some("tenant-alice")
-    );
+    assert_eq!(ns.label(GATEWAY_LABEL), Some("tenant-alice"));
+    assert_eq!(ns.attached_by(), Some("tenant-alice"));
 
     let mut w = w;
     w.routes.retain(|r| &*r.namespace != "cozy-harbor");
@@ -505,22 +497,19 @@ fn cleanup_removes_what_it_wrote() {
     let ns = after
         .namespaces
         .iter()
-        .find(|n| n.name == "cozy-harbor")
+        .find(|n| n.name() == "cozy-harbor")
         .expect("ns");
     assert!(
-        !ns.labels.contains_key(GATEWAY_LABEL) && ns.annotations.is_empty(),
+        ns.label(GATEWAY_LABEL).is_none() && ns.attached_by().is_none(),
         "{ns:?}"
     );
     // The platform-written label of the own namespace stays.
     let own = after
         .namespaces
         .iter()
-        .find(|n| n.name == "tenant-alice")
+        .find(|n| n.name() == "tenant-alice")
         .expect("ns");
-    assert_eq!(
-        own.labels.get(GATEWAY_LABEL).map(String::as_str),
-        Some("tenant-alice")
-    );
+    assert_eq!(own.label(GATEWAY_LABEL), Some("tenant-alice"));
     assert!(testing::entries(&after, "tenant-alice", "a").is_empty());
     let left = testing::entries(&after, "tenant-alice", "b");
     assert_eq!(left.len(), 1);
@@ -603,7 +592,7 @@ fn apex_must_equal_the_namespace_label() {
     }
     let mut w = world();
     // No label at all: fail closed, as layer 2 would.
-    w.namespaces.retain(|n| n.name != "tenant-alice");
+    w.namespaces.retain(|n| n.name() != "tenant-alice");
     assert_eq!(
         condition(&plan(&w, &cfg()), status::READY).reason,
         "InvalidSpec"
