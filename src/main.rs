@@ -8,7 +8,7 @@ use clap::{Parser, Subcommand};
 
 use tenant_gateway::certs;
 use tenant_gateway::config::{CheckArgs, LogArgs, PolicyArgs, ServeArgs};
-use tenant_gateway::offline::{self, Sources, manifests};
+use tenant_gateway::offline::{self, EXIT_USAGE};
 
 #[derive(Debug, Parser)]
 #[command(
@@ -97,9 +97,6 @@ enum Command {
     },
 }
 
-/// Exit code for usage and input errors (`check` uses 1 for "something denied").
-const EXIT_USAGE: u8 = 2;
-
 fn main() -> ExitCode {
     let cli = Cli::parse();
     let default_level = match cli.command {
@@ -142,47 +139,13 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             file,
             routes,
             policy,
-        } => {
-            let cfg = policy.policy_config_offline()?;
-            let admission = Sources::from_files(&policy, routes.as_deref())?.admission(cfg);
-            let input = manifests::read_input(file.as_deref())?;
-            let mut stdout = std::io::stdout().lock();
-            let summary = offline::review(&admission, &input, &mut stdout).await?;
-            stdout.flush()?;
-            if summary.unusable > 0 {
-                eprintln!(
-                    "error: {} of {} documents could not be reviewed (see the \"error\" lines)",
-                    summary.unusable, summary.documents
-                );
-                return Ok(ExitCode::from(EXIT_USAGE));
-            }
-            Ok(ExitCode::SUCCESS)
-        }
+        } => offline::review_cmd(file.as_deref(), routes.as_deref(), &policy).await,
         Command::Check { check, policy } => offline::check::run(check, policy).await,
         Command::Test {
             paths,
             quiet,
             policy,
-        } => {
-            let mut stdout = std::io::stdout().lock();
-            let code = match offline::suite::run(&paths, &policy, quiet, &mut stdout).await {
-                Ok(report) => {
-                    if report.failed > 0 {
-                        1
-                    } else {
-                        0
-                    }
-                }
-                Err(e) if e.is_broken_pipe() => return Ok(ExitCode::SUCCESS),
-                Err(e) => {
-                    let _ = stdout.flush();
-                    eprintln!("error: {e}");
-                    EXIT_USAGE
-                }
-            };
-            stdout.flush()?;
-            Ok(ExitCode::from(code))
-        }
+        } => offline::suite::run_cmd(&paths, quiet, &policy).await,
         Command::Crd => {
             print_out(&tenant_gateway::reconcile::api::crd_yaml()?)?;
             Ok(ExitCode::SUCCESS)

@@ -1,7 +1,8 @@
 //! The offline commands: the server's decision path without a server. They adapt input and
 //! output only; every decision comes from `Admission`.
 //!
-//! - `mod.rs`: `review` (AdmissionReview JSON or NDJSON in, responses out), the errors of
+//! - `mod.rs`: `review` (AdmissionReview JSON or NDJSON in, responses out) and its command,
+//!   the usage exit code every command shares, the errors of
 //!   reading and writing, the root-host refusal both `review` and `check` give, and
 //!   [`Sources`]: the namespaces and routes decisions read (snapshot files here; the live
 //!   cluster in `live.rs`).
@@ -25,6 +26,7 @@ pub mod verdict;
 
 use std::io::Write;
 use std::path::Path;
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -127,6 +129,32 @@ fn needs_root_host(cfg: &PolicyConfig, doc: &str) -> bool {
             .and_then(Value::as_str)
             == Some("ingresses")
     })
+}
+
+/// Exit code for usage and input errors (`check` uses 1 for "something denied").
+pub const EXIT_USAGE: u8 = 2;
+
+/// The `review` command: `file` (or stdin) through the decision path `policy` and `routes`
+/// configure; exit [`EXIT_USAGE`] when a document could not be reviewed.
+pub async fn review_cmd(
+    file: Option<&Path>,
+    routes: Option<&Path>,
+    policy: &PolicyArgs,
+) -> anyhow::Result<ExitCode> {
+    let cfg = policy.policy_config_offline()?;
+    let admission = Sources::from_files(policy, routes)?.admission(cfg);
+    let input = manifests::read_input(file)?;
+    let mut stdout = std::io::stdout().lock();
+    let summary = review(&admission, &input, &mut stdout).await?;
+    stdout.flush()?;
+    if summary.unusable > 0 {
+        eprintln!(
+            "error: {} of {} documents could not be reviewed (see the \"error\" lines)",
+            summary.unusable, summary.documents
+        );
+        return Ok(ExitCode::from(EXIT_USAGE));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `review`: one AdmissionReview document in → one response out (pretty JSON); NDJSON in →

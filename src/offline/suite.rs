@@ -25,6 +25,7 @@
 use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::process::ExitCode;
 use std::sync::Arc;
 
 use serde::Deserialize;
@@ -129,6 +130,27 @@ struct Expectation {
 pub struct Report {
     pub passed: usize,
     pub failed: usize,
+}
+
+/// The `test` command: [`run`] on stdout; exit 1 when an expectation failed,
+/// [`EXIT_USAGE`](super::EXIT_USAGE) when a suite could not be read.
+pub async fn run_cmd(
+    paths: &[PathBuf],
+    quiet: bool,
+    defaults: &PolicyArgs,
+) -> anyhow::Result<ExitCode> {
+    let mut stdout = std::io::stdout().lock();
+    let code = match run(paths, defaults, quiet, &mut stdout).await {
+        Ok(report) => u8::from(report.failed > 0),
+        Err(e) if e.is_broken_pipe() => return Ok(ExitCode::SUCCESS),
+        Err(e) => {
+            let _ = stdout.flush();
+            eprintln!("error: {e}");
+            super::EXIT_USAGE
+        }
+    };
+    stdout.flush()?;
+    Ok(ExitCode::from(code))
 }
 
 /// Run every suite under `paths`; write a line per expectation (failures only when `quiet`)

@@ -152,7 +152,7 @@ impl Summary {
     /// server, so they count as allowed.
     pub fn exit_code(&self) -> u8 {
         if self.errors > 0 {
-            2
+            super::EXIT_USAGE
         } else if self.denied > 0 {
             1
         } else {
