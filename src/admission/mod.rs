@@ -15,6 +15,7 @@
 //! | warnings from the route index (SPEC §3.4); tests in `route_warnings/tests.rs` | `route_warnings.rs` |
 //! | the request, duration and warning counters, resolved once | `counters.rs` |
 //! | the by-URL ValidatingWebhookConfiguration | `registration.rs` |
+//! | the AdmissionReview builder of the unit tests, the integration tests and the load generator (not product code) | `testing.rs` |
 //!
 //! Rules:
 //! - direction: admission imports `policy`, `cluster` and the leaves (`warning`, `metrics`,
@@ -47,6 +48,8 @@ mod request;
 pub mod resource;
 pub mod route_warnings;
 pub mod scan;
+#[doc(hidden)]
+pub mod testing;
 
 pub use decision::{Decision, DecisionKind, Reply, review_body};
 use decision::{apply_mode_for, bad_request, review_reply};

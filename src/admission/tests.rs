@@ -6,6 +6,7 @@ use std::sync::Arc;
 
 use serde_json::{Value, json};
 
+use super::testing::{self, nested, review, route_review};
 use super::*;
 use crate::cluster::{NamespaceSource, StaticNamespaces};
 use crate::policy::{HOST_LABEL, Mode};
@@ -32,27 +33,6 @@ fn admission() -> Admission {
     admission_with(PolicyConfig {
         root_host: Some("example.org".into()),
         ..PolicyConfig::default()
-    })
-}
-
-fn route_review(op: &str, ns: &str, hosts: &[&str]) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "uid-1",
-            "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"},
-            "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"},
-            "name": "web",
-            "namespace": ns,
-            "operation": op,
-            "userInfo": {"username": "alice", "groups": ["tenant-alice-admins"]},
-            "object": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-                       "metadata": {"name": "web", "namespace": ns},
-                       "spec": {"hostnames": hosts}},
-            "oldObject": null,
-            "dryRun": true
-        }
     })
 }
 
@@ -123,36 +103,28 @@ async fn delete_connect_and_subresources_are_allowed() {
     assert!(allowed(&v), "status subresource must be allowed: {v}");
 }
 
-/// A review of `resource` (group, version, plural, kind) at `sub` with both sides given.
+/// mallory's UPDATE of `target` at `version` and `sub` with both sides given, in the new
+/// object's namespace.
 fn review_of(
-    resource: (&str, &str, &str, &str),
+    target: WebhookResource,
+    version: &str,
     sub: &str,
     user_groups: &[&str],
     old: Value,
     new: Value,
-) -> Value {
-    let (group, version, plural, kind) = resource;
-    let ns = new["metadata"]["namespace"].clone();
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "uid-sub",
-            "kind": {"group": group, "version": version, "kind": kind},
-            "resource": {"group": group, "version": version, "resource": plural},
-            "subResource": sub,
-            "name": new["metadata"]["name"],
-            "namespace": ns,
-            "operation": "UPDATE",
-            "userInfo": {"username": "mallory", "groups": user_groups},
-            "object": new,
-            "oldObject": old,
-        }
-    })
+) -> testing::Review {
+    let r = review(target).version(version);
+    let r = match new["metadata"]["namespace"].as_str() {
+        Some(ns) => r.namespace(ns),
+        None => r,
+    };
+    r.uid("uid-sub")
+        .sub_resource(sub)
+        .operation("UPDATE")
+        .user("mallory", user_groups)
+        .object(new)
+        .old_object(old)
 }
-
-const NAMESPACES: (&str, &str, &str, &str) = ("", "v1", "namespaces", "Namespace");
-const INGRESSES: (&str, &str, &str, &str) = ("networking.k8s.io", "v1", "ingresses", "Ingress");
 
 #[tokio::test]
 async fn namespace_status_and_finalize_are_judged_like_updates() {
@@ -169,7 +141,15 @@ async fn namespace_status_and_finalize_are_judged_like_updates() {
             (&["tenant-alice-admins"][..], "alice.example.org", true),
             (&["system:masters"][..], "example.org", true),
         ] {
-            let r = review_of(NAMESPACES, sub, groups, ns("alice.example.org"), ns(host));
+            let r = review_of(
+                WebhookResource::Namespaces,
+                "v1",
+                sub,
+                groups,
+                ns("alice.example.org"),
+                ns(host),
+            )
+            .build();
             let (_, v) = post(&a, WebhookResource::Namespaces, &r).await;
             assert_eq!(allowed(&v), ok, "{sub} {groups:?} {host}: {v}");
             if !ok {
@@ -222,7 +202,15 @@ async fn subresources_are_trusted_only_where_the_api_server_resets_read_fields()
         ),
     ];
     for (old, new, ok) in cases {
-        let r = review_of(INGRESSES, "status", groups, old.clone(), new.clone());
+        let r = review_of(
+            WebhookResource::Ingresses,
+            "v1",
+            "status",
+            groups,
+            old.clone(),
+            new.clone(),
+        )
+        .build();
         let (_, v) = post(&a, WebhookResource::Ingresses, &r).await;
         assert_eq!(allowed(&v), ok, "{old} -> {new}: {v}");
         if !ok {
@@ -234,8 +222,6 @@ async fn subresources_are_trusted_only_where_the_api_server_resets_read_fields()
 #[tokio::test]
 async fn tenant_status_is_judged_on_the_host() {
     let a = admission();
-    const TENANTS: (&str, &str, &str, &str) =
-        ("apps.cozystack.io", "v1alpha1", "tenants", "Tenant");
     let t = |host: &str| {
         json!({"metadata": {"name": "carol", "namespace": "tenant-alice"}, "spec": {"host": host},
                "status": {"ready": true}})
@@ -244,7 +230,15 @@ async fn tenant_status_is_judged_on_the_host() {
         ("a.example.org", "a.example.org", true),
         ("a.example.org", "example.org", false),
     ] {
-        let r = review_of(TENANTS, "status", &["tenant-alice-admins"], t(old), t(new));
+        let r = review_of(
+            WebhookResource::Tenants,
+            "v1alpha1",
+            "status",
+            &["tenant-alice-admins"],
+            t(old),
+            t(new),
+        )
+        .build();
         let (_, v) = post(&a, WebhookResource::Tenants, &r).await;
         assert_eq!(allowed(&v), ok, "{old} -> {new}: {v}");
     }
@@ -289,13 +283,16 @@ async fn grpcroutes_and_listenersets_have_paths() {
                             "listeners": [{"name": "l", "port": 443, "protocol": "HTTPS", "hostname": host}]}})
         };
         let mut r = review_of(
-            (group, version, plural, kind),
+            WebhookResource::ListenerSets,
+            version,
             "",
             &["tenant-alice-admins"],
             Value::Null,
             obj("shop.bob.example.org"),
-        );
-        r["request"]["operation"] = json!("CREATE");
+        )
+        .api(group, plural, kind)
+        .operation("CREATE")
+        .build();
         let (_, v) = post(&a, WebhookResource::ListenerSets, &r).await;
         assert!(!allowed(&v), "{kind}: {v}");
         assert!(
@@ -599,11 +596,6 @@ async fn apexes_appear_lowercased() {
     );
 }
 
-/// Nest `inner` in `depth` single-element arrays, as JSON text.
-fn nested(depth: usize, inner: &str) -> String {
-    format!("{}{inner}{}", "[".repeat(depth), "]".repeat(depth))
-}
-
 #[tokio::test]
 async fn json_nested_too_deep_in_a_read_field_is_a_denial_naming_the_depth() {
     let a = admission();
@@ -658,22 +650,19 @@ async fn read_fields_larger_than_the_body_are_refused_without_building_them() {
     assert!(message(&v).contains("more than the body's own size"), "{v}");
 }
 
+/// alice's `op` of the TenantGateway `gw` in tenant-alice (named by the request: a DELETE
+/// has no object).
 fn tgw_review(op: &str, groups: &[&str], object: Value, old: Value) -> Value {
-    json!({
-        "apiVersion": "admission.k8s.io/v1",
-        "kind": "AdmissionReview",
-        "request": {
-            "uid": "uid-tgw",
-            "kind": {"group": "gateway.cozystack.io", "version": "v1alpha1", "kind": "TenantGateway"},
-            "resource": {"group": "gateway.cozystack.io", "version": "v1alpha1", "resource": "tenantgateways"},
-            "name": "gw",
-            "namespace": "tenant-alice",
-            "operation": op,
-            "userInfo": {"username": "alice", "groups": groups},
-            "object": object,
-            "oldObject": old,
-        }
-    })
+    review(WebhookResource::TenantGateways)
+        .version("v1alpha1")
+        .uid("uid-tgw")
+        .name("gw")
+        .namespace("tenant-alice")
+        .operation(op)
+        .user("alice", groups)
+        .object(object)
+        .old_object(old)
+        .build()
 }
 
 fn tgw_object(spec: Value) -> Value {
