@@ -1,6 +1,8 @@
 //! The one AdmissionReview builder, shared by the unit tests, the integration tests
 //! (`tests/support/review.rs` keeps the presets several of them send) and the load generator
-//! (`bench/loadgen`). Not part of the product: nothing outside tests and benches uses it.
+//! (`bench/loadgen`); and the table of bodies every reader of a review's uid must read alike
+//! ([`uid_cases`]: the decoder's unit tests and the server's baseline). Not part of the
+//! product: nothing outside tests and benches uses it.
 //!
 //! [`review`] starts a CREATE of a webhook resource, the methods set what a test varies,
 //! [`Review::build`] gives the JSON. `uid`, `kind`, `resource`, `name`, `namespace`,
@@ -238,4 +240,111 @@ pub fn route_review(op: &str, ns: &str, hosts: &[&str]) -> Value {
 /// Nest `inner` in `depth` single-element arrays, as JSON text.
 pub fn nested(depth: usize, inner: &str) -> String {
     format!("{}{inner}{}", "[".repeat(depth), "]".repeat(depth))
+}
+
+/// Bodies posted to `/validate/httproutes` that hide or mangle the uid of one review (the
+/// admitted [`route_review`] of `shop.alice.example.org`, uid `uid-1`), each with the uid
+/// every reader must read from it, empty for none: `(case, body, uid)`. The typed decode, the
+/// scan that names what it refuses and the server's baseline answer each with that uid.
+pub fn uid_cases() -> Vec<(&'static str, String, String)> {
+    let review = |request: Value| {
+        json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview", "request": request})
+            .to_string()
+    };
+    let valid = route_review("CREATE", "tenant-alice", &["shop.alice.example.org"]);
+    let with_uid = |uid: Value| {
+        let mut r = valid["request"].clone();
+        r["uid"] = uid;
+        review(r)
+    };
+    let huge = "u".repeat(200_000);
+    let cases = vec![
+        ("decoded", valid.to_string(), "uid-1"),
+        ("escapes", with_uid(json!("a\"b\nc\u{e9}")), "a\"b\nc\u{e9}"),
+        ("huge", with_uid(json!(huge)), &huge),
+        ("empty", with_uid(json!("")), ""),
+        ("a number", with_uid(json!(5)), ""),
+        ("null", with_uid(Value::Null), ""),
+        (
+            "missing",
+            {
+                let mut r = valid["request"].clone();
+                if let Some(r) = r.as_object_mut() {
+                    r.remove("uid");
+                }
+                review(r)
+            },
+            "",
+        ),
+        (
+            "no request",
+            json!({"apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview"}).to_string(),
+            "",
+        ),
+        ("request null", review(Value::Null), ""),
+        ("request a string", review(json!("uid-1")), ""),
+        (
+            // serde's derived decoding would read this by position: uid first, then kind,
+            // resource, subResource, name, namespace, operation (a CONNECT, admitted).
+            "request an array",
+            review(json!([
+                "uid-positional",
+                {"kind": "HTTPRoute"},
+                {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"},
+                null, "web", "tenant-alice", "CONNECT"
+            ])),
+            "",
+        ),
+        (
+            "envelope an array",
+            json!(["admission.k8s.io/v1", "AdmissionReview", valid["request"]]).to_string(),
+            "",
+        ),
+        ("not an object", "[1]".to_string(), ""),
+        (
+            "wrong apiVersion",
+            valid
+                .to_string()
+                .replace("admission.k8s.io/v1", "admission.k8s.io/v1beta1"),
+            "uid-1",
+        ),
+        (
+            "too deep further on",
+            valid.to_string().replacen(
+                r#""hostnames":["shop.alice.example.org"]"#,
+                &format!(r#""hostnames":{}"#, nested(300, r#""x""#)),
+                1,
+            ),
+            "uid-1",
+        ),
+        (
+            "request twice, the first not an object",
+            valid
+                .to_string()
+                .replacen("\"request\":", "\"request\":7,\"request\":", 1),
+            "uid-1",
+        ),
+        (
+            "request twice, the last one's uid",
+            valid.to_string().replacen(
+                "\"request\":",
+                "\"request\":{\"uid\":\"first\"},\"request\":",
+                1,
+            ),
+            "uid-1",
+        ),
+        (
+            "uid twice",
+            valid.to_string().replacen(
+                "\"uid\":\"uid-1\"",
+                "\"uid\":\"first\",\"uid\":\"uid-1\"",
+                1,
+            ),
+            "uid-1",
+        ),
+    ];
+    cases
+        .into_iter()
+        .map(|(case, body, uid)| (case, body, uid.to_string()))
+        .collect()
 }
