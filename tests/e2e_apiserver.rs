@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 use support::control_plane::*;
 use support::poll::{EVERY, try_poll};
 use support::process::*;
-use support::review::review;
 use tenant_gateway::admission::WebhookResource;
+use tenant_gateway::admission::testing::review;
 
 /// One request of the differential set.
 struct Case {

@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde_json::json;
+use tenant_gateway::admission::{WebhookResource, testing};
 use tenant_gateway::policy::{GATEWAY_LABEL, HOST_LABEL};
 
 /// Where the route lives; its apex is [`TENANT_APEX`].
@@ -247,44 +248,33 @@ pub fn review_on(shape: Shape, gateway: &str) -> Review {
     } else {
         "CREATE"
     };
-    let gvk = json!({"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"});
-    let gvr =
-        json!({"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"});
-    let review = json!({
-        "kind": "AdmissionReview",
-        "apiVersion": "admission.k8s.io/v1",
-        "request": {
-            "uid": UID_PLACEHOLDER,
-            "kind": gvk,
-            "resource": gvr,
-            "requestKind": gvk,
-            "requestResource": gvr,
-            "name": "storefront",
-            "namespace": TENANT_NS,
-            "operation": operation,
-            "userInfo": {
-                "username": "oidc:alice@alice.example.org",
-                "uid": "9b2f6c0e-5d7a-4e0b-8c11-6e3f0a9d4b21",
-                "groups": [
-                    "oidc:tenant-alice-admins",
-                    "oidc:tenant-alice-developers",
-                    "oidc:shop-team",
-                    "system:authenticated"
-                ],
-                "extra": {
-                    "authentication.kubernetes.io/credential-id": ["JTI=4f7c2d1e-8a3b-4c5d-9e6f-0a1b2c3d4e5f"]
-                }
-            },
-            "object": object,
-            "oldObject": old_object,
-            "dryRun": false,
-            "options": {
-                "kind": if operation == "UPDATE" { "UpdateOptions" } else { "CreateOptions" },
-                "apiVersion": "meta.k8s.io/v1",
-                "fieldManager": "helm"
-            }
-        }
-    });
+    let review = testing::review(WebhookResource::HttpRoutes)
+        .uid(UID_PLACEHOLDER)
+        .namespace(TENANT_NS)
+        .operation(operation)
+        .user(
+            "oidc:alice@alice.example.org",
+            &[
+                "oidc:tenant-alice-admins",
+                "oidc:tenant-alice-developers",
+                "oidc:shop-team",
+                "system:authenticated",
+            ],
+        )
+        .user_uid("9b2f6c0e-5d7a-4e0b-8c11-6e3f0a9d4b21")
+        .user_extra(json!({
+            "authentication.kubernetes.io/credential-id": ["JTI=4f7c2d1e-8a3b-4c5d-9e6f-0a1b2c3d4e5f"]
+        }))
+        .object(object)
+        .old_object(old_object)
+        .dry_run(false)
+        .api_server_fields()
+        .options(json!({
+            "kind": if operation == "UPDATE" { "UpdateOptions" } else { "CreateOptions" },
+            "apiVersion": "meta.k8s.io/v1",
+            "fieldManager": "helm"
+        }))
+        .build();
     let bytes = serde_json::to_vec(&review).expect("a json! value serialises");
     let uid_at =
         find(&bytes, UID_PLACEHOLDER.as_bytes()).expect("the uid placeholder is in the body");

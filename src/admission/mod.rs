@@ -7,7 +7,7 @@
 //! | part | file |
 //! |---|---|
 //! | the pipeline: [`Admission::handle`] (UTF-8, decode, the answer for what does not decode, the one `review` span) and [`Admission::decide`], whose `decide_inner` steps (route, gate, project, identify, namespace, evaluate, mode, route warnings) each hand the next what it needs or end the decision; counting and logging it | `mod.rs` |
-//! | the envelope: the fields of `request` read ([`AdmissionRequest`]), the apiVersion / kind / uid checks, how a review's uid is read ([`review_uid`] from bytes) | `request.rs` |
+//! | the envelope: the fields of `request` read ([`AdmissionRequest`]), the apiVersion / kind / uid checks, how a review's uid is read ([`review_uid`] from bytes, [`review_uid_checked`] from a body that must be JSON) | `request.rs` |
 //! | the decision model ([`Decision`], [`DecisionKind`]), enforcement modes and warn-mode warnings, the AdmissionReview answer ([`review_body`], [`Reply`]) | `decision.rs` |
 //! | decoding only the object fields a layer reads, within an allowance of the body's size | `project.rs` |
 //! | a body the typed decode refused: JSON or not (400), and how deep | `scan.rs` |
@@ -15,6 +15,7 @@
 //! | warnings from the route index (SPEC §3.4); tests in `route_warnings/tests.rs` | `route_warnings.rs` |
 //! | the request, duration and warning counters, resolved once | `counters.rs` |
 //! | the by-URL ValidatingWebhookConfiguration | `registration.rs` |
+//! | the AdmissionReview builder of the unit tests, the integration tests and the load generator (not product code) | `testing.rs` |
 //!
 //! Rules:
 //! - direction: admission imports `policy`, `cluster` and the leaves (`warning`, `metrics`,
@@ -47,11 +48,15 @@ mod request;
 pub mod resource;
 pub mod route_warnings;
 pub mod scan;
+#[doc(hidden)]
+pub mod testing;
 
 pub use decision::{Decision, DecisionKind, Reply, review_body};
 use decision::{apply_mode_for, bad_request, review_reply};
-pub use request::{ADMISSION_API_VERSION, AdmissionRequest, review_uid};
-use request::{Envelope, check_envelope, uid_and_operation};
+pub use request::{
+    ADMISSION_API_VERSION, AdmissionRequest, NotJson, review_uid, review_uid_checked,
+};
+use request::{Envelope, Object, check_envelope, uid_and_operation};
 pub use resource::WebhookResource;
 
 pub use crate::warning::MAX_WARNING_LEN;
@@ -152,7 +157,7 @@ impl Admission {
         let allowance = project::allowance(body.len());
         let envelope: Envelope =
             match project::decode_with(paths, allowance, || serde_json::from_str(body)) {
-                Ok(e) => e,
+                Ok(Object(e)) => e,
                 Err(typed_err) => {
                     return (
                         self.undecodable(target_label, body, &typed_err),
@@ -161,7 +166,7 @@ impl Admission {
                 }
             };
 
-        let Some(request) = envelope.request.as_ref() else {
+        let Some(Object(request)) = envelope.request.as_ref() else {
             self.count(target_label, "unknown", None, DecisionKind::Error);
             let d = Decision::error(
                 None,

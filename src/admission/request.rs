@@ -6,15 +6,21 @@
 //! The uid of a review is `request.uid`, a string, empty being none; when `request` comes
 //! twice, the last one's. A review the typed decode takes is answered with the uid it
 //! decoded; every other answer that names the request reads it through
-//! [`uid_and_operation`] ([`review_uid`] from bytes), which keeps reading past what the
-//! typed decode refuses (a duplicate key, a `request` that is not an object, a wrong type
-//! or a depth further on). The two agree on every review written as JSON objects; serde
-//! also takes an envelope or a request written as an array, by position, and then the
-//! uid is the request's first element (`every_answer_names_the_uid_read_one_way`).
+//! [`uid_and_operation`] ([`review_uid`] from bytes; [`review_uid_checked`] from a body that
+//! must be JSON throughout, for the server's benchmark baseline), which keeps reading past
+//! what the typed decode refuses (a duplicate key, a `request` that is not an object, a
+//! wrong type or a depth further on). The typed decode takes the envelope and `request`
+//! only as JSON objects ([`Object`]), as the scan does, so the two cannot read different
+//! uids from one body (`every_answer_names_the_uid_read_one_way`), and a review the typed
+//! decode takes is still read once.
 
 use std::borrow::Cow;
+use std::fmt;
+use std::marker::PhantomData;
 
 use serde::Deserialize;
+use serde::de::value::MapAccessDeserializer;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use serde_json::value::RawValue;
 
 use super::project;
@@ -141,7 +147,43 @@ pub(super) struct Envelope<'a> {
     #[serde(borrow, default)]
     pub(super) kind: Option<Cow<'a, str>>,
     #[serde(borrow, default)]
-    pub(super) request: Option<AdmissionRequest<'a>>,
+    pub(super) request: Option<Object<AdmissionRequest<'a>>>,
+}
+
+/// A struct decoded from a JSON object only. serde's derived decoding of a struct also takes
+/// a JSON array, field by field in declaration order, where the scan ([`uid_and_operation`])
+/// sees no uid; this takes the object through the same derived code and refuses anything
+/// else with the message the derived code gives ("expected struct <name>").
+#[derive(Debug)]
+pub(super) struct Object<T>(pub(super) T);
+
+/// The name serde's derived code gives the struct in its messages.
+pub(super) trait StructName {
+    const NAME: &'static str;
+}
+
+impl StructName for Envelope<'_> {
+    const NAME: &'static str = "Envelope";
+}
+
+impl StructName for AdmissionRequest<'_> {
+    const NAME: &'static str = "AdmissionRequest";
+}
+
+impl<'de, T: Deserialize<'de> + StructName> Deserialize<'de> for Object<T> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct ObjectVisitor<T>(PhantomData<T>);
+        impl<'de, T: Deserialize<'de> + StructName> Visitor<'de> for ObjectVisitor<T> {
+            type Value = Object<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                write!(f, "struct {}", T::NAME)
+            }
+            fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Object<T>, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(map)).map(Object)
+            }
+        }
+        d.deserialize_map(ObjectVisitor(PhantomData))
+    }
 }
 
 pub(super) fn check_envelope(e: &Envelope) -> Result<(), String> {
@@ -165,7 +207,7 @@ pub(super) fn check_envelope(e: &Envelope) -> Result<(), String> {
             e.kind.as_deref().unwrap_or("")
         ));
     }
-    if let Some(r) = &e.request
+    if let Some(Object(r)) = &e.request
         && r.uid.is_empty()
     {
         return Err("not a usable AdmissionReview: request.uid is empty".to_string());
@@ -180,12 +222,43 @@ pub fn review_uid(body: &[u8]) -> Option<String> {
     uid_and_operation(std::str::from_utf8(body).ok()?).0
 }
 
+/// Why a body is not JSON, for a 400 answer.
+#[derive(Debug, thiserror::Error)]
+pub enum NotJson {
+    #[error("invalid UTF-8 at byte {0}")]
+    Utf8(usize),
+    #[error(transparent)]
+    Syntax(#[from] serde_json::Error),
+}
+
+/// The uid of a review from its bytes, as [`review_uid`] reads it, from a body that must be
+/// JSON throughout (UTF-8, no syntax error, nothing after the value). For a handler that
+/// answers from the uid alone: the server's benchmark baseline.
+pub fn review_uid_checked(body: &[u8]) -> Result<Option<String>, NotJson> {
+    let body = std::str::from_utf8(body).map_err(|e| NotJson::Utf8(e.valid_up_to()))?;
+    let (uid, _, read) = read_uid_and_operation(body);
+    read?;
+    Ok(uid)
+}
+
 /// `request.uid` and `request.operation` of a body, as far as they can be read: each is kept
 /// as soon as it is seen, so an error later in the body (too deep, wrong shape elsewhere)
 /// does not lose them. Nothing else is kept.
 pub(super) fn uid_and_operation(body: &str) -> (Option<String>, Option<String>) {
-    use serde::de::{DeserializeSeed, Deserializer, IgnoredAny, MapAccess, Visitor};
-    use std::fmt;
+    let (uid, operation, _) = read_uid_and_operation(body);
+    (uid, operation)
+}
+
+/// [`uid_and_operation`], and the error that ended the reading, if any (trailing characters
+/// included).
+fn read_uid_and_operation(
+    body: &str,
+) -> (
+    Option<String>,
+    Option<String>,
+    Result<(), serde_json::Error>,
+) {
+    use serde::de::{DeserializeSeed, IgnoredAny};
 
     #[derive(Default)]
     struct Found {
@@ -299,12 +372,13 @@ pub(super) fn uid_and_operation(body: &str) -> (Option<String>, Option<String>) 
     let mut de = serde_json::Deserializer::from_str(body);
     // An error ends the reading (the typed decode refused the body or will); what was read
     // before it is kept.
-    let _ = Seed {
+    let read = Seed {
         found: &mut found,
         inner: false,
     }
-    .deserialize(&mut de);
-    (found.uid.filter(|u| !u.is_empty()), found.operation)
+    .deserialize(&mut de)
+    .and_then(|()| de.end());
+    (found.uid.filter(|u| !u.is_empty()), found.operation, read)
 }
 
 #[cfg(test)]

@@ -2,11 +2,9 @@
 //! stand-in with the same HTTP contract ([`AlwaysAllow`]) so benchmarks can measure the
 //! TLS/HTTP stack alone on the identical code path.
 
-use std::borrow::Cow;
 use std::future::Future;
 
 use bytes::Bytes;
-use serde::Deserialize;
 use serde_json::json;
 
 use crate::admission::{self, Admission, Decision, DecisionKind, Reply, WebhookResource};
@@ -30,43 +28,24 @@ impl ReviewHandler for Admission {
 /// Allows every well-formed review without looking at the object: the benchmark baseline.
 ///
 /// It still does the minimum any real handler must do, so the comparison measures policy
-/// work and not JSON parsing shortcuts: the whole body is scanned as JSON (typed
-/// deserialisation that skips, but validates, every field except `request.uid`), and the
+/// work and not JSON parsing shortcuts: the whole body is checked as UTF-8 and read as JSON
+/// (skipping, but validating, every field except `request.uid`, which it reads the way
+/// [`Admission`] names a request it cannot decode: [`admission::review_uid_checked`]), and the
 /// response is the same AdmissionReview built the same way as [`Admission`]'s. Non-JSON is
 /// answered 400 and a review without a uid `allowed: false`, as [`Admission`] does, so it
-/// never blindly admits a malformed request either.
+/// never admits a body without a uid either.
 #[derive(Debug, Default, Clone, Copy)]
 pub struct AlwaysAllow;
 
-#[derive(Deserialize)]
-struct UidOnly<'a> {
-    #[serde(borrow, default)]
-    request: Option<UidRequest<'a>>,
-}
-
-#[derive(Deserialize)]
-struct UidRequest<'a> {
-    #[serde(borrow, default)]
-    uid: Option<Cow<'a, str>>,
-}
-
 impl AlwaysAllow {
     pub fn decide(body: &[u8]) -> Reply {
-        let parsed: UidOnly<'_> = match serde_json::from_slice(body) {
-            Ok(p) => p,
-            Err(e) if e.is_syntax() || e.is_eof() || e.is_io() => {
-                return json_reply(
-                    400,
-                    &json!({ "error": format!("request body is not JSON: {e}") }),
-                );
-            }
-            Err(e) => {
-                return review("", false, format!("not a usable AdmissionReview: {e}"));
-            }
-        };
-        match parsed.request.and_then(|r| r.uid) {
-            Some(uid) if !uid.is_empty() => review(&uid, true, String::new()),
-            _ => review(
+        match admission::review_uid_checked(body) {
+            Err(e) => json_reply(
+                400,
+                &json!({ "error": format!("request body is not JSON: {e}") }),
+            ),
+            Ok(Some(uid)) => review(&uid, true, String::new()),
+            Ok(None) => review(
                 "",
                 false,
                 "not a usable AdmissionReview: request.uid is missing".to_string(),
@@ -155,37 +134,41 @@ mod tests {
         assert_eq!(body(&r)["response"]["allowed"], false);
     }
 
-    /// The baseline's own typed decode names a review it allows by the uid the admission
-    /// path reads ([`admission::review_uid`]); it differs only where that decode refuses a
-    /// body (answered with no uid) or takes a request written as an array.
+    /// The baseline reads the uid the way the admission path names a request
+    /// ([`admission::review_uid`]) and admits exactly the bodies where it finds one, on every
+    /// body of the decoder's uid table too.
     #[test]
     fn always_allow_names_the_uid_the_admission_path_reads() {
-        for allowed in [
-            &br#"{"request":{"uid":"u-1"}}"#[..],
-            br#"{"kind":{"uid":"x"},"request":{"uid":"a\nb","operation":"CREATE"}}"#,
-            br#"{"request":{"object":{"uid":"inner"},"uid":"u-2"}}"#,
-        ] {
-            let r = AlwaysAllow::decide(allowed);
-            assert_eq!(body(&r)["response"]["allowed"], true);
-            assert_eq!(
-                body(&r)["response"]["uid"].as_str(),
-                admission::review_uid(allowed).as_deref()
-            );
-        }
-        for (refused, read) in [
-            (&br#"{"request":7,"request":{"uid":"u-3"}}"#[..], "u-3"),
+        for (sent, uid) in [
+            (&br#"{"request":{"uid":"u-1"}}"#[..], "u-1"),
+            (
+                br#"{"kind":{"uid":"x"},"request":{"uid":"a\nb","operation":"CREATE"}}"#,
+                "a\nb",
+            ),
+            (
+                br#"{"request":{"object":{"uid":"inner"},"uid":"u-2"}}"#,
+                "u-2",
+            ),
+            (br#"{"request":7,"request":{"uid":"u-3"}}"#, "u-3"),
             (br#"{"request":{"uid":"a"},"request":{"uid":"u-4"}}"#, "u-4"),
+            (br#"{"request":["u-5"]}"#, ""),
+            (br#"[{"request":{"uid":"u-6"}}]"#, ""),
         ] {
-            let r = AlwaysAllow::decide(refused);
-            assert_eq!(body(&r)["response"]["allowed"], false);
-            assert_eq!(body(&r)["response"]["uid"], "");
-            assert_eq!(admission::review_uid(refused).as_deref(), Some(read));
+            let r = AlwaysAllow::decide(sent);
+            assert_eq!(r.status, 200);
+            assert_eq!(body(&r)["response"]["uid"], uid);
+            assert_eq!(body(&r)["response"]["allowed"], !uid.is_empty());
+            assert_eq!(admission::review_uid(sent).as_deref().unwrap_or(""), uid);
         }
-        let positional = br#"{"request":["u-5"]}"#;
-        assert_eq!(
-            body(&AlwaysAllow::decide(positional))["response"]["uid"],
-            "u-5"
-        );
-        assert_eq!(admission::review_uid(positional), None);
+        for (case, sent, uid) in admission::testing::uid_cases() {
+            let r = AlwaysAllow::decide(sent.as_bytes());
+            assert_eq!(r.status, 200, "{case}");
+            assert_eq!(body(&r)["response"]["uid"], uid.as_str(), "{case}");
+            assert_eq!(body(&r)["response"]["allowed"], !uid.is_empty(), "{case}");
+        }
+        let r = AlwaysAllow::decide(b"{\"request\":{\"uid\":\"u\"},\"x\":\"\xff\"}");
+        assert_eq!(r.status, 400, "not UTF-8 is not JSON");
+        let r = AlwaysAllow::decide(br#"{"request":{"uid":"u"}} {}"#);
+        assert_eq!(r.status, 400, "one JSON value");
     }
 }

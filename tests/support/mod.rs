@@ -6,7 +6,9 @@
 //!   of its metrics/health port, signals, RSS sampling;
 //! - `control_plane.rs`: the e2e tests' access to `tests/k8s/control-plane` (start, kubeconfig,
 //!   the kube client, kubectl and helm, teardown);
-//! - `review.rs`: the AdmissionReview builder every test uses, [`review::review`];
+//! - `review.rs`: the AdmissionReview presets several tests send (the example review, what
+//!   the API server sends for a Namespace or a Gateway), built with the library's one
+//!   builder, `tenant_gateway::admission::testing::review`;
 //! - `poll.rs`: how a test waits: a retry loop with a deadline that names what it waited
 //!   for;
 //! - `load.rs`: the bounded load generator of the robustness tests.

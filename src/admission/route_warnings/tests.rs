@@ -573,22 +573,20 @@ fn a_route_on_two_gateways_is_judged_on_each() {
     );
 }
 
+/// alice's CREATE of the HTTPRoute `web` in `ns` on `parent`.
 fn review(ns: &str, hosts: &[&str], parent: Value) -> Vec<u8> {
-    serde_json::to_vec(&json!({
-        "apiVersion": "admission.k8s.io/v1", "kind": "AdmissionReview",
-        "request": {
-            "uid": "u1",
-            "kind": {"group": "gateway.networking.k8s.io", "version": "v1", "kind": "HTTPRoute"},
-            "resource": {"group": "gateway.networking.k8s.io", "version": "v1", "resource": "httproutes"},
-            "name": "web", "namespace": ns, "operation": "CREATE",
-            "userInfo": {"username": "alice", "groups": ["g"]},
-            "object": {"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
-                "metadata": {"name": "web", "namespace": ns},
-                "spec": {"parentRefs": [parent], "hostnames": hosts,
-                         "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}
-        }
-    }))
-    .expect("json")
+    let review = crate::admission::testing::review(crate::admission::WebhookResource::HttpRoutes)
+        .uid("u1")
+        .namespace(ns)
+        .user("alice", &["g"])
+        .object(
+            json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": ns},
+            "spec": {"parentRefs": [parent], "hostnames": hosts,
+                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+        )
+        .build();
+    serde_json::to_vec(&review).expect("json")
 }
 
 /// Through `Admission::handle`, as the server and `review` call it: the warning is in the
