@@ -102,6 +102,10 @@ pub(crate) struct Running {
     stop: watch::Sender<bool>,
     drain: watch::Sender<bool>,
     task: tokio::task::JoinHandle<JoinSet<()>>,
+    /// Connection tasks the accept loop holds: what the unit tests watch to see finished
+    /// connections reaped without waiting for the next client.
+    #[cfg(test)]
+    tasks: watch::Receiver<usize>,
 }
 
 /// How a drain ended.
@@ -119,16 +123,32 @@ pub(crate) fn spawn(
 ) -> Running {
     let (stop_tx, stop_rx) = watch::channel(false);
     let (drain_tx, drain_rx) = watch::channel(false);
+    #[cfg(test)]
+    let (tasks_tx, tasks_rx) = watch::channel(0);
+    let control = Control {
+        stop: stop_rx,
+        drain: drain_rx,
+        #[cfg(test)]
+        tasks: tasks_tx,
+    };
     let name = settings.name;
-    let task = tokio::spawn(accept_loop(
-        listener, tls, router, settings, stop_rx, drain_rx,
-    ));
+    let task = tokio::spawn(accept_loop(listener, tls, router, settings, control));
     Running {
         name,
         stop: stop_tx,
         drain: drain_tx,
         task,
+        #[cfg(test)]
+        tasks: tasks_rx,
     }
+}
+
+/// What [`Running`] tells the accept loop, and (in the unit tests) what the loop reports.
+struct Control {
+    stop: watch::Receiver<bool>,
+    drain: watch::Receiver<bool>,
+    #[cfg(test)]
+    tasks: watch::Sender<usize>,
 }
 
 impl Running {
@@ -173,6 +193,13 @@ impl Running {
     }
 }
 
+/// Take the connection tasks that have ended out of `conns` without waiting.
+fn reap_finished(name: &'static str, conns: &mut JoinSet<()>) {
+    while let Some(res) = conns.try_join_next() {
+        log_task_end(name, res);
+    }
+}
+
 fn log_task_end(name: &'static str, res: Result<(), tokio::task::JoinError>) {
     if let Err(e) = res
         && e.is_panic()
@@ -186,9 +213,10 @@ async fn accept_loop(
     tls: Option<TlsAcceptor>,
     router: Router,
     settings: ConnSettings,
-    mut stop: watch::Receiver<bool>,
-    drain: watch::Receiver<bool>,
+    control: Control,
 ) -> JoinSet<()> {
+    let mut stop = control.stop;
+    let drain = control.drain;
     let builders = Arc::new(Builders::new(&settings));
     let settings = Arc::new(settings);
     let handshakes = Arc::new(Pool::new(
@@ -200,9 +228,9 @@ async fn accept_loop(
     let mut refused = Refusals::default();
     loop {
         // Reap finished connections so the set only holds live ones.
-        while let Some(res) = conns.try_join_next() {
-            log_task_end(settings.name, res);
-        }
+        reap_finished(settings.name, &mut conns);
+        #[cfg(test)]
+        control.tasks.send_replace(conns.len());
         let accepted = tokio::select! {
             biased;
             _ = stop.wait_for(|s| *s) => break,
@@ -257,6 +285,9 @@ async fn accept_loop(
     }
     // Dropping the listener here closes the socket: from now on connections are refused.
     drop(listener);
+    // `stop` wins over a connection that ended at the same moment: the drain counts only
+    // open connections.
+    reap_finished(settings.name, &mut conns);
     conns
 }
 
@@ -736,6 +767,75 @@ impl AsyncWrite for ActivityIo {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    /// Upper bound for what should happen at once; the waits end as soon as it does.
+    const DEADLINE: Duration = Duration::from_secs(10);
+
+    /// One HTTP/1 request on `c` that asks the server to close afterwards; the response.
+    async fn get_and_close(c: &mut TcpStream) -> String {
+        c.write_all(b"GET / HTTP/1.1\r\nhost: test\r\nconnection: close\r\n\r\n")
+            .await
+            .expect("send");
+        let mut resp = Vec::new();
+        tokio::time::timeout(DEADLINE, c.read_to_end(&mut resp))
+            .await
+            .expect("the server answers and closes")
+            .expect("read");
+        String::from_utf8_lossy(&resp).into_owned()
+    }
+
+    /// Whether the accept loop comes to hold exactly `n` connection tasks within [`DEADLINE`].
+    async fn holds(tasks: &mut watch::Receiver<usize>, n: usize) -> bool {
+        tokio::time::timeout(DEADLINE, tasks.wait_for(|t| *t == n))
+            .await
+            .is_ok_and(|r| r.is_ok())
+    }
+
+    #[tokio::test]
+    async fn finished_connections_are_reaped_without_waiting_for_the_next_client() {
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("address");
+        let max = 4;
+        let settings = ConnSettings {
+            name: "test",
+            max_connections: max,
+            max_unproven: max,
+            handshake_timeout: DEADLINE,
+            header_read_timeout: DEADLINE,
+            idle_timeout: DEADLINE,
+            h2_max_concurrent_streams: 1,
+        };
+        let router = Router::new().route("/", axum::routing::get(|| async { "ok" }));
+        let running = spawn(listener, None, router, settings);
+        let mut tasks = running.tasks.clone();
+
+        // A burst up to the connection limit, every connection accepted before any ends.
+        let mut burst = Vec::new();
+        for _ in 0..max {
+            burst.push(TcpStream::connect(addr).await.expect("connect"));
+        }
+        assert!(
+            holds(&mut tasks, max).await,
+            "every connection of the burst accepted"
+        );
+        for c in &mut burst {
+            assert!(get_and_close(c).await.starts_with("HTTP/1.1 200"));
+        }
+        // No client connects from here on: the loop still sees each task end.
+        assert!(
+            holds(&mut tasks, 0).await,
+            "finished connection tasks reaped; still held: {}",
+            *tasks.borrow_and_update()
+        );
+
+        let mut next = TcpStream::connect(addr).await.expect("connect");
+        assert!(get_and_close(&mut next).await.starts_with("HTTP/1.1 200"));
+        let report = running
+            .shutdown(tokio::time::Instant::now() + DEADLINE)
+            .await;
+        assert_eq!(report, DrainReport { cut: 0 });
+    }
 
     #[tokio::test]
     async fn idle_waits_for_a_quiet_period_after_the_last_request() {
