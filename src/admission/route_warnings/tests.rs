@@ -1573,7 +1573,7 @@ mod cert_modes {
                 got.iter().map(|w| (w.reason, w.text.as_str())).collect();
             assert_eq!(got, want, "{what}");
             if cert_mode.is_none() {
-                // Not knowing the certMode is judging from the routes alone, as before.
+                // Not knowing the certMode is judging from the routes alone ([`warnings`]).
                 let alone = run(&routes, &route);
                 let alone: Vec<(Reason, &str)> =
                     alone.iter().map(|w| (w.reason, w.text.as_str())).collect();
