@@ -509,7 +509,8 @@ pub struct CheckArgs {
     /// With a cluster: evaluate every object as a CREATE, even when it exists already.
     #[arg(long, env = "TENANT_GATEWAY_CREATE_ONLY")]
     pub create_only: bool,
-    /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
+    /// HTTPRoute/TLSRoute objects and TenantGateways (`kubectl get
+    /// httproutes,tlsroutes,tenantgateways -A -o yaml`) to warn
     /// about hostname conflicts and the listener budget as the server would (with a
     /// cluster, its routes are read instead).
     #[arg(long, env = "TENANT_GATEWAY_ROUTES")]

@@ -39,7 +39,8 @@ enum Command {
         /// Input file; `-` or absent reads standard input.
         #[arg(short = 'f', long = "filename", env = "TENANT_GATEWAY_FILENAME")]
         file: Option<PathBuf>,
-        /// HTTPRoute/TLSRoute objects (`kubectl get httproutes,tlsroutes -A -o yaml`) to warn
+        /// HTTPRoute/TLSRoute objects and TenantGateways (`kubectl get
+        /// httproutes,tlsroutes,tenantgateways -A -o yaml`) to warn
         /// about hostname conflicts and the listener budget as the server would.
         #[arg(long, env = "TENANT_GATEWAY_ROUTES")]
         routes: Option<PathBuf>,

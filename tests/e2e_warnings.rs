@@ -115,7 +115,8 @@ fn counter(text: &str, series: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-/// `tenant-gateway check -o json` with `args`; the warnings of its one object.
+/// `tenant-gateway check -o json` with `args`; the warnings of its one object (WARNED when
+/// there are any, ALLOWED otherwise).
 fn check_warnings(args: &[&str]) -> Vec<String> {
     let out = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
         .args(["check", "-o", "json", "--root-host", "example.org"])
@@ -131,14 +132,22 @@ fn check_warnings(args: &[&str]) -> Vec<String> {
     assert_eq!(out.status.code(), Some(0), "{v}");
     let items = v["items"].as_array().expect("items");
     assert_eq!(items.len(), 1, "{v}");
-    assert_eq!(items[0]["verdict"], "WARNED", "{v}");
-    items[0]["warnings"]
+    let warnings: Vec<String> = items[0]["warnings"]
         .as_array()
-        .expect("warnings")
-        .iter()
-        .filter_map(Value::as_str)
-        .map(str::to_string)
-        .collect()
+        .map(|w| {
+            w.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_string)
+                .collect()
+        })
+        .unwrap_or_default();
+    let verdict = if warnings.is_empty() {
+        "ALLOWED"
+    } else {
+        "WARNED"
+    };
+    assert_eq!(items[0]["verdict"], verdict, "{v}");
+    warnings
 }
 
 /// The same object judged offline from snapshots taken with kubectl, and live with
@@ -153,7 +162,16 @@ fn offline_matches(
     let manifest = dir.join("route.json");
     std::fs::write(&manifest, route.to_string()).expect("write manifest");
     let routes = dir.join("routes.yaml");
-    let o = cp.kubectl_ok(&["get", "httproutes,tlsroutes", "-A", "-o", "yaml"], None);
+    let o = cp.kubectl_ok(
+        &[
+            "get",
+            "httproutes,tlsroutes,tenantgateways",
+            "-A",
+            "-o",
+            "yaml",
+        ],
+        None,
+    );
     std::fs::write(&routes, o.stdout).expect("write routes");
     let namespaces = dir.join("namespaces.yaml");
     let o = cp.kubectl_ok(&["get", "namespaces", "-o", "yaml"], None);
@@ -410,5 +428,26 @@ fn route_index_warnings_on_a_real_api_server() {
         ) >= 3.0,
         "{text}"
     );
+    // Issue 22 item 4: in dns01 mode the Gateway has one wildcard listener per apex, no
+    // listener per hostname: the same route is not warned about listeners, by the webhook
+    // or offline.
+    cp.kubectl_ok(
+        &["apply", "-f", "-"],
+        Some(
+            &json!({"apiVersion": "gateway.cozystack.io/v1alpha1", "kind": "TenantGateway",
+                "metadata": {"name": "gw", "namespace": "tenant-erin"},
+                "spec": {"apex": "erin.example.org", "tlsPassthroughServices": [],
+                         "certMode": "dns01",
+                         "dns01": {"provider": "cloudflare", "cloudflare":
+                             {"apiTokenSecretRef": {"name": "cf", "key": "token"}}}}})
+            .to_string(),
+        ),
+    );
+    poll(WAIT, "no listener warning on the dns01 Gateway", || {
+        let o = apply_as(&cp, "erin", true, &past);
+        assert!(o.allowed, "{}", o.stderr);
+        warnings(&o).is_empty().then_some(())
+    });
+    offline_matches(&cp, dir.path(), "erin", &past, &[]);
     serve.unregister(&cp);
 }

@@ -23,9 +23,12 @@
 //! [`MAX_LISTENERS`]. When a route needs more listeners than are left and other namespaces
 //! publish on the Gateway too, the warning is the fair share's
 //! (`claims::share_warning`, SPEC §3.3): a namespace within its share takes its
-//! listeners from the others and is not warned. The index does not know a Gateway's certMode, so the count is the
-//! http01 one (dns01/existingSecret Gateways have no per-hostname listeners; their routes
-//! rarely come near 63 distinct hostnames, and the warning says what it assumes).
+//! listeners from the others and is not warned. Only an http01 Gateway has a listener per
+//! hostname: one whose TenantGateway the index saw in dns01 or existingSecret mode has a
+//! wildcard listener per apex and gets no budget warning. A Gateway whose TenantGateway the
+//! index has not seen (a `--routes` file without TenantGateways, the moment before their
+//! watch lists, a Gateway no TenantGateway renders) is counted as http01, the CRD's default
+//! mode, and the warning says "(http01)".
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -33,7 +36,7 @@ use std::sync::{Arc, Mutex, Weak};
 use crate::claims::{
     self, ApexClaimant, Claimant, MAX_LISTENERS, section_claims_https, share_warning,
 };
-use crate::cluster::route_facts::{ParentRef, RouteFacts, RouteKind};
+use crate::cluster::route_facts::{HttpsListeners, ParentRef, RouteFacts, RouteKind};
 use crate::cluster::routes::{GatewayRoutes, RouteIndex};
 use crate::hostname;
 use crate::platform::{ApexOwners, GATEWAY_API_GROUP};
@@ -176,8 +179,9 @@ impl<'a> ParentOf<'a> {
 /// through that label (layer 1), so a route naming any other Gateway will not attach and gets
 /// no warning about it. `None` (labels not read: outside tenant scope) judges every Gateway.
 ///
-/// This summarises each snapshot afresh; the server reads the summaries through a
-/// [`SummaryCache`] instead ([`warnings_from`]).
+/// This summarises each snapshot afresh, and snapshots say nothing of a Gateway's certMode
+/// (budgets are counted as http01's); the server reads the summaries, with the certMode the
+/// index knows, through a [`SummaryCache`] instead ([`warnings_from`]).
 pub fn warnings(
     route: &RouteFacts,
     snapshot: impl Fn(&str, &str) -> Arc<GatewayRoutes>,
@@ -189,7 +193,14 @@ pub fn warnings(
         route,
         |ns, name| {
             let routes = snapshot(ns, name);
-            let summary = Arc::new(GatewaySummary::of(&routes, ns, name, system_prefix, apexes));
+            let summary = Arc::new(GatewaySummary::of(
+                &routes,
+                ns,
+                name,
+                None,
+                system_prefix,
+                apexes,
+            ));
             (routes, summary)
         },
         system_prefix,
@@ -277,6 +288,8 @@ pub struct GatewaySummary {
     apex: HashMap<String, Option<String>>,
     /// Distinct `tls-…` sections published TLSRoutes name here (one listener each).
     passthrough: usize,
+    /// How the Gateway lists its HTTPS listeners, when the index saw its TenantGateway.
+    listeners: Option<HttpsListeners>,
     /// Hostnames of published TLSRoutes: one route per namespace passing each through, by
     /// namespace.
     tls: HostMap<Vec<Arc<RouteFacts>>>,
@@ -314,11 +327,13 @@ fn by_namespace(mut v: Vec<Arc<RouteFacts>>) -> Vec<Arc<RouteFacts>> {
 }
 
 impl GatewaySummary {
-    /// The summary of `routes`, the snapshot of Gateway `namespace/name`.
+    /// The summary of `routes`, the snapshot of Gateway `namespace/name`, which lists its
+    /// HTTPS listeners as `listeners` says (`None`: not known).
     pub fn of(
         routes: &GatewayRoutes,
         namespace: &str,
         name: &str,
+        listeners: Option<HttpsListeners>,
         system_prefix: &str,
         apexes: &dyn ApexOwners,
     ) -> GatewaySummary {
@@ -389,6 +404,7 @@ impl GatewaySummary {
             per_namespace,
             apex,
             passthrough: sections.len(),
+            listeners,
             tls: tls.into_iter().map(|(h, v)| (h, by_namespace(v))).collect(),
         }
     }
@@ -436,8 +452,8 @@ fn concat(parts: &[&str]) -> String {
 /// Summaries of the Gateways that reviews asked about, each kept with a weak handle on the
 /// index snapshot it was computed from. The index replaces a Gateway's snapshot (copy on
 /// write, `Arc::make_mut`) whenever one of its routes changes, so a summary is reused exactly
-/// as long as its snapshot is the current one: the same answers as summarising on every
-/// review. The weak handle keeps the old snapshot's allocation, so a newer snapshot never
+/// as long as its snapshot is the current one and the Gateway's certMode is the one it was
+/// computed with: the same answers as summarising on every review. The weak handle keeps the old snapshot's allocation, so a newer snapshot never
 /// gets its address, and it makes the index move a snapshot it changes rather than clone it.
 ///
 /// One cache per [`super::Admission`]: summaries depend on its `system_prefix`.
@@ -480,9 +496,10 @@ impl SummaryCache {
         system_prefix: &str,
         apexes: &dyn ApexOwners,
     ) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>) {
-        let routes = index.for_gateway(namespace, name);
+        let (routes, listeners) = index.gateway(namespace, name);
         if routes.len() < CACHE_FROM {
-            let summary = GatewaySummary::of(&routes, namespace, name, system_prefix, apexes);
+            let summary =
+                GatewaySummary::of(&routes, namespace, name, listeners, system_prefix, apexes);
             return (routes, Arc::new(summary));
         }
         if let Some((seen, summary)) = self
@@ -491,6 +508,7 @@ impl SummaryCache {
             .get(namespace)
             .and_then(|m| m.get(name))
             && std::ptr::eq(seen.as_ptr(), Arc::as_ptr(&routes))
+            && summary.listeners == listeners
         {
             return (routes, summary.clone());
         }
@@ -499,6 +517,7 @@ impl SummaryCache {
             &routes,
             namespace,
             name,
+            listeners,
             system_prefix,
             apexes,
         ));
@@ -668,6 +687,11 @@ fn http_route<'g>(
             reason: Reason::HostnameConflict,
             text,
         });
+    }
+    if summary.listeners == Some(HttpsListeners::PerApex) {
+        // dns01/existingSecret: a wildcard listener per apex serves every hostname, so no
+        // hostname needs a listener of its own and there is no budget to run out of.
+        return;
     }
     let claimed_by_others = |h: &str| summary.https.get(h).and_then(best_other).is_some();
 

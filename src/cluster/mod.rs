@@ -13,7 +13,7 @@
 //! | the live GETs for namespaces the index lacks, coalesced, misses remembered | `miss.rs` |
 //! | the index's compact namespace entries and their store | `nsmeta.rs` |
 //! | which namespaces carry which apex (layer 8) | `apex.rs` |
-//! | the route index, grouped by Gateway, and its projection of a route | `routes.rs` |
+//! | the route index, grouped by Gateway, and its projection of a route; each TenantGateway's Gateway's certMode | `routes.rs` |
 //! | the facts it keeps of each route (read by the reconciler and the warnings) | `route_facts.rs` |
 //! | a route index from a file or one listing, for `review`/`check` | `route_snapshot.rs` |
 //! | what `check` reads from a cluster: namespaces, the live object | `objects.rs` |

@@ -117,6 +117,29 @@ impl RouteFacts {
     }
 }
 
+/// How the Gateway a TenantGateway renders lists its HTTPS listeners (its `spec.certMode`,
+/// SPEC §3.2): what the index knows of a Gateway besides its routes, for the listener-budget
+/// warning (SPEC §3.3, §3.4).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HttpsListeners {
+    /// http01: one listener per listenable hostname, within the 64-listener cap.
+    PerHostname,
+    /// dns01, existingSecret: one wildcard listener per apex, whatever the hostnames.
+    PerApex,
+}
+
+impl HttpsListeners {
+    /// From a TenantGateway's `spec.certMode` as written (absent: the CRD's default, http01);
+    /// `None` for a value the CRD does not allow.
+    pub fn of_cert_mode(cert_mode: Option<&str>) -> Option<HttpsListeners> {
+        match cert_mode.unwrap_or("http01") {
+            "http01" => Some(HttpsListeners::PerHostname),
+            "dns01" | "existingSecret" => Some(HttpsListeners::PerApex),
+            _ => None,
+        }
+    }
+}
+
 /// A route's parentRef as written (defaults not applied).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ParentRef {

@@ -3,6 +3,9 @@
 //! yaml` prints them: a List, multi-document YAML, or JSON), or listed once from a cluster
 //! (`check --kubeconfig`). Both go through the index's own projection
 //! (`routes::project`), so a snapshot warns exactly as the live index of `serve` does.
+//! TenantGateways in the file (`kubectl get httproutes,tlsroutes,tenantgateways -A -o yaml`),
+//! and those the listing finds, give their Gateway's certMode, as the TenantGateway watch
+//! does for `serve`: without them every Gateway's listener budget is counted as http01's.
 
 use std::path::Path;
 
@@ -10,11 +13,11 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::route_facts::{RouteFacts, RouteKind};
+use super::route_facts::{HttpsListeners, RouteFacts, RouteKind};
 use super::routes::{RouteIndex, project};
 use super::snapshot::flatten_list;
 use super::watch;
-use crate::platform::GATEWAY_API_GROUP;
+use crate::platform::{GATEWAY_API_GROUP, TGW_API_GROUP, TGW_KIND};
 
 #[derive(Debug, thiserror::Error)]
 pub enum RouteSnapshotError {
@@ -27,7 +30,7 @@ pub enum RouteSnapshotError {
         reason: String,
     },
     #[error(
-        "route snapshot {path}: object {index} is a {kind:?} of {api_version:?}, expected HTTPRoute or TLSRoute objects of {GATEWAY_API_GROUP} (as printed by `kubectl get httproutes,tlsroutes -A -o yaml`)"
+        "route snapshot {path}: object {index} is a {kind:?} of {api_version:?}, expected HTTPRoute or TLSRoute objects of {GATEWAY_API_GROUP}, or TenantGateways (as printed by `kubectl get httproutes,tlsroutes,tenantgateways -A -o yaml`)"
     )]
     NotRoute {
         path: String,
@@ -69,8 +72,8 @@ pub fn from_file(path: &Path) -> Result<RouteIndex, RouteSnapshotError> {
     from_text(&text, &p)
 }
 
-/// Read a snapshot's text; `origin` names it in errors. Every object must be a route: a
-/// wrong file (namespaces given as routes) is an error, not an empty index.
+/// Read a snapshot's text; `origin` names it in errors. Every object must be a route or a
+/// TenantGateway: a wrong file (namespaces given as routes) is an error, not an empty index.
 pub fn from_text(text: &str, origin: &str) -> Result<RouteIndex, RouteSnapshotError> {
     let index = RouteIndex::default();
     let mut n = 0usize;
@@ -82,13 +85,38 @@ pub fn from_text(text: &str, origin: &str) -> Result<RouteIndex, RouteSnapshotEr
         })?;
         for item in flatten_list(value) {
             n += 1;
-            index.apply(route_of(item, origin, n)?);
+            match object_of(item, origin, n)? {
+                Item::Route(facts) => {
+                    index.apply(facts);
+                }
+                Item::TenantGateway {
+                    namespace,
+                    name,
+                    listeners,
+                } => index.set_listeners(&namespace, &name, listeners),
+            }
         }
     }
     Ok(index)
 }
 
-fn route_of(item: Value, origin: &str, index: usize) -> Result<RouteFacts, RouteSnapshotError> {
+/// One object of a snapshot, as the index keeps it.
+enum Item {
+    Route(RouteFacts),
+    /// The Gateway a TenantGateway renders carries its namespace and name (SPEC §3.2).
+    TenantGateway {
+        namespace: String,
+        name: String,
+        listeners: Option<HttpsListeners>,
+    },
+}
+
+/// How a listed TenantGateway's Gateway lists its HTTPS listeners (`spec.certMode`).
+fn listeners_of(tgw: &Value) -> Option<HttpsListeners> {
+    HttpsListeners::of_cert_mode(tgw.pointer("/spec/certMode").and_then(Value::as_str))
+}
+
+fn object_of(item: Value, origin: &str, index: usize) -> Result<Item, RouteSnapshotError> {
     let s = |k: &str| {
         item.get(k)
             .and_then(Value::as_str)
@@ -100,6 +128,27 @@ fn route_of(item: Value, origin: &str, index: usize) -> Result<RouteFacts, Route
     let kind = match kind_s.as_str() {
         "HTTPRoute" if group == GATEWAY_API_GROUP => RouteKind::HttpRoute,
         "TLSRoute" if group == GATEWAY_API_GROUP => RouteKind::TlsRoute,
+        TGW_KIND if group == TGW_API_GROUP => {
+            let meta = |k: &str| {
+                item.pointer(&format!("/metadata/{k}"))
+                    .and_then(Value::as_str)
+                    .unwrap_or("")
+                    .to_string()
+            };
+            let (namespace, name) = (meta("namespace"), meta("name"));
+            if namespace.is_empty() || name.is_empty() {
+                return Err(RouteSnapshotError::Unnamed {
+                    path: origin.to_string(),
+                    index,
+                    kind: kind_s,
+                });
+            }
+            return Ok(Item::TenantGateway {
+                listeners: listeners_of(&item),
+                namespace,
+                name,
+            });
+        }
         _ => {
             return Err(RouteSnapshotError::NotRoute {
                 path: origin.to_string(),
@@ -124,7 +173,7 @@ fn route_of(item: Value, origin: &str, index: usize) -> Result<RouteFacts, Route
             kind: kind_s,
         });
     }
-    Ok(project(kind, &object))
+    Ok(Item::Route(project(kind, &object)))
 }
 
 /// What [`list`] read, with notes for stderr.
@@ -135,9 +184,9 @@ pub struct Listed {
     pub notes: Vec<String>,
 }
 
-/// List every HTTPRoute and TLSRoute of the cluster once (paged; read-only). A kind whose
-/// CRD is not served contributes nothing; one the caller may not list is a note (the
-/// warnings are advice, and the verdicts do not depend on them); any other error fails.
+/// List every HTTPRoute, TLSRoute and TenantGateway of the cluster once (paged; read-only).
+/// A kind whose CRD is not served contributes nothing; one the caller may not list is a note
+/// (the warnings are advice, and the verdicts do not depend on them); any other error fails.
 pub async fn list(client: &Client) -> Result<Listed, RouteSnapshotError> {
     let mut out = Listed::default();
     for (kind, what, name) in [
@@ -147,7 +196,12 @@ pub async fn list(client: &Client) -> Result<Listed, RouteSnapshotError> {
         let Some(ar) = watch::served(client, GATEWAY_API_GROUP, name).await else {
             continue;
         };
-        match list_kind(client, &ar, kind, &out.index).await {
+        let index = &out.index;
+        match list_each(client, &ar, |o| {
+            index.apply(project(kind, o));
+        })
+        .await
+        {
             Ok(()) => {}
             Err(kube::Error::Api(e)) if e.code == 403 => out.notes.push(format!(
                 "note: cannot list {what} cluster-wide ({}); hostname-conflict and listener-budget warnings for them are not given",
@@ -161,22 +215,42 @@ pub async fn list(client: &Client) -> Result<Listed, RouteSnapshotError> {
             }
         }
     }
+    if let Some(ar) = watch::served(client, TGW_API_GROUP, TGW_KIND).await {
+        let index = &out.index;
+        // The Gateway a TenantGateway renders carries its namespace and name (SPEC §3.2).
+        let listed = list_each(client, &ar, |o| {
+            if let (Some(namespace), Some(name)) = (&o.metadata.namespace, &o.metadata.name) {
+                index.set_listeners(namespace, name, listeners_of(&o.data));
+            }
+        });
+        match listed.await {
+            Ok(()) => {}
+            Err(kube::Error::Api(e)) if e.code == 403 => out.notes.push(format!(
+                "note: cannot list TenantGateways cluster-wide ({}); listener-budget warnings count every Gateway as http01",
+                e.message
+            )),
+            Err(e) => {
+                return Err(RouteSnapshotError::List {
+                    what: "TenantGateways",
+                    source: Box::new(e),
+                });
+            }
+        }
+    }
     Ok(out)
 }
 
-async fn list_kind(
+/// Every object of kind `ar` in the cluster, page by page, handed to `each`.
+async fn list_each(
     client: &Client,
     ar: &ApiResource,
-    kind: RouteKind,
-    index: &RouteIndex,
+    mut each: impl FnMut(&DynamicObject),
 ) -> Result<(), kube::Error> {
     let api: Api<DynamicObject> = Api::all_with(client.clone(), ar);
     let mut params = ListParams::default().limit(500);
     loop {
         let page = api.list(&params).await?;
-        for o in &page.items {
-            index.apply(project(kind, o));
-        }
+        page.items.iter().for_each(&mut each);
         match page.metadata.continue_.filter(|c| !c.is_empty()) {
             Some(token) => params = params.continue_token(&token),
             None => return Ok(()),
@@ -240,6 +314,52 @@ items:
             from_text("", "empty.yaml")
                 .expect("empty is fine")
                 .is_empty()
+        );
+    }
+
+    #[test]
+    fn tenant_gateways_give_their_gateways_certmode() {
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-a}
+  spec: {apex: a.example.org, certMode: dns01}
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-b}
+  spec: {apex: b.example.org}
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-c}
+  spec: {apex: c.example.org, certMode: existingSecret}
+- apiVersion: gateway.networking.k8s.io/v1
+  kind: HTTPRoute
+  metadata: {name: a, namespace: tenant-a}
+  spec: {parentRefs: [{name: gw}]}
+"#;
+        let idx = from_text(text, "r.yaml").expect("valid");
+        assert_eq!(idx.len(), 1, "TenantGateways are not routes");
+        for (ns, want) in [
+            ("tenant-a", Some(HttpsListeners::PerApex)),
+            ("tenant-b", Some(HttpsListeners::PerHostname)),
+            ("tenant-c", Some(HttpsListeners::PerApex)),
+            ("tenant-d", None),
+        ] {
+            assert_eq!(idx.gateway(ns, "gw").1, want, "{ns}");
+        }
+        let e = from_text(
+            "apiVersion: gateway.cozystack.io/v1alpha1\nkind: TenantGateway\nmetadata: {name: gw}\n",
+            "r.yaml",
+        )
+        .err()
+        .map(|e| e.to_string());
+        assert!(
+            e.as_deref()
+                .is_some_and(|e| e.contains("(TenantGateway) has no metadata.name")),
+            "{e:?}"
         );
     }
 

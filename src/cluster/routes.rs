@@ -2,7 +2,9 @@
 //! whole objects, grouped by the Gateway they reference (or carry our status entry for).
 //! Copy-on-write per Gateway: a reader (a reconcile, later the webhook's warnings) takes the
 //! `Arc` of one Gateway's routes and never blocks the watch; an update clones only the map of
-//! the Gateways it touches.
+//! the Gateways it touches. Beside each Gateway's routes, how it lists its HTTPS listeners
+//! when its TenantGateway was seen (its certMode: the listener-budget warning counts only
+//! per-hostname listeners).
 //!
 //! The facts (`route_facts`) are what the reconciler reads as its input and the admission
 //! warnings compare against: the projection is written once, never converted.
@@ -20,7 +22,7 @@ use serde::Deserialize;
 
 use super::intern::intern;
 use super::route_facts::{
-    ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
+    HttpsListeners, ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
 };
 use super::watch::{FromWatch, Key, Lenient};
 use crate::platform::{
@@ -305,6 +307,11 @@ struct Inner {
     routes: HashTable<Arc<RouteFacts>>,
     by_gateway: ByGateway,
     relist: HashMap<RouteKind, HashSet<RouteKey>>,
+    /// How each Gateway whose TenantGateway was seen lists its HTTPS listeners, by the
+    /// Gateway's key: a TenantGateway's Gateway carries its namespace and name (SPEC §3.2).
+    listeners: hashbrown::HashMap<Key, HttpsListeners, foldhash::fast::RandomState>,
+    /// The Gateways whose TenantGateway was seen since a relist of them started.
+    listeners_relist: Option<HashSet<Key>>,
 }
 
 /// Each Gateway's routes. Every review with warnings on looks its Gateways up here, so the
@@ -354,6 +361,50 @@ impl RouteIndex {
             .get(&GatewayOf(namespace, name))
             .cloned()
             .unwrap_or_default()
+    }
+
+    /// Gateway `namespace/name`'s routes ([`Self::for_gateway`]) and how it lists its HTTPS
+    /// listeners when its TenantGateway was seen, in one read of the index.
+    pub fn gateway(
+        &self,
+        namespace: &str,
+        name: &str,
+    ) -> (Arc<GatewayRoutes>, Option<HttpsListeners>) {
+        let g = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let key = GatewayOf(namespace, name);
+        let routes = g.by_gateway.get(&key).cloned().unwrap_or_default();
+        (routes, g.listeners.get(&key).copied())
+    }
+
+    /// Record how Gateway `namespace/name` lists its HTTPS listeners, from its TenantGateway
+    /// (`None`: the TenantGateway is gone, or its certMode is not one the CRD allows).
+    pub fn set_listeners(&self, namespace: &str, name: &str, listeners: Option<HttpsListeners>) {
+        let mut g = self.write();
+        let key = (namespace.to_string(), name.to_string());
+        if let Some(seen) = g.listeners_relist.as_mut() {
+            seen.insert(key.clone());
+        }
+        match listeners {
+            Some(l) => {
+                g.listeners.insert(key, l);
+            }
+            None => {
+                g.listeners.remove(&key);
+            }
+        }
+    }
+
+    /// A relist of the TenantGateways starts: [`Self::set_listeners`] marks each one seen.
+    pub fn listeners_relist_started(&self) {
+        self.write().listeners_relist = Some(HashSet::new());
+    }
+
+    /// Forget the Gateways whose TenantGateway the relist did not see again.
+    pub fn listeners_relist_done(&self) {
+        let mut g = self.write();
+        if let Some(seen) = g.listeners_relist.take() {
+            g.listeners.retain(|k, _| seen.contains(k));
+        }
     }
 
     pub fn len(&self) -> usize {
@@ -686,6 +737,54 @@ mod tests {
             1,
             "a changed parentRef too"
         );
+    }
+
+    #[test]
+    fn listeners_follow_the_tenant_gateways_and_their_relist() {
+        let idx = RouteIndex::default();
+        idx.apply(project(
+            RouteKind::HttpRoute,
+            &route("n", "r", serde_json::json!({"name": "gw"}), Value::Null),
+        ));
+        assert_eq!(idx.gateway("n", "gw").1, None, "no TenantGateway seen");
+        idx.set_listeners("n", "gw", Some(HttpsListeners::PerApex));
+        idx.set_listeners("n", "other", Some(HttpsListeners::PerHostname));
+        let (routes, listeners) = idx.gateway("n", "gw");
+        assert_eq!(
+            (routes.len(), listeners),
+            (1, Some(HttpsListeners::PerApex))
+        );
+        assert_eq!(
+            idx.gateway("n", "other"),
+            (Arc::default(), Some(HttpsListeners::PerHostname)),
+            "known without routes"
+        );
+        idx.set_listeners("n", "gw", None);
+        assert_eq!(idx.gateway("n", "gw").1, None, "deleted");
+        idx.set_listeners("n", "gw", Some(HttpsListeners::PerHostname));
+        idx.listeners_relist_started();
+        idx.set_listeners("n", "gw", Some(HttpsListeners::PerHostname));
+        idx.listeners_relist_done();
+        assert_eq!(idx.gateway("n", "gw").1, Some(HttpsListeners::PerHostname));
+        assert_eq!(
+            idx.gateway("n", "other").1,
+            None,
+            "not listed again: gone while disconnected"
+        );
+    }
+
+    #[test]
+    fn certmode_reads_as_the_crd_writes_it() {
+        for (mode, want) in [
+            (None, Some(HttpsListeners::PerHostname)),
+            (Some("http01"), Some(HttpsListeners::PerHostname)),
+            (Some("dns01"), Some(HttpsListeners::PerApex)),
+            (Some("existingSecret"), Some(HttpsListeners::PerApex)),
+            (Some("DNS01"), None),
+            (Some(""), None),
+        ] {
+            assert_eq!(HttpsListeners::of_cert_mode(mode), want, "{mode:?}");
+        }
     }
 
     #[test]

@@ -1,8 +1,8 @@
 //! What `check --kubeconfig/--context` reads from the cluster, once and read-only: every
 //! namespace with its labels, the live object each manifest would update (unless
-//! `--create-only`), and every HTTPRoute/TLSRoute for the warnings of SPEC §3.4. The reads
-//! themselves are `cluster::client`, `cluster::objects` and `cluster::route_snapshot`; nothing
-//! here writes.
+//! `--create-only`), and every HTTPRoute/TLSRoute and TenantGateway for the warnings of SPEC
+//! §3.4. The reads themselves are `cluster::client`, `cluster::objects` and
+//! `cluster::route_snapshot`; nothing here writes.
 
 use std::path::Path;
 use std::sync::Arc;

@@ -15,6 +15,7 @@
 //! | routes → the Gateways they name; the redirect routes kept | `watch_routes` |
 //! | Gateways, Issuers, Certificates → their owner | `watch_owned`, `owner_of`, the `Split` impls |
 //! | TenantGateways → siblings and rivals | [`tenant_gateways`], `related` |
+//! | TenantGateways → their Gateway's listener layout in the route index (certMode) | `record_listeners` |
 //! | optional CRDs (TLSRoute, cert-manager) | `wait_served` |
 
 use std::collections::BTreeSet;
@@ -41,7 +42,8 @@ use super::context::{Caches, links_of};
 use super::inputs::RouteKind;
 use crate::cluster::NamespaceChange;
 use crate::cluster::kept::{Kept, ObjectCache, Split};
-use crate::cluster::routes::WatchedRoute;
+use crate::cluster::route_facts::HttpsListeners;
+use crate::cluster::routes::{RouteIndex, WatchedRoute};
 use crate::cluster::watch::{self as cw, FromWatch, Key};
 use crate::platform::{GATEWAY_API_GROUP, TGW_KIND};
 
@@ -194,7 +196,10 @@ pub fn tenant_gateways(
             watcher::Config::default().page_size(cw::LARGE_OBJECT_PAGE_SIZE),
         )
         .default_backoff()
-        .map_ok(move |ev| caches.tgw_statuses.stash(ev)),
+        .map_ok(move |ev| {
+            record_listeners(&caches.routes, &ev);
+            caches.tgw_statuses.stash(ev)
+        }),
     )
     .touched_objects()
     .inspect(move |r| {
@@ -214,6 +219,30 @@ pub fn tenant_gateways(
             }
         }
     })
+}
+
+/// How each TenantGateway's Gateway lists its HTTPS listeners (its certMode), kept in the
+/// route index beside the Gateway's routes for the listener-budget warning (SPEC §3.4). From
+/// the watch rather than a reconcile: every replica's webhook reads it, leader or not, and
+/// a TenantGateway whose spec does not check still names its mode.
+fn record_listeners(index: &RouteIndex, ev: &Event<TenantGateway>) {
+    let set = |t: &TenantGateway, listeners| {
+        let m = &t.metadata;
+        index.set_listeners(
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+            listeners,
+        );
+    };
+    match ev {
+        Event::Apply(t) | Event::InitApply(t) => set(
+            t,
+            HttpsListeners::of_cert_mode(Some(t.spec.cert_mode.as_str())),
+        ),
+        Event::Delete(t) => set(t, None),
+        Event::Init => index.listeners_relist_started(),
+        Event::InitDone => index.listeners_relist_done(),
+    }
 }
 
 /// TenantGateways whose plan depends on `t`: the others in its namespace and those listing
@@ -491,6 +520,34 @@ mod tests {
         assert_eq!(got.len(), 2, "{got:?}");
         assert!(got.iter().any(|r| r.contains("second.tenant-a")), "{got:?}");
         assert!(got.iter().any(|r| r.contains("gw.tenant-b")), "{got:?}");
+    }
+
+    #[test]
+    fn the_watch_keeps_each_gateways_certmode_in_the_route_index() {
+        use super::super::api::CertMode;
+        let index = RouteIndex::default();
+        let with = |ns: &str, mode: CertMode| {
+            let mut t = (*tgw(ns, "gw", ns, &[])).clone();
+            t.spec.cert_mode = mode;
+            t
+        };
+        let seen = |ns: &str| index.gateway(ns, "gw").1;
+        record_listeners(&index, &Event::Apply(with("a", CertMode::Dns01)));
+        record_listeners(&index, &Event::Apply(with("b", CertMode::Http01)));
+        assert_eq!(seen("a"), Some(HttpsListeners::PerApex));
+        assert_eq!(seen("b"), Some(HttpsListeners::PerHostname));
+        record_listeners(&index, &Event::Apply(with("a", CertMode::Http01)));
+        assert_eq!(seen("a"), Some(HttpsListeners::PerHostname), "a switch");
+        record_listeners(&index, &Event::Delete(with("a", CertMode::Http01)));
+        assert_eq!(seen("a"), None, "deleted");
+        record_listeners(&index, &Event::Init);
+        record_listeners(
+            &index,
+            &Event::InitApply(with("c", CertMode::ExistingSecret)),
+        );
+        record_listeners(&index, &Event::InitDone);
+        assert_eq!(seen("c"), Some(HttpsListeners::PerApex));
+        assert_eq!(seen("b"), None, "deleted while the watch was down");
     }
 
     #[test]

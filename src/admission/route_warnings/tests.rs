@@ -1376,3 +1376,232 @@ mod naive_scan {
         }
     }
 }
+
+/// The listener budget is http01's alone (SPEC §3.2, §3.3): a Gateway whose TenantGateway is
+/// in dns01 or existingSecret mode has a wildcard listener per apex, so its routes get no
+/// budget warning; one whose TenantGateway the index has not seen is counted as http01.
+/// The hostname-conflict warning is the same in every mode.
+mod cert_modes {
+    use super::*;
+    use crate::cluster::route_facts::HttpsListeners;
+    use crate::platform::NoApexOwners;
+
+    /// The Gateway's TenantGateway as the index saw it: its certMode, or none seen.
+    const HTTP01: Option<&str> = Some("http01");
+    const DNS01: Option<&str> = Some("dns01");
+    const EXISTING_SECRET: Option<&str> = Some("existingSecret");
+    const UNKNOWN: Option<&str> = None;
+
+    fn index(routes: &[RouteFacts], cert_mode: Option<&str>) -> RouteIndex {
+        let idx = RouteIndex::default();
+        for r in routes {
+            idx.apply(r.clone());
+        }
+        if cert_mode.is_some() {
+            idx.set_listeners(GW.0, GW.1, HttpsListeners::of_cert_mode(cert_mode));
+        }
+        idx
+    }
+
+    /// The server's path: the summaries through the cache, with the certMode the index knows.
+    fn judge(idx: &RouteIndex, cache: &SummaryCache, route: &RouteFacts) -> Vec<RouteWarning> {
+        warnings_from(
+            route,
+            |ns, n| cache.get(idx, ns, n, "cozy-", &NoApexOwners),
+            "cozy-",
+            None,
+            &NoApexOwners,
+        )
+    }
+
+    /// 63 hostnames of tenant-bob and one of tenant-late: the Gateway is full and tenant-bob
+    /// is at its fair share.
+    fn shared() -> Vec<RouteFacts> {
+        let mut v: Vec<RouteFacts> = (0..63)
+            .map(|i| {
+                let h = format!("f{i:02}.bob.example.org");
+                http("tenant-bob", &format!("f{i:02}"), &[h.as_str()])
+            })
+            .collect();
+        v.push(http("tenant-late", "shop", &["shop.late.example.org"]));
+        v
+    }
+
+    #[test]
+    fn the_budget_warning_is_given_only_for_http01() {
+        // Cut to 120 characters.
+        let past_share = "Gateway tenant-root/tenant-root: this namespace's fair share is 62/63 listeners (http01); 1 hostname(s) get none; use d…";
+        let none_left = "Gateway tenant-root/tenant-root: 0 of 64 listeners left, 1 needed, 1 hostname(s) get none (http01); use certMode dns01";
+        let the_last = "Gateway tenant-root/tenant-root: this route takes the last 1 of 64 listeners (http01); more need certMode dns01";
+        let conflict = "HostnameConflict: dash.example.org is already on tenant-root/tenant-root from cozy-dashboard, which wins";
+        let with_cozy = || {
+            let mut v = filled(62);
+            v.push(http("cozy-dashboard", "dashboard", &["dash.example.org"]));
+            v
+        };
+        let bob = http("tenant-bob", "f63", &["f63.bob.example.org"]);
+        let root = http("tenant-root", "x", &["new.example.org"]);
+        let both = http("tenant-root", "x", &["dash.example.org", "new.example.org"]);
+        // (what, routes in the index, certMode, admitted route, expected warnings)
+        type Case = (
+            &'static str,
+            Vec<RouteFacts>,
+            Option<&'static str>,
+            RouteFacts,
+            Vec<(Reason, &'static str)>,
+        );
+        let cases: Vec<Case> = vec![
+            (
+                "past its fair share, http01",
+                shared(),
+                HTTP01,
+                bob.clone(),
+                vec![(Reason::ListenerBudget, past_share)],
+            ),
+            (
+                "past its fair share, dns01",
+                shared(),
+                DNS01,
+                bob.clone(),
+                vec![],
+            ),
+            (
+                "past its fair share, existingSecret",
+                shared(),
+                EXISTING_SECRET,
+                bob.clone(),
+                vec![],
+            ),
+            (
+                "past its fair share, no TenantGateway seen",
+                shared(),
+                UNKNOWN,
+                bob,
+                vec![(Reason::ListenerBudget, past_share)],
+            ),
+            (
+                "none left, http01",
+                filled(63),
+                HTTP01,
+                root.clone(),
+                vec![(Reason::ListenerBudget, none_left)],
+            ),
+            ("none left, dns01", filled(63), DNS01, root.clone(), vec![]),
+            (
+                "none left, existingSecret",
+                filled(63),
+                EXISTING_SECRET,
+                root.clone(),
+                vec![],
+            ),
+            (
+                "none left, no TenantGateway seen",
+                filled(63),
+                UNKNOWN,
+                root.clone(),
+                vec![(Reason::ListenerBudget, none_left)],
+            ),
+            (
+                "the last one, http01",
+                filled(62),
+                HTTP01,
+                root.clone(),
+                vec![(Reason::ListenerBudget, the_last)],
+            ),
+            (
+                "the last one, dns01",
+                filled(62),
+                DNS01,
+                root.clone(),
+                vec![],
+            ),
+            (
+                "the last one, existingSecret",
+                filled(62),
+                EXISTING_SECRET,
+                root.clone(),
+                vec![],
+            ),
+            (
+                "the last one, no TenantGateway seen",
+                filled(62),
+                UNKNOWN,
+                root,
+                vec![(Reason::ListenerBudget, the_last)],
+            ),
+            (
+                "a conflict on a full Gateway, http01",
+                with_cozy(),
+                HTTP01,
+                both.clone(),
+                vec![
+                    (Reason::HostnameConflict, conflict),
+                    (Reason::ListenerBudget, past_share),
+                ],
+            ),
+            (
+                "a conflict on a full Gateway, dns01: the conflict alone",
+                with_cozy(),
+                DNS01,
+                both.clone(),
+                vec![(Reason::HostnameConflict, conflict)],
+            ),
+            (
+                "a conflict on a full Gateway, existingSecret: the conflict alone",
+                with_cozy(),
+                EXISTING_SECRET,
+                both.clone(),
+                vec![(Reason::HostnameConflict, conflict)],
+            ),
+            (
+                "a conflict on a full Gateway, no TenantGateway seen",
+                with_cozy(),
+                UNKNOWN,
+                both,
+                vec![
+                    (Reason::HostnameConflict, conflict),
+                    (Reason::ListenerBudget, past_share),
+                ],
+            ),
+        ];
+        for (what, routes, cert_mode, route, want) in cases {
+            let idx = index(&routes, cert_mode);
+            let got = judge(&idx, &SummaryCache::default(), &route);
+            let got: Vec<(Reason, &str)> =
+                got.iter().map(|w| (w.reason, w.text.as_str())).collect();
+            assert_eq!(got, want, "{what}");
+            if cert_mode.is_none() {
+                // Not knowing the certMode is judging from the routes alone ([`warnings`]).
+                let alone = run(&routes, &route);
+                let alone: Vec<(Reason, &str)> =
+                    alone.iter().map(|w| (w.reason, w.text.as_str())).collect();
+                assert_eq!(alone, want, "{what}: the snapshot alone");
+            }
+        }
+    }
+
+    /// A certMode switch changes no route, so the Gateway's snapshot stays the same: the
+    /// cached summary must still follow it.
+    #[test]
+    fn the_cache_follows_a_certmode_switch() {
+        let idx = index(&filled(63), UNKNOWN);
+        let cache = SummaryCache::default();
+        let route = http("tenant-root", "x", &["new.example.org"]);
+        let budget = |w: Vec<RouteWarning>| w.iter().any(|w| w.reason == Reason::ListenerBudget);
+        assert!(budget(judge(&idx, &cache, &route)), "no TenantGateway seen");
+        for (cert_mode, warned) in [
+            (DNS01, false),
+            (HTTP01, true),
+            (EXISTING_SECRET, false),
+            (UNKNOWN, true),
+        ] {
+            idx.set_listeners(
+                GW.0,
+                GW.1,
+                cert_mode.and_then(|m| HttpsListeners::of_cert_mode(Some(m))),
+            );
+            assert_eq!(budget(judge(&idx, &cache, &route)), warned, "{cert_mode:?}");
+        }
+        assert_eq!(cache.len(), 1, "one Gateway, its summary replaced");
+    }
+}
