@@ -212,14 +212,14 @@ pub fn flatten_list(value: Value) -> Vec<Value> {
 
 /// The part of a snapshot document the index needs, read without building a `Value`.
 ///
-/// Every position accepts any YAML/JSON value and keeps only what `from_yaml` used to take
-/// from the `serde_json::Value` tree: a string `kind`, a string `metadata.name`, the string
-/// values of a `metadata.labels` mapping, and `items` when it is a sequence. Everything else
-/// (annotations, managedFields, spec, status, non-string label values) is read and dropped
-/// without allocating. The visitors accept and reject exactly what `Value`'s visitor does
-/// (enum-tagged YAML nodes, non-string keys, integers beyond 64 bits), with the same
-/// "expected" wording, so a file that was rejected before is rejected with the same
-/// message. Unknown fields are skipped, never an error.
+/// Every position accepts any YAML/JSON value and keeps only what the index reads: a string
+/// `kind`, a string `metadata.name`, the string values of a `metadata.labels` mapping, and
+/// `items` when it is a sequence. Everything else (annotations, managedFields, spec, status,
+/// non-string label values) is read and dropped without allocating. The visitors accept and
+/// reject exactly what `serde_json::Value`'s visitor does (enum-tagged YAML nodes, non-string
+/// keys, integers beyond 64 bits), with the same "expected" wording, so a file reads as it
+/// would through a `Value` tree (the tests' `reference` reader), message for message.
+/// Unknown fields are skipped, never an error.
 mod view {
     use std::collections::BTreeMap;
     use std::fmt;
