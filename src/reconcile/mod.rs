@@ -495,10 +495,13 @@ fn notices(
 }
 
 /// The names each hostname's listener has on the owned Gateway (SPEC §3.2, names are
-/// sticky): its listener name, and its certificateRef when that names an owned Certificate
-/// for exactly this hostname (an http01 Certificate of ours: a ref to anything else, such as
-/// the dns01 wildcard Certificate or an existingSecret Secret after a mode change, must not
-/// become the Secret of a new Certificate). The first listener of a hostname counts.
+/// sticky): its listener name, and its certificateRef when that is an http01 Certificate of
+/// ours for exactly this hostname. A ref to anything else, such as the dns01 wildcard
+/// Certificate or an existingSecret Secret after a mode change, must not become the Secret of
+/// a new Certificate. The Certificate itself may be missing from the cache (not seen yet, its
+/// write failed, someone deleted it): the ref is then ours when the TenantGateway's status
+/// records this listener waiting for that Certificate, which only an http01 render writes
+/// (existingSecret listeners record none). The first listener of a hostname counts.
 fn sticky_names(
     inputs: &Inputs,
     gateway: Option<&Gateway>,
@@ -507,13 +510,32 @@ fn sticky_names(
     let Some(g) = gateway.filter(|g| diff::owned(&g.metadata, tgw)) else {
         return BTreeMap::new();
     };
-    let ours_for = |name: &str, h: &str| {
-        inputs.observed.certificates.iter().any(|c| {
-            c.metadata.name.as_deref() == Some(name)
-                && diff::owned(&c.metadata, tgw)
+    let certificates: BTreeMap<&str, &certmanager::Certificate> = inputs
+        .observed
+        .certificates
+        .iter()
+        .filter_map(|c| Some((c.metadata.name.as_deref()?, c)))
+        .collect();
+    // (listener, hostname, Certificate) as the last status reported them.
+    let recorded: BTreeSet<(&str, &str, &str)> = tgw
+        .status
+        .iter()
+        .flat_map(|s| s.listeners.iter())
+        .filter_map(|l| {
+            Some((
+                l.name.as_str(),
+                l.hostname.as_deref()?,
+                l.certificate_name.as_deref()?,
+            ))
+        })
+        .collect();
+    let ours_for = |name: &str, listener: &str, h: &str| match certificates.get(name) {
+        Some(c) => {
+            diff::owned(&c.metadata, tgw)
                 && c.spec.dns_names.len() == 1
                 && c.spec.dns_names[0].eq_ignore_ascii_case(h)
-        })
+        }
+        None => recorded.contains(&(listener, h, name)),
     };
     let mut out = BTreeMap::new();
     for l in g.spec.listeners.iter().filter(|l| l.protocol == "HTTPS") {
@@ -524,7 +546,7 @@ fn sticky_names(
             .and_then(|t| t.certificate_refs.as_ref())
             .and_then(|refs| refs.first())
             .map(|r| r.name.clone())
-            .filter(|n| ours_for(n, h));
+            .filter(|n| ours_for(n, &l.name, h));
         out.entry(h.clone()).or_insert(names::StickyNames {
             listener: Some(l.name.clone()),
             certificate,

@@ -671,6 +671,105 @@ mod tests {
         }
     }
 
+    /// Issue 22 item 2 (SPEC §3.2): a hostname that has names keeps them when a hostname
+    /// whose names would clash with them arrives, whichever of the two came first; the
+    /// newcomer takes the next hashed form that is free.
+    #[test]
+    fn a_clashing_newcomer_never_renames_a_hostname_that_has_names() {
+        let foo = "foo.alice.example.org";
+        let kid_foo = "foo.kid.alice.example.org";
+        let deep = "foo.deep.alice.example.org";
+        // Direct children whose short forms are `deep`'s first two hashed forms.
+        let twin = format!("foo-{}.{APEX}", h8(deep));
+        let twin16 = format!("foo-{}.{APEX}", hash_hex(deep, 16));
+        let apex_child = "apex.alice.example.org";
+        let hashed = |h: &str, n: usize| {
+            let label = h.split('.').next().unwrap_or(h);
+            format!("https-{label}-{}", hash_hex(h, n))
+        };
+        let fixed = set(&["http", "tls-api"]);
+        let alone = |h: &str| http01("gw", APEX, &set(&[h]), &fixed, &BTreeMap::new())[h].clone();
+        let held = |l: &str, c: &str| {
+            Some(HostNames {
+                listener: l.to_string(),
+                certificate: c.to_string(),
+            })
+        };
+        // (hostnames there first, with their names (None: the rule's when alone), the
+        //  newcomer, the newcomer's listener)
+        type Case = (Vec<(String, Option<HostNames>)>, String, String);
+        let cases: Vec<Case> = vec![
+            // The same first label under the apex and under a child apex, both orders.
+            (vec![(foo.into(), None)], kid_foo.into(), hashed(kid_foo, 8)),
+            (vec![(kid_foo.into(), None)], foo.into(), "https-foo".into()),
+            // A child-apex hostname holding the short form (another controller's naming):
+            // the direct child arriving later takes the hashed form.
+            (
+                vec![(kid_foo.into(), held("https-foo", "gw-foo-tls"))],
+                foo.into(),
+                hashed(foo, 8),
+            ),
+            // A direct child whose short form is a deeper hostname's hashed form, both orders.
+            (vec![(twin.clone(), None)], deep.into(), hashed(deep, 16)),
+            (
+                vec![(deep.into(), None)],
+                twin.clone(),
+                format!("https-foo-{}-{}", h8(deep), h8(&twin)),
+            ),
+            // Both of the deeper hostname's first hashed forms held: the next one.
+            (
+                vec![(twin.clone(), None), (twin16.clone(), None)],
+                deep.into(),
+                hashed(deep, 32),
+            ),
+            // The apex and the reserved direct child `apex`, both orders.
+            (
+                vec![(APEX.into(), None)],
+                apex_child.into(),
+                hashed(apex_child, 8),
+            ),
+            (
+                vec![(apex_child.into(), None)],
+                APEX.into(),
+                "https-apex".into(),
+            ),
+            // A sticky `https-apex` on another hostname: the apex takes its hashed form.
+            (
+                vec![(foo.into(), held("https-apex", "gw-apex-tls"))],
+                APEX.into(),
+                format!("https-apex-{}", h8(APEX)),
+            ),
+        ];
+        for (there, newcomer, want) in cases {
+            let had: BTreeMap<String, HostNames> = there
+                .iter()
+                .map(|(h, n)| (h.clone(), n.clone().unwrap_or_else(|| alone(h))))
+                .collect();
+            let sticky_map: BTreeMap<String, StickyNames> = had
+                .iter()
+                .map(|(h, n)| {
+                    let s = sticky(Some(&n.listener), Some(&n.certificate));
+                    (h.clone(), s)
+                })
+                .collect();
+            let mut hosts: BTreeSet<String> = had.keys().cloned().collect();
+            hosts.insert(newcomer.clone());
+            let n = http01("gw", APEX, &hosts, &fixed, &sticky_map);
+            for (h, names) in &had {
+                assert_eq!(&n[h], names, "{h} renamed when {newcomer} came");
+            }
+            let got = &n[newcomer.as_str()];
+            assert_eq!(got.listener, want, "{newcomer} after {had:?}");
+            let stem = &want["https-".len()..];
+            assert_eq!(got.certificate, format!("gw-{stem}-tls"), "{newcomer}");
+            let ls: BTreeSet<&String> = n.values().map(|v| &v.listener).collect();
+            let cs: BTreeSet<&String> = n.values().map(|v| &v.certificate).collect();
+            assert_eq!((ls.len(), cs.len()), (n.len(), n.len()), "{n:?}");
+            assert!(n.values().all(|v| is_dns_label(&v.listener)), "{n:?}");
+            assert!(n.values().all(|v| is_dns_label(&v.certificate)), "{n:?}");
+        }
+    }
+
     /// Sticky names holding every hashed form of a hostname still leave it a unique name.
     #[test]
     fn a_hostname_whose_every_form_is_taken_gets_a_numbered_hash() {

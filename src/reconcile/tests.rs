@@ -1377,26 +1377,7 @@ fn property_sticky_names_survive_new_routes() {
         let mut w = random_world(&mut rng);
         w.tgw.spec = testing::http01_spec();
         let (w, _) = settle(w);
-        let names_of = |w: &Inputs| -> BTreeMap<String, (String, String)> {
-            w.observed
-                .gateways
-                .iter()
-                .flat_map(|g| g.spec.listeners.iter())
-                .filter(|l| l.protocol == "HTTPS")
-                .filter_map(|l| {
-                    let cert = l
-                        .tls
-                        .as_ref()?
-                        .certificate_refs
-                        .as_ref()?
-                        .first()?
-                        .name
-                        .clone();
-                    Some((l.hostname.clone()?, (l.name.clone(), cert)))
-                })
-                .collect()
-        };
-        let before = names_of(&w);
+        let before = https_names(&w);
         let mut w = w;
         // New routes whose hostnames the rule would give an existing listener's name: a
         // direct child whose label is an existing hashed stem, and a deep twin of an existing
@@ -1422,7 +1403,7 @@ fn property_sticky_names_survive_new_routes() {
             }
         }
         let (w, p) = settle(w);
-        let after = names_of(&w);
+        let after = https_names(&w);
         for (h, n) in &before {
             if let Some(m) = after.get(h) {
                 assert_eq!(m, n, "case {case}: {h} renamed");
@@ -1453,4 +1434,200 @@ fn property_sticky_names_survive_new_routes() {
             .collect();
         assert_eq!(ls.len(), d.gateway.spec.listeners.len(), "case {case}");
     }
+}
+
+/// The HTTPS listeners of the observed Gateway: hostname → (listener name, certificateRef).
+fn https_names(w: &Inputs) -> BTreeMap<String, (String, String)> {
+    w.observed
+        .gateways
+        .iter()
+        .flat_map(|g| g.spec.listeners.iter())
+        .filter(|l| l.protocol == "HTTPS")
+        .filter_map(|l| {
+            let cert = l.tls.as_ref()?.certificate_refs.as_ref()?.first()?;
+            Some((l.hostname.clone()?, (l.name.clone(), cert.name.clone())))
+        })
+        .collect()
+}
+
+/// Issue 22 item 2 (SPEC §3.2, names are sticky): over random sequences of route adds and
+/// removes, each step's rendered objects fed back as the next step's observed ones, no
+/// hostname that keeps a listener from one step to the next changes its listener name or its
+/// certificateRef, and every name stays a unique DNS label. The pool is built to clash: one
+/// first label under the apex, under an inheriting child apex and deeper; direct children
+/// whose label is another hostname's hashed stem; the apex and the reserved `apex` label;
+/// labels near 63 characters; a long label whose Certificate name `fit` hashes, and its twin;
+/// an uppercase hostname (not listenable). The pool is far below the 64-listener cap, so no
+/// hostname loses its listener to the fair share (SPEC §3.3), which the test checks.
+#[test]
+fn property_sticky_names_survive_adds_and_removes() {
+    const APEX: &str = "alice.example.org";
+    const KID: &str = "kid.alice.example.org";
+    let mut rng = Rng::new(41);
+    for case in 0..40 {
+        let tgw = rng.pick(&["gw", "a.b.c", &"t".repeat(60)]).to_string();
+        let long = format!("{}{}", rng.below(10), "a".repeat(56));
+        let fitted = names::fit(&format!("{tgw}-{long}"), "-tls");
+        let twin = fitted
+            .strip_prefix(&format!("{tgw}-"))
+            .and_then(|c| c.strip_suffix("-tls"))
+            .unwrap_or("twin")
+            .to_string();
+        let deep = format!("foo.deep.{APEX}");
+        let kid_foo = format!("foo.{KID}");
+        let pool: Vec<(&str, String)> = vec![
+            ("tenant-alice", APEX.to_string()),
+            ("tenant-alice", format!("apex.{APEX}")),
+            ("tenant-alice", format!("foo.{APEX}")),
+            ("tenant-alice-kid", kid_foo.clone()),
+            ("tenant-alice", deep.clone()),
+            ("tenant-alice", format!("foo-{}.{APEX}", names::h8(&deep))),
+            (
+                "tenant-alice",
+                format!("foo-{}.{APEX}", names::hash_hex(&deep, 16)),
+            ),
+            (
+                "tenant-alice",
+                format!("foo-{}.{APEX}", names::h8(&kid_foo)),
+            ),
+            ("tenant-alice", KID.to_string()),
+            ("tenant-alice-kid", format!("apex.{KID}")),
+            ("tenant-alice", format!("{}.{APEX}", "l".repeat(63))),
+            ("tenant-alice-kid", format!("{}.{KID}", "l".repeat(63))),
+            ("tenant-alice", format!("{long}.{APEX}")),
+            ("tenant-alice", format!("{twin}.{APEX}")),
+            ("tenant-alice", format!("gateway.{APEX}")),
+            ("tenant-alice", format!("child-foo.{APEX}")),
+            ("tenant-alice", format!("Foo.{APEX}")),
+        ];
+        let mut w = world();
+        w.tgw.name = tgw.clone();
+        w.namespaces
+            .push(tenant("tenant-alice-kid", KID, "tenant-alice"));
+        let mut present = vec![false; pool.len()];
+        for step in 0..30 {
+            for _ in 0..=rng.below(3) {
+                let i = rng.below(pool.len());
+                present[i] = !present[i];
+            }
+            w.routes = pool
+                .iter()
+                .zip(&present)
+                .enumerate()
+                .filter(|(_, (_, on))| **on)
+                .map(|(i, ((ns, h), _))| {
+                    let mut r = remote_route(ns, &format!("r{i}"), &[h]);
+                    r.parent_refs[0].name = tgw.clone();
+                    r.creation = Some(at(i as i64));
+                    r
+                })
+                .collect();
+            // A Certificate the cache has not seen yet, whose write failed, or that someone
+            // deleted: the listener's certificateRef still holds.
+            if !w.observed.certificates.is_empty() && rng.below(3) == 0 {
+                let i = rng.below(w.observed.certificates.len());
+                w.observed.certificates.remove(i);
+            }
+            let before = https_names(&w);
+            let (next, p) = settle(w);
+            w = next;
+            let after = https_names(&w);
+            let at_step = format!("case {case} step {step}");
+            assert_eq!(p.summary.over_cap, 0, "{at_step}");
+            for (h, n) in &before {
+                if let Some(m) = after.get(h) {
+                    assert_eq!(m, n, "{at_step}: {h} renamed; before {before:#?}");
+                }
+            }
+            let ls: BTreeSet<&str> = after.values().map(|(l, _)| l.as_str()).collect();
+            let cs: BTreeSet<&str> = after.values().map(|(_, c)| c.as_str()).collect();
+            assert_eq!(ls.len(), after.len(), "{at_step}: {after:#?}");
+            assert_eq!(cs.len(), after.len(), "{at_step}: {after:#?}");
+            let d = p.desired.as_ref().expect("renders");
+            for (h, (l, c)) in &after {
+                assert!(crate::hostname::is_dns_label(l), "{at_step}: {h} {l}");
+                assert!(crate::hostname::is_dns_label(c), "{at_step}: {h} {c}");
+                assert!(
+                    d.certificates.iter().any(|x| {
+                        x.metadata.name.as_deref() == Some(c.as_str())
+                            && x.spec.secret_name == *c
+                            && x.spec.dns_names == [h.clone()]
+                    }),
+                    "{at_step}: {h} refers to {c}, no such Certificate"
+                );
+            }
+            let all: BTreeSet<&str> = d
+                .gateway
+                .spec
+                .listeners
+                .iter()
+                .map(|l| l.name.as_str())
+                .collect();
+            assert_eq!(all.len(), d.gateway.spec.listeners.len(), "{at_step}");
+        }
+    }
+}
+
+/// Issue 22 item 2 (SPEC §3.2): a listener whose Certificate is missing from the cache (its
+/// write failed, the watch has not shown it yet, someone deleted it) keeps its
+/// certificateRef, and the Certificate comes back under that name. Two hostnames that arrived
+/// together and clashed took hashed forms, so the rule alone, asked again, gives the one
+/// left a shorter name: that Certificate would be a new ACME order.
+#[test]
+fn a_listener_whose_certificate_is_missing_keeps_its_certificate_ref() {
+    let deep = "foo.deep.alice.example.org";
+    let twin = format!("foo-{}.alice.example.org", names::h8(deep));
+    let mut w = world();
+    w.routes.push(route("tenant-alice", "deep", &[deep]));
+    w.routes
+        .push(route("tenant-alice", "twin", &[twin.as_str()]));
+    let (mut w, _) = settle(w);
+    let before = https_names(&w);
+    let stem = format!("foo-{}-{}", names::h8(deep), names::h8(&twin));
+    assert_eq!(
+        before[&twin],
+        (format!("https-{stem}"), format!("gw-{stem}-tls"))
+    );
+    // The deep hostname goes, and the twin's Certificate is not in the cache.
+    w.routes.retain(|r| &*r.name != "deep");
+    let cert = before[&twin].1.clone();
+    w.observed
+        .certificates
+        .retain(|c| c.metadata.name.as_deref() != Some(cert.as_str()));
+    let p = plan(&w, &cfg());
+    let applied: Vec<String> = p
+        .writes
+        .iter()
+        .filter_map(|x| match x {
+            Write::Apply(Object::Certificate(c)) => c.metadata.name.clone(),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(applied, std::slice::from_ref(&cert));
+    let (w, _) = settle(w);
+    assert_eq!(https_names(&w)[&twin], before[&twin]);
+    assert_eq!(cert_names(&w), [cert]);
+}
+
+/// The certificateRef of a listener is kept without its Certificate only when the status
+/// records this listener waiting for that Certificate: the existingSecret Secret the apex
+/// listener refers to never becomes the Secret of a Certificate after a switch to http01.
+#[test]
+fn an_existing_secret_ref_never_becomes_a_certificate() {
+    let mut w = world();
+    w.tgw.spec = existing_secret_spec();
+    w.routes
+        .push(route("tenant-alice", "site", &["alice.example.org"]));
+    let (mut w, _) = settle(w);
+    assert_eq!(
+        https_names(&w)["alice.example.org"],
+        ("https-apex".to_string(), "wildcard-tls".to_string())
+    );
+    w.tgw.spec = testing::http01_spec();
+    let (w, _) = settle(w);
+    assert_eq!(
+        https_names(&w)["alice.example.org"],
+        ("https-apex".to_string(), "gw-apex-tls".to_string())
+    );
+    assert_eq!(cert_names(&w), ["gw-apex-tls"]);
 }
