@@ -170,6 +170,99 @@ pub fn listener_shares<'a>(
     shares
 }
 
+/// The demands of an http01 Gateway's namespaces, split and ordered the way
+/// [`listener_shares`] reads them, so one namespace's share ([`SortedDemands::share_of`]) is a
+/// single walk without allocating: built once per snapshot of the Gateway's routes, read by
+/// every review of a route on it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct SortedDemands {
+    /// System namespaces that ask, ascending by (demand, name) as [`fair_shares`] orders them.
+    system: Vec<(usize, String)>,
+    /// The other namespaces that ask, in the same order.
+    tenants: Vec<(usize, String)>,
+    /// What the system namespaces ask for in all.
+    system_total: usize,
+}
+
+impl SortedDemands {
+    pub fn new<'a>(
+        demands: impl IntoIterator<Item = (&'a str, usize)>,
+        system_prefix: &str,
+    ) -> SortedDemands {
+        let mut sorted = SortedDemands::default();
+        for (ns, d) in demands.into_iter().filter(|(_, d)| *d > 0) {
+            if is_system(ns, system_prefix) {
+                sorted.system_total += d;
+                sorted.system.push((d, ns.to_string()));
+            } else {
+                sorted.tenants.push((d, ns.to_string()));
+            }
+        }
+        sorted.system.sort_unstable();
+        sorted.tenants.sort_unstable();
+        sorted
+    }
+
+    /// `namespace`'s entry of [`listener_shares`] over these demands with its own demand
+    /// replaced by `mine`, in `budget` listeners. O(k) in the namespaces, no allocation.
+    pub fn share_of(
+        &self,
+        namespace: &str,
+        mine: usize,
+        budget: usize,
+        system_prefix: &str,
+    ) -> usize {
+        if is_system(namespace, system_prefix) {
+            return fair_share_of(&self.system, namespace, mine, budget);
+        }
+        // Water-filling hands out every slot asked for: the system pass uses
+        // min(asked, budget), whoever gets it.
+        let used = self.system_total.min(budget);
+        fair_share_of(&self.tenants, namespace, mine, budget - used)
+    }
+}
+
+/// `namespace`'s entry of [`fair_shares`] over `sorted` (positive demands ascending by
+/// (demand, name)) with its own entry, if any, replaced by `mine`: the same water-filling in
+/// one pass, with `namespace` merged in at its place.
+fn fair_share_of(sorted: &[(usize, String)], namespace: &str, mine: usize, slots: usize) -> usize {
+    if mine == 0 {
+        return 0;
+    }
+    let others = || sorted.iter().filter(|(_, ns)| ns != namespace);
+    let mut asks = others().count() + 1;
+    let me = (mine, namespace);
+    let mut left = slots;
+    let mut it = others().map(|(d, ns)| (*d, ns.as_str())).peekable();
+    loop {
+        // The next ask in order: this namespace when it sorts before the next other one. Once
+        // this namespace is reached the walk ends, so it is merged in once.
+        let (d, ns) = match it.peek() {
+            Some(&next) if next < me => {
+                it.next();
+                next
+            }
+            _ => me,
+        };
+        // `asks` ≥ 1: it counts this namespace and the larger ones after it, this one among
+        // them until it is reached.
+        if d <= left / asks {
+            if ns == namespace {
+                return mine;
+            }
+            left -= d;
+            asks -= 1;
+            continue;
+        }
+        // This ask and every one after it are cut, `namespace` among them (it is this one or
+        // still to come): `left` split evenly, each asking for more than that (they ascend),
+        // the spare slots one each to the cut in name order.
+        let before =
+            usize::from(ns < namespace) + it.filter(|(_, other)| *other < namespace).count();
+        return (left / asks + usize::from(before < left % asks)).min(mine);
+    }
+}
+
 /// The admission warning of SPEC §3.3/§3.4 for a route that would push its namespace past
 /// its fair listener share on an http01 Gateway, or `None` when it stays within it.
 ///
@@ -199,6 +292,36 @@ pub fn share_warning(
         .get(namespace)
         .copied()
         .unwrap_or(0);
+    share_text(gateway, mine, share, new, budget)
+}
+
+/// [`share_warning`] over presorted demands: `published` holds what every other namespace
+/// publishes (its entry for `namespace`, if any, is not read), `mine_published` what
+/// `namespace` publishes without the admitted route.
+pub fn share_warning_sorted(
+    gateway: (&str, &str),
+    namespace: &str,
+    published: &SortedDemands,
+    mine_published: usize,
+    new: usize,
+    budget: usize,
+    system_prefix: &str,
+) -> Option<String> {
+    if new == 0 {
+        return None;
+    }
+    let mine = mine_published + new;
+    let share = published.share_of(namespace, mine, budget, system_prefix);
+    share_text(gateway, mine, share, new, budget)
+}
+
+fn share_text(
+    gateway: (&str, &str),
+    mine: usize,
+    share: usize,
+    new: usize,
+    budget: usize,
+) -> Option<String> {
     if mine <= share {
         return None;
     }
@@ -496,5 +619,60 @@ mod tests {
         )
         .expect("past the share");
         assert_eq!(text.chars().count(), crate::warning::MAX_WARNING_LEN);
+    }
+
+    /// The one-namespace share over presorted demands is the full computation's entry, and
+    /// the warnings of both paths are the same: random namespaces (system and tenant, ties
+    /// on demand, zero demands, the reviewed one present or not), budgets and demands.
+    #[test]
+    fn property_share_of_matches_listener_shares() {
+        let mut rng = crate::reconcile::testing::Rng::new(21);
+        let pool = [
+            "cozy-a", "cozy-b", "cozy-mon", "cozy-z", "a", "b", "ns0", "ns1", "ns2", "ns3",
+            "tenant-a", "tenant-b", "tenant-c", "tenant-d", "tenant-e", "z",
+        ];
+        let gw = ("tenant-root", "gw");
+        for round in 0..20_000 {
+            let prefix = if rng.below(8) == 0 { "" } else { "cozy-" };
+            let mut names: Vec<&str> = pool.to_vec();
+            rng.shuffle(&mut names);
+            names.truncate(rng.below(pool.len() + 1));
+            // Few distinct demands make ties on demand common.
+            let spread = [3, 10, 100][rng.below(3)];
+            let published: BTreeMap<String, usize> = names
+                .iter()
+                .map(|n| (n.to_string(), rng.below(spread)))
+                .collect();
+            let namespace = if rng.below(3) == 0 || names.is_empty() {
+                pool[rng.below(pool.len())]
+            } else {
+                names[rng.below(names.len())]
+            };
+            let budget = rng.below(71);
+            let mine = rng.below(spread);
+            let sorted =
+                SortedDemands::new(published.iter().map(|(n, d)| (n.as_str(), *d)), prefix);
+            let demands = published
+                .iter()
+                .filter(|(ns, _)| ns.as_str() != namespace)
+                .map(|(ns, d)| (ns.as_str(), *d))
+                .chain([(namespace, mine)]);
+            let want = listener_shares(demands, budget, prefix)
+                .get(namespace)
+                .copied()
+                .unwrap_or(0);
+            assert_eq!(
+                sorted.share_of(namespace, mine, budget, prefix),
+                want,
+                "{round}: {namespace} asking {mine} of {budget} with {published:?} ({prefix:?})"
+            );
+            let new = rng.below(spread);
+            let mine_published = published.get(namespace).copied().unwrap_or(0);
+            assert_eq!(
+                share_warning_sorted(gw, namespace, &sorted, mine_published, new, budget, prefix),
+                share_warning(gw, namespace, &published, new, budget, prefix),
+                "{round}: {namespace} +{new} of {budget} with {published:?} ({prefix:?})"
+            );
+        }
     }
 }

@@ -34,7 +34,8 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
 
 use crate::claims::{
-    self, ApexClaimant, Claimant, MAX_LISTENERS, section_claims_https, share_warning,
+    self, ApexClaimant, Claimant, MAX_LISTENERS, SortedDemands, section_claims_https,
+    share_warning, share_warning_sorted,
 };
 use crate::cluster::route_facts::{HttpsListeners, ParentRef, RouteFacts, RouteKind};
 use crate::cluster::routes::{GatewayRoutes, RouteIndex};
@@ -283,6 +284,9 @@ pub struct GatewaySummary {
     /// Those listenable hostnames by the namespace of their winning claimant (the fair
     /// share's demands, SPEC §3.3).
     per_namespace: BTreeMap<String, usize>,
+    /// Those demands ordered for one namespace's share, so a review does not recompute
+    /// every namespace's.
+    demands: SortedDemands,
     /// The apex of each claiming namespace (`None`: no host label), as the conflict order
     /// reads it.
     apex: HashMap<String, Option<String>>,
@@ -398,10 +402,15 @@ impl GatewaySummary {
                 *per_namespace.entry(w.namespace.to_string()).or_default() += 1;
             }
         }
+        let demands = SortedDemands::new(
+            per_namespace.iter().map(|(ns, d)| (ns.as_str(), *d)),
+            system_prefix,
+        );
         GatewaySummary {
             https,
             listenable: listenable_count,
             per_namespace,
+            demands,
             apex,
             passthrough: sections.len(),
             listeners,
@@ -724,7 +733,10 @@ fn http_route<'g>(
     }
     // What each namespace publishes without this route's own published version: where that
     // version wins a hostname, the best other claimant's namespace would hold it instead.
-    let mut published = summary.per_namespace.clone();
+    // Only this namespace's count and the (few) namespaces that gain are tracked; the others
+    // publish what the summary counts.
+    let mut mine_published = summary.per_namespace.get(me.namespace).copied();
+    let mut others_gain: Vec<&str> = Vec::new();
     if let Some(old) = routes
         .get(&(route.kind, route.namespace.into(), route.name.into()))
         .filter(|r| on.published_by(r) && on.claimed_by(r))
@@ -742,17 +754,23 @@ fn http_route<'g>(
             if !c.ranked.first().is_some_and(|w| is_me(w)) {
                 continue;
             }
-            if let Some(n) = published.get_mut(me.namespace) {
+            if let Some(n) = mine_published.as_mut() {
                 *n = n.saturating_sub(1);
             }
             if let Some(next) = best_other(c) {
-                *published.entry(next.namespace.to_string()).or_default() += 1;
+                if *next.namespace == *me.namespace {
+                    *mine_published.get_or_insert(0) += 1;
+                } else {
+                    others_gain.push(&next.namespace);
+                }
             }
         }
     }
-    let others_publish = published
-        .iter()
-        .any(|(ns, n)| ns.as_str() != me.namespace && *n > 0);
+    let others_publish = !others_gain.is_empty()
+        || summary
+            .per_namespace
+            .iter()
+            .any(|(ns, n)| ns.as_str() != me.namespace && *n > 0);
     if new == left || !others_publish {
         // Alone on the Gateway (or taking exactly what is left) the share is the whole
         // budget: the plain count says it.
@@ -762,14 +780,41 @@ fn http_route<'g>(
     let budget = MAX_LISTENERS.saturating_sub(1 + summary.passthrough);
     // Within its share the route takes its listeners from a namespace over its share, and
     // that namespace's routes are the ones cut: nothing to warn this one about.
-    if let Some(text) = share_warning(
-        (on.namespace, on.name),
-        me.namespace,
-        &published,
-        new,
-        budget,
-        system_prefix,
-    ) {
+    let warning = if others_gain.is_empty() {
+        share_warning_sorted(
+            (on.namespace, on.name),
+            me.namespace,
+            &summary.demands,
+            mine_published.unwrap_or(0),
+            new,
+            budget,
+            system_prefix,
+        )
+    } else {
+        // An update whose published version wins hostnames another namespace claims too:
+        // those namespaces' demands change, so the shares are counted in full.
+        let mut published = summary.per_namespace.clone();
+        match mine_published {
+            Some(n) => {
+                published.insert(me.namespace.to_string(), n);
+            }
+            None => {
+                published.remove(me.namespace);
+            }
+        }
+        for ns in others_gain {
+            *published.entry(ns.to_string()).or_default() += 1;
+        }
+        share_warning(
+            (on.namespace, on.name),
+            me.namespace,
+            &published,
+            new,
+            budget,
+            system_prefix,
+        )
+    };
+    if let Some(text) = warning {
         out.push(RouteWarning {
             reason: Reason::ListenerBudget,
             text,
