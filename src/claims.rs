@@ -176,12 +176,49 @@ pub fn listener_shares<'a>(
 /// every review of a route on it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SortedDemands {
-    /// System namespaces that ask, ascending by (demand, name) as [`fair_shares`] orders them.
-    system: Vec<(usize, String)>,
-    /// The other namespaces that ask, in the same order.
-    tenants: Vec<(usize, String)>,
+    /// System namespaces that ask.
+    system: Asks,
+    /// The other namespaces that ask.
+    tenants: Asks,
     /// What the system namespaces ask for in all.
     system_total: usize,
+}
+
+/// Positive demands ascending by (demand, name) as [`fair_shares`] orders them, with each
+/// one's place in name order, so the walk compares integers only.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Asks {
+    /// (demand, rank of the name among these names, name).
+    by_demand: Vec<(usize, usize, String)>,
+    /// Indices into `by_demand`, in name order.
+    by_name: Vec<usize>,
+}
+
+impl Asks {
+    fn new(mut asks: Vec<(usize, usize, String)>) -> Asks {
+        asks.sort_unstable_by(|a, b| (a.0, &a.2).cmp(&(b.0, &b.2)));
+        let mut by_name: Vec<usize> = (0..asks.len()).collect();
+        by_name.sort_unstable_by(|&a, &b| asks[a].2.cmp(&asks[b].2));
+        for (rank, &i) in by_name.iter().enumerate() {
+            asks[i].1 = rank;
+        }
+        Asks {
+            by_demand: asks,
+            by_name,
+        }
+    }
+
+    /// How many names sort before `namespace`, and the index in `by_demand` of its own
+    /// entry, if any.
+    fn place(&self, namespace: &str) -> (usize, Option<usize>) {
+        match self
+            .by_name
+            .binary_search_by(|&i| self.by_demand[i].2.as_str().cmp(namespace))
+        {
+            Ok(at) => (at, Some(self.by_name[at])),
+            Err(at) => (at, None),
+        }
+    }
 }
 
 impl SortedDemands {
@@ -189,18 +226,21 @@ impl SortedDemands {
         demands: impl IntoIterator<Item = (&'a str, usize)>,
         system_prefix: &str,
     ) -> SortedDemands {
-        let mut sorted = SortedDemands::default();
+        let (mut system, mut tenants) = (Vec::new(), Vec::new());
+        let mut system_total = 0;
         for (ns, d) in demands.into_iter().filter(|(_, d)| *d > 0) {
             if is_system(ns, system_prefix) {
-                sorted.system_total += d;
-                sorted.system.push((d, ns.to_string()));
+                system_total += d;
+                system.push((d, 0, ns.to_string()));
             } else {
-                sorted.tenants.push((d, ns.to_string()));
+                tenants.push((d, 0, ns.to_string()));
             }
         }
-        sorted.system.sort_unstable();
-        sorted.tenants.sort_unstable();
-        sorted
+        SortedDemands {
+            system: Asks::new(system),
+            tenants: Asks::new(tenants),
+            system_total,
+        }
     }
 
     /// `namespace`'s entry of [`listener_shares`] over these demands with its own demand
@@ -222,44 +262,49 @@ impl SortedDemands {
     }
 }
 
-/// `namespace`'s entry of [`fair_shares`] over `sorted` (positive demands ascending by
-/// (demand, name)) with its own entry, if any, replaced by `mine`: the same water-filling in
-/// one pass, with `namespace` merged in at its place.
-fn fair_share_of(sorted: &[(usize, String)], namespace: &str, mine: usize, slots: usize) -> usize {
+/// `namespace`'s entry of [`fair_shares`] over `asks` with its own entry, if any, replaced by
+/// `mine`: the same water-filling in one pass, with `namespace` merged in at its place.
+fn fair_share_of(asks: &Asks, namespace: &str, mine: usize, slots: usize) -> usize {
     if mine == 0 {
         return 0;
     }
-    let others = || sorted.iter().filter(|(_, ns)| ns != namespace);
-    let mut asks = others().count() + 1;
-    let me = (mine, namespace);
+    // `rank`: the names before `namespace`; another name's rank below it sorts before it.
+    let (rank, own) = asks.place(namespace);
+    let mut rest = asks.by_demand.len() + 1 - usize::from(own.is_some());
+    let me = (mine, rank);
     let mut left = slots;
-    let mut it = others().map(|(d, ns)| (*d, ns.as_str())).peekable();
+    let mut it = asks
+        .by_demand
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| Some(*i) != own)
+        .map(|(_, (d, r, _))| (*d, *r))
+        .peekable();
     loop {
         // The next ask in order: this namespace when it sorts before the next other one. Once
         // this namespace is reached the walk ends, so it is merged in once.
-        let (d, ns) = match it.peek() {
+        let (d, r, is_me) = match it.peek() {
             Some(&next) if next < me => {
                 it.next();
-                next
+                (next.0, next.1, false)
             }
-            _ => me,
+            _ => (mine, rank, true),
         };
-        // `asks` ≥ 1: it counts this namespace and the larger ones after it, this one among
+        // `rest` ≥ 1: it counts this namespace and the larger ones after it, this one among
         // them until it is reached.
-        if d <= left / asks {
-            if ns == namespace {
+        if d <= left / rest {
+            if is_me {
                 return mine;
             }
             left -= d;
-            asks -= 1;
+            rest -= 1;
             continue;
         }
         // This ask and every one after it are cut, `namespace` among them (it is this one or
         // still to come): `left` split evenly, each asking for more than that (they ascend),
         // the spare slots one each to the cut in name order.
-        let before =
-            usize::from(ns < namespace) + it.filter(|(_, other)| *other < namespace).count();
-        return (left / asks + usize::from(before < left % asks)).min(mine);
+        let before = usize::from(!is_me && r < rank) + it.filter(|(_, r)| *r < rank).count();
+        return (left / rest + usize::from(before < left % rest)).min(mine);
     }
 }
 
