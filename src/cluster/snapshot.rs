@@ -188,6 +188,20 @@ impl StaticNamespaces {
     }
 }
 
+/// The string-valued labels of an object given as JSON (other values are not labels the
+/// API server would store; they are dropped, as the snapshot loader drops them).
+pub fn string_labels(object: &Value) -> BTreeMap<String, String> {
+    object
+        .pointer("/metadata/labels")
+        .and_then(Value::as_object)
+        .map(|m| {
+            m.iter()
+                .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// Expand `kind: List` (and `*List`) documents into their items; drop empty documents.
 pub fn flatten_list(value: Value) -> Vec<Value> {
     match value {
@@ -625,16 +639,7 @@ items:
                         path: origin.to_string(),
                         index,
                     })?;
-                let labels = item
-                    .pointer("/metadata/labels")
-                    .and_then(Value::as_object)
-                    .map(|m| {
-                        m.iter()
-                            .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                            .collect()
-                    })
-                    .unwrap_or_default();
-                out.by_name.insert(name.to_string(), labels);
+                out.by_name.insert(name.to_string(), string_labels(&item));
             }
         }
         Ok(out)

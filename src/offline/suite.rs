@@ -22,7 +22,6 @@
 //!   - {kind: HTTPRoute, namespace: tenant-alice, name: hijack, verdict: DENIED, message: shop.bob.example.org}
 //! ```
 
-use std::collections::BTreeMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -35,6 +34,7 @@ use super::check::{self, Caller};
 use super::manifests::{self, DefaultNamespace, Manifest, Source};
 use super::verdict::{Verdict, VerdictKind};
 use crate::admission::Admission;
+use crate::cluster::snapshot::string_labels;
 use crate::cluster::{NamespaceSource, StaticNamespaces};
 use crate::config::PolicyArgs;
 use crate::metrics::Metrics;
@@ -430,16 +430,7 @@ fn inline_namespaces(items: &[Value]) -> Result<StaticNamespaces, String> {
             .pointer("/metadata/name")
             .and_then(Value::as_str)
             .ok_or_else(|| format!("namespaces[{i}] has no metadata.name"))?;
-        let labels: BTreeMap<String, String> = item
-            .pointer("/metadata/labels")
-            .and_then(Value::as_object)
-            .map(|m| {
-                m.iter()
-                    .filter_map(|(k, v)| v.as_str().map(|v| (k.clone(), v.to_string())))
-                    .collect()
-            })
-            .unwrap_or_default();
-        out.insert(name, labels);
+        out.insert(name, string_labels(item));
     }
     Ok(out)
 }
