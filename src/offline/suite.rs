@@ -460,3 +460,43 @@ fn load_manifests(base: &Path, file: &str, test: &TestCase) -> Result<Vec<Manife
     }
     Ok(out)
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    /// Inline namespaces keep string labels only (as a snapshot file does) and name the
+    /// entry that is not a named Namespace.
+    #[test]
+    fn inline_namespaces_read_like_a_snapshot() {
+        let items = [json!({"kind": "Namespace", "metadata": {"name": "tenant-a",
+            "labels": {"namespace.cozystack.io/host": "a.example.org", "n": 1, "b": true}}})];
+        let ns = inline_namespaces(&items).expect("a Namespace");
+        let labels = ns.labels("tenant-a").expect("indexed");
+        assert_eq!(labels.len(), 1, "{labels:?}");
+        assert_eq!(
+            labels
+                .get("namespace.cozystack.io/host")
+                .map(String::as_str),
+            Some("a.example.org")
+        );
+        assert!(ns.labels("tenant-b").is_none());
+
+        let cases = [
+            (
+                json!({"kind": "Pod", "metadata": {"name": "p"}}),
+                "namespaces[1] is not a Namespace object",
+            ),
+            (
+                json!({"kind": "Namespace", "metadata": {}}),
+                "namespaces[1] has no metadata.name",
+            ),
+        ];
+        for (bad, want) in cases {
+            let items = [items[0].clone(), bad];
+            assert_eq!(inline_namespaces(&items).err().as_deref(), Some(want));
+        }
+    }
+}
