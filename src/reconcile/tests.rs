@@ -810,19 +810,11 @@ fn property_names_are_valid_labels_and_unique() {
         let w = random_world(&mut rng);
         let p = plan(&w, &cfg());
         let d = p.desired.expect("random worlds are valid");
-        let listeners: Vec<&str> = d
-            .gateway
-            .spec
-            .listeners
-            .iter()
-            .map(|l| l.name.as_str())
-            .collect();
         assert!(
-            listeners.len() <= crate::claims::MAX_LISTENERS,
+            d.gateway.spec.listeners.len() <= crate::claims::MAX_LISTENERS,
             "case {case}"
         );
-        let unique: BTreeSet<&str> = listeners.iter().copied().collect();
-        assert_eq!(unique.len(), listeners.len(), "case {case}: {listeners:?}");
+        assert_listener_names_unique(&d, &format!("case {case}"));
         let certs: Vec<&str> = d
             .certificates
             .iter()
@@ -830,7 +822,13 @@ fn property_names_are_valid_labels_and_unique() {
             .collect();
         let unique_certs: BTreeSet<&str> = certs.iter().copied().collect();
         assert_eq!(unique_certs.len(), certs.len(), "case {case}: {certs:?}");
-        let mut all: Vec<&str> = listeners.clone();
+        let mut all: Vec<&str> = d
+            .gateway
+            .spec
+            .listeners
+            .iter()
+            .map(|l| l.name.as_str())
+            .collect();
         all.extend(certs.iter().copied());
         all.extend(d.issuer.iter().filter_map(|i| i.metadata.name.as_deref()));
         all.push(d.redirect.metadata.name.as_deref().unwrap_or_default());
@@ -1425,15 +1423,21 @@ fn property_sticky_names_survive_new_routes() {
         assert_eq!(names_set.len(), certs.len(), "case {case}: {certs:?}");
         assert_eq!(secrets.len(), certs.len(), "case {case}: {certs:?}");
         assert!(!secrets.contains(names::acme_account_secret(&w.tgw.name).as_str()));
-        let ls: BTreeSet<&str> = d
-            .gateway
-            .spec
-            .listeners
-            .iter()
-            .map(|l| l.name.as_str())
-            .collect();
-        assert_eq!(ls.len(), d.gateway.spec.listeners.len(), "case {case}");
+        assert_listener_names_unique(&d, &format!("case {case}"));
     }
+}
+
+/// No two listeners of the rendered Gateway share a name (the Gateway API rejects it).
+fn assert_listener_names_unique(d: &render::Desired, at: &str) {
+    let names: Vec<&str> = d
+        .gateway
+        .spec
+        .listeners
+        .iter()
+        .map(|l| l.name.as_str())
+        .collect();
+    let unique: BTreeSet<&str> = names.iter().copied().collect();
+    assert_eq!(unique.len(), names.len(), "{at}: {names:?}");
 }
 
 /// The HTTPS listeners of the observed Gateway: hostname → (listener name, certificateRef).
@@ -1556,14 +1560,7 @@ fn property_sticky_names_survive_adds_and_removes() {
                     "{at_step}: {h} refers to {c}, no such Certificate"
                 );
             }
-            let all: BTreeSet<&str> = d
-                .gateway
-                .spec
-                .listeners
-                .iter()
-                .map(|l| l.name.as_str())
-                .collect();
-            assert_eq!(all.len(), d.gateway.spec.listeners.len(), "{at_step}");
+            assert_listener_names_unique(d, &at_step);
         }
     }
 }
