@@ -24,6 +24,18 @@ pub const MANAGED_BY_VALUE: &str = "tenant-gateway";
 /// Annotation marking a namespace label the reconciler wrote: its value is the namespace of
 /// the TenantGateway that wrote it. Only marked labels are ever removed.
 pub const ATTACHED_BY_ANNOTATION: &str = "gateway.cozystack.io/attached-by";
+/// The platform's own TenantGateway controller (SPEC §3.8): the annotation it writes on the
+/// namespaces it labels, the equivalent of [`ATTACHED_BY_ANNOTATION`] (its value is the
+/// TenantGateway's namespace too). Read as ours and replaced by ours; never written.
+pub const PLATFORM_ATTACHED_BY_ANNOTATION: &str = "cozystack.io/gateway-attached-by";
+/// The labels the platform's controller writes on the objects it renders (SPEC §3.8). On an
+/// object the TenantGateway owns they are the only labels besides ours the reconciler removes.
+pub const PLATFORM_OBJECT_LABELS: [&str; 4] = [
+    "cozystack.io/gateway",
+    "cozystack.io/managed-by",
+    "cozystack.io/tenantgateway",
+    "cozystack.io/per-listener-cert",
+];
 /// Label on wildcard Secret replicas (SPEC §3.6).
 pub const WILDCARD_COPY_LABEL: &str = "gateway.cozystack.io/wildcard-copy";
 /// Annotation on wildcard Secret replicas: `namespace/name` of the Secret they copy.

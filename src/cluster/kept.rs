@@ -13,6 +13,7 @@ use serde::Serialize;
 use serde::de::DeserializeOwned;
 
 use super::intern::{Interner, intern};
+use super::managed_fields;
 use super::watch::Key;
 use crate::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND};
 
@@ -69,7 +70,8 @@ pub trait Split: Sized {
 
 /// An object of an owned kind as its cache keeps it: of the metadata only what the
 /// reconciler reads (name, uid, generation, deletion, our managed-by label, TenantGateway
-/// ownerReferences), and spec and status (as decoded, so unknown fields are gone) as compact
+/// ownerReferences, and of managedFields only whether another manager owns fields we manage,
+/// [`managed_fields::foreign_owned`]), and spec and status (as decoded, so unknown fields are gone) as compact
 /// JSON text, deflated when large. Decoded structs cost several times their JSON: a Gateway's
 /// 41 listeners held 62 KB, mostly inline optional fields and the spare capacity of every
 /// small list that serde grows to four; the text is 17 KB of listeners that differ only in
@@ -82,7 +84,7 @@ pub struct Kept<K: Split> {
     /// [`NO_GENERATION`] when absent: an `Option` would take 16 bytes for 8.
     generation: i64,
     /// Boxed: set on few objects, and only for a while.
-    deletion: Option<Box<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>>,
+    rare: Option<Box<Rare>>,
     /// The value of our managed-by label.
     managed_by: Label,
     /// Shared by the owner's objects (its 40 Certificates hold one copy).
@@ -90,6 +92,14 @@ pub struct Kept<K: Split> {
     /// `[spec, status]`.
     body: Body,
     kind: std::marker::PhantomData<fn() -> K>,
+}
+
+/// What few objects carry, and only for a while: a deletion in progress, fields another
+/// manager owns (until the reconciler takes them over, SPEC §3.8).
+#[derive(Debug, Clone, PartialEq)]
+struct Rare {
+    deletion: Option<k8s_openapi::apimachinery::pkg::apis::meta::v1::Time>,
+    foreign_owned: bool,
 }
 
 /// `metadata.generation` absent (the API server's start at 1).
@@ -368,11 +378,19 @@ impl<K: Split> Kept<K> {
                 return None;
             }
         };
+        let foreign_owned =
+            managed_fields::foreign_owned(meta.managed_fields.as_deref().unwrap_or_default());
+        let rare = (meta.deletion_timestamp.is_some() || foreign_owned).then(|| {
+            Box::new(Rare {
+                deletion: meta.deletion_timestamp,
+                foreign_owned,
+            })
+        });
         Some(Kept {
             name: name.into_boxed_str(),
             uid: meta.uid.map(Uid::new),
             generation: meta.generation.unwrap_or(NO_GENERATION),
-            deletion: meta.deletion_timestamp.map(Box::new),
+            rare,
             managed_by: Label::new(meta.labels.and_then(|mut l| l.remove(MANAGED_BY_LABEL))),
             owners: meta
                 .owner_references
@@ -403,7 +421,12 @@ impl<K: Split> Kept<K> {
             name: Some(self.name.to_string()),
             uid: self.uid.as_ref().map(Uid::to_text),
             generation: (self.generation != NO_GENERATION).then_some(self.generation),
-            deletion_timestamp: self.deletion.as_deref().cloned(),
+            deletion_timestamp: self.rare.as_ref().and_then(|r| r.deletion.clone()),
+            managed_fields: self
+                .rare
+                .as_ref()
+                .is_some_and(|r| r.foreign_owned)
+                .then(|| vec![managed_fields::stand_in()]),
             labels: self
                 .managed_by
                 .value()
@@ -778,6 +801,68 @@ mod tests {
             Some(bare),
             "nothing added"
         );
+    }
+
+    /// Of managedFields the projection keeps one flag, computed when the object is kept: an
+    /// adopted object (our apply entry only, or other managers holding only what we do not
+    /// manage) costs nothing, and one still holding another manager's fields restores as
+    /// such for the diff, deleted or not.
+    #[test]
+    fn of_managed_fields_only_foreign_ownership_is_kept() {
+        use crate::platform::FIELD_MANAGER;
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry, Time};
+        let entry = |manager: &str, op: &str, f: serde_json::Value| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(op.into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(f)),
+            ..Default::default()
+        };
+        let obj = |entries: Vec<ManagedFieldsEntry>, deleted: bool| Obj {
+            meta: ObjectMeta {
+                name: Some("c".into()),
+                managed_fields: Some(entries),
+                deletion_timestamp: deleted
+                    .then(|| Time("2026-12-01T11:32:29Z".parse().expect("a timestamp"))),
+                ..ObjectMeta::default()
+            },
+            spec: 1,
+            status: None,
+        };
+        let ours = entry(
+            FIELD_MANAGER,
+            "Apply",
+            serde_json::json!({"f:spec": {"f:a": {}}}),
+        );
+        let label = entry(
+            "kubectl-label",
+            "Update",
+            serde_json::json!({"f:metadata": {"f:labels": {"f:team": {}}}}),
+        );
+        let platform = entry(
+            "cozystack-controller",
+            "Update",
+            serde_json::json!({"f:spec": {"f:b": {}}}),
+        );
+        let adopted = Kept::keep(obj(vec![ours.clone(), label.clone()], false)).expect("kept");
+        assert!(
+            adopted.rare.is_none(),
+            "nothing boxed for an adopted object"
+        );
+        assert_eq!(adopted.restore().map(|o| o.meta.managed_fields), Some(None));
+        for deleted in [false, true] {
+            let kept = Kept::keep(obj(
+                vec![ours.clone(), label.clone(), platform.clone()],
+                deleted,
+            ))
+            .expect("kept");
+            let back = kept.restore().expect("restored");
+            let entries = back.meta.managed_fields.expect("a stand-in");
+            assert_eq!(entries.len(), 1);
+            assert!(managed_fields::foreign_owned(&entries));
+            assert_eq!(back.meta.deletion_timestamp.is_some(), deleted);
+            assert_ne!(Kept::keep(obj(vec![ours.clone()], deleted)), Some(kept));
+        }
     }
 
     #[derive(Debug, Clone, PartialEq)]

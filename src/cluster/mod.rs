@@ -7,6 +7,7 @@
 //! | connecting to the API server: kubeconfig, context, in-cluster (SPEC §2.6) | `client.rs` |
 //! | guarded watch streams: each object decoded alone, "is this kind served" | `watch.rs` |
 //! | what the caches keep of an owned object (packed, deflated) and the caches | `kept.rs` |
+//! | who owns an owned object's fields (managedFields): the foreign-owner test, moving them to us | `managed_fields.rs` |
 //! | shared copies of values repeated across cached objects | `intern.rs` |
 //! | the namespace index: a snapshot or the live watch, with a GET on a miss | `namespaces.rs` |
 //! | namespace snapshot files (`--namespaces`) and list flattening | `snapshot.rs` |
@@ -31,6 +32,7 @@ pub mod client;
 pub mod intern;
 pub mod kept;
 pub mod lease;
+pub mod managed_fields;
 pub mod miss;
 pub mod namespaces;
 pub mod nsmeta;

@@ -1,10 +1,13 @@
 //! Desired vs observed owned objects → the writes (SPEC §3.7).
 //!
 //! An object is applied only when it is missing or differs from the desired one in what we
-//! manage (spec, our label, our ownerReference), so an unchanged world yields no write. An
-//! object is deleted only when it carries our controller ownerReference **and** the managed-by
-//! label and is no longer desired. A same-named object we do not own is never written: it is
-//! reported instead.
+//! manage (spec, our label, our ownerReference), or another field manager still owns fields
+//! we manage (SPEC §3.7 "Exactly the desired state": the apply takes them over first), so an
+//! unchanged world yields no write. Owned = carries a controller ownerReference to this
+//! TenantGateway's uid, as the platform's controller defines it (SPEC §3.7, §3.8): the
+//! managed-by label is ours to write, not the proof. An owned object is deleted when it is no
+//! longer desired; a same-named object we do not own is never written: it is reported
+//! instead.
 
 use std::collections::BTreeSet;
 
@@ -17,7 +20,8 @@ use super::certmanager::{Certificate, Issuer};
 use super::inputs::{InPlaceEdit, Observed, RouteKind, RouteParentStatus, TgwFacts};
 use super::labels::NamespaceWrite;
 use super::render::{Desired, owner_reference};
-use crate::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE};
+use crate::cluster::managed_fields;
+use crate::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND};
 
 /// The owned kinds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -114,21 +118,19 @@ pub struct Refused {
     pub name: String,
 }
 
-/// True when `meta` carries our controller ownerReference and the managed-by label.
+/// True when `meta` carries a controller ownerReference to this TenantGateway (its uid;
+/// uids are never reused, so the name does not matter). Labels and field managers do not
+/// count: the platform's controller leaves its objects with its own labels and manager.
 pub fn owned(meta: &ObjectMeta, tgw: &TgwFacts) -> bool {
-    let controller = meta.owner_references.as_ref().is_some_and(|refs| {
+    meta.owner_references.as_ref().is_some_and(|refs| {
         refs.iter()
-            .any(|r| r.controller == Some(true) && r.uid == tgw.uid && r.kind == "TenantGateway")
-    });
-    let label = meta
-        .labels
-        .as_ref()
-        .and_then(|l| l.get(MANAGED_BY_LABEL))
-        .is_some_and(|v| v == MANAGED_BY_VALUE);
-    controller && label
+            .any(|r| r.controller == Some(true) && r.uid == tgw.uid && r.kind == TGW_KIND)
+    })
 }
 
-/// Our label and ownerReference present as rendered.
+/// Our label and ownerReference present as rendered, and no other field manager holding
+/// fields we manage. The ownerReference compares whole: one the platform wrote for the same
+/// uid but differing in a field is rewritten once by the apply, then equal.
 fn meta_current(observed: &ObjectMeta, tgw: &TgwFacts) -> bool {
     let ours = owner_reference(tgw);
     observed
@@ -140,6 +142,7 @@ fn meta_current(observed: &ObjectMeta, tgw: &TgwFacts) -> bool {
             .as_ref()
             .and_then(|l| l.get(MANAGED_BY_LABEL))
             .is_some_and(|v| v == MANAGED_BY_VALUE)
+        && !managed_fields::foreign_owned(observed.managed_fields.as_deref().unwrap_or_default())
 }
 
 struct Diff<'a> {
@@ -378,11 +381,19 @@ mod tests {
         stale.metadata.name = Some("gw-old-tls".into());
         stale.metadata.uid = Some("uid-old".into());
         obs.certificates.push(stale.clone());
-        // Owner reference without the label: not ours to delete.
-        let mut no_label = stale.clone();
-        no_label.metadata.name = Some("gw-nolabel-tls".into());
-        no_label.metadata.labels = None;
-        obs.certificates.push(no_label);
+        // Owner reference with the platform's labels instead of ours: ours to delete too.
+        let mut platform = stale.clone();
+        platform.metadata.name = Some("gw-old-1a2b3c4d-tls".into());
+        platform.metadata.uid = Some("uid-platform".into());
+        platform.metadata.labels = Some(
+            [
+                ("cozystack.io/managed-by", "cozystack-controller"),
+                ("cozystack.io/per-listener-cert", "true"),
+            ]
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .into(),
+        );
+        obs.certificates.push(platform);
         // Another owner.
         let mut other = stale.clone();
         other.metadata.name = Some("other-tls".into());
@@ -390,14 +401,29 @@ mod tests {
             refs[0].uid = "uid-other".into();
         }
         obs.certificates.push(other);
+        // Being deleted already.
+        let mut going = stale.clone();
+        going.metadata.name = Some("gw-going-tls".into());
+        going.metadata.deletion_timestamp =
+            Some(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+                k8s_openapi::jiff::Timestamp::from_second(1).expect("a time"),
+            ));
+        obs.certificates.push(going);
         let (writes, _) = objects(&d, &obs, &w.tgw);
         assert_eq!(
             writes,
-            vec![Write::Delete {
-                kind: ObjectKind::Certificate,
-                name: "gw-old-tls".into(),
-                uid: Some("uid-old".into())
-            }]
+            vec![
+                Write::Delete {
+                    kind: ObjectKind::Certificate,
+                    name: "gw-old-1a2b3c4d-tls".into(),
+                    uid: Some("uid-platform".into())
+                },
+                Write::Delete {
+                    kind: ObjectKind::Certificate,
+                    name: "gw-old-tls".into(),
+                    uid: Some("uid-old".into())
+                }
+            ]
         );
     }
 
@@ -416,6 +442,184 @@ mod tests {
                 kind: ObjectKind::Gateway,
                 name: "gw".into()
             }]
+        );
+    }
+
+    /// Issue 22 item 3 (SPEC §3.7): owned means a controller ownerReference to this
+    /// TenantGateway's uid, whatever the labels say; an owned object is written (taken over
+    /// when the labels are not ours yet), anything else refused.
+    #[test]
+    fn ownership_is_the_controller_reference_to_our_uid() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+        let w = testing::world();
+        let d = desired(&w);
+        let ours = owner_reference(&w.tgw);
+        let label = |pairs: &[(&str, &str)]| {
+            Some(
+                pairs
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect::<std::collections::BTreeMap<_, _>>(),
+            )
+        };
+        let with = |refs: Vec<OwnerReference>| refs;
+        // (case, labels, ownerReferences, owned)
+        let cases = [
+            (
+                "ours with our label",
+                label(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]),
+                with(vec![ours.clone()]),
+                true,
+            ),
+            ("ours without a label", None, with(vec![ours.clone()]), true),
+            (
+                "ours with the platform's labels",
+                label(&[
+                    ("cozystack.io/managed-by", "cozystack-controller"),
+                    ("cozystack.io/gateway", "tenant-alice"),
+                ]),
+                with(vec![ours.clone()]),
+                true,
+            ),
+            (
+                "ours among others",
+                None,
+                with(vec![
+                    OwnerReference {
+                        controller: None,
+                        uid: "u-cm".into(),
+                        kind: "ConfigMap".into(),
+                        ..ours.clone()
+                    },
+                    ours.clone(),
+                ]),
+                true,
+            ),
+            (
+                "another controller, our label",
+                label(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]),
+                with(vec![OwnerReference {
+                    uid: "u-other-controller".into(),
+                    kind: "Deployment".into(),
+                    ..ours.clone()
+                }]),
+                false,
+            ),
+            (
+                "a non-controller reference to us",
+                label(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]),
+                with(vec![OwnerReference {
+                    controller: Some(false),
+                    ..ours.clone()
+                }]),
+                false,
+            ),
+            (
+                "controller unset",
+                None,
+                with(vec![OwnerReference {
+                    controller: None,
+                    ..ours.clone()
+                }]),
+                false,
+            ),
+            (
+                "another TenantGateway of the same name",
+                label(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]),
+                with(vec![OwnerReference {
+                    uid: "uid-of-a-deleted-one".into(),
+                    ..ours.clone()
+                }]),
+                false,
+            ),
+            (
+                "our uid under another kind",
+                None,
+                with(vec![OwnerReference {
+                    kind: "ConfigMap".into(),
+                    ..ours.clone()
+                }]),
+                false,
+            ),
+            (
+                "no reference, our label",
+                label(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]),
+                vec![],
+                false,
+            ),
+        ];
+        for (case, labels, refs, want) in cases {
+            let mut obs = observed_from(&d);
+            let g = &mut obs.gateways[0];
+            g.metadata.labels = labels;
+            g.metadata.owner_references = Some(refs);
+            g.metadata.uid = Some("uid-gw".into());
+            assert_eq!(owned(&g.metadata, &w.tgw), want, "{case}");
+            let (writes, refused) = objects(&d, &obs, &w.tgw);
+            if want {
+                assert!(refused.is_empty(), "{case}: {refused:?}");
+                let current = kinds(&writes).is_empty();
+                assert_eq!(current, case == "ours with our label", "{case}: {writes:?}");
+            } else {
+                assert!(writes.is_empty(), "{case}: {writes:?}");
+                assert_eq!(
+                    refused,
+                    vec![Refused {
+                        kind: ObjectKind::Gateway,
+                        name: "gw".into()
+                    }],
+                    "{case}"
+                );
+            }
+        }
+    }
+
+    /// SPEC §3.7 "Exactly the desired state": an owned object equal to the desired one but
+    /// with fields another manager owns is applied (the apply takes them over), once: the
+    /// adopted object gives no write.
+    #[test]
+    fn fields_of_another_manager_make_an_equal_object_written() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{FieldsV1, ManagedFieldsEntry};
+        let w = testing::world();
+        let d = desired(&w);
+        let mut obs = observed_from(&d);
+        let entry = |manager: &str, op: &str, f: serde_json::Value| ManagedFieldsEntry {
+            manager: Some(manager.into()),
+            operation: Some(op.into()),
+            fields_type: Some("FieldsV1".into()),
+            fields_v1: Some(FieldsV1(f)),
+            ..Default::default()
+        };
+        obs.issuers[0].metadata.managed_fields = Some(vec![
+            entry("tenant-gateway", "Apply", serde_json::json!({"f:spec": {}})),
+            entry(
+                "cozystack-controller",
+                "Update",
+                serde_json::json!({"f:spec": {"f:acme": {}}}),
+            ),
+        ]);
+        assert_eq!(
+            kinds(&objects(&d, &obs, &w.tgw).0),
+            ["apply Issuer gw-gateway"]
+        );
+        obs.issuers[0].metadata.managed_fields = Some(vec![
+            entry(
+                "tenant-gateway",
+                "Apply",
+                serde_json::json!({"f:spec": {"f:acme": {}}}),
+            ),
+            entry(
+                "cert-manager",
+                "Update",
+                serde_json::json!({"f:metadata": {"f:annotations": {}}}),
+            ),
+        ]);
+        assert!(objects(&d, &obs, &w.tgw).0.is_empty());
+        // A kept object brings the fact back as its stand-in entry.
+        obs.issuers[0].metadata.managed_fields = Some(vec![managed_fields::stand_in()]);
+        assert_eq!(
+            kinds(&objects(&d, &obs, &w.tgw).0),
+            ["apply Issuer gw-gateway"]
         );
     }
 }
