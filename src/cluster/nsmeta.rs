@@ -1,5 +1,6 @@
 //! The namespace index's entries and their store: of each namespace only its name, its
-//! labels and our attached-by annotation (SPEC §2.2, §3.5), in boxed slices. The entry is
+//! labels and the attached-by mark, ours or the platform controller's (SPEC §2.2, §3.5,
+//! §3.8), in boxed slices. The entry is
 //! the one type for a namespace's metadata: the replicator's plan and the reconciler's
 //! `Inputs` hold the index's `Arc`s, never a copy of the labels. A `PartialObjectMeta` per
 //! namespace held an inline `ObjectMeta` and a label `BTreeMap` node each (about 1.3 KB);
@@ -11,7 +12,9 @@ use std::sync::{Arc, RwLock};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 
 use super::intern::intern;
-use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL};
+use crate::platform::{
+    ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, PLATFORM_ATTACHED_BY_ANNOTATION,
+};
 
 /// The label the API server sets on every namespace to its name.
 const NAME_LABEL: &str = "kubernetes.io/metadata.name";
@@ -26,7 +29,10 @@ pub struct NamespaceMeta {
     /// says just that (`name_label`).
     labels: Box<[(Arc<str>, Arc<str>)]>,
     name_label: bool,
+    /// Our attached-by annotation, else the platform controller's.
     attached_by: Option<Box<str>>,
+    /// The platform controller's annotation is present (ours is to replace it).
+    platform_mark: bool,
     /// `metadata.deletionTimestamp` is set (the replicator skips terminating namespaces).
     terminating: bool,
 }
@@ -34,6 +40,12 @@ pub struct NamespaceMeta {
 impl NamespaceMeta {
     pub fn from_meta(meta: &ObjectMeta) -> NamespaceMeta {
         let name = meta.name.as_deref().unwrap_or_default();
+        let annotation = |key: &str| {
+            meta.annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .map(String::as_str)
+        };
         let name_label = meta
             .labels
             .as_ref()
@@ -50,11 +62,10 @@ impl NamespaceMeta {
                 .map(|(k, v)| (intern(k), intern(v)))
                 .collect(),
             name_label,
-            attached_by: meta
-                .annotations
-                .as_ref()
-                .and_then(|a| a.get(ATTACHED_BY_ANNOTATION))
-                .map(|v| v.as_str().into()),
+            attached_by: annotation(ATTACHED_BY_ANNOTATION)
+                .or(annotation(PLATFORM_ATTACHED_BY_ANNOTATION))
+                .map(Into::into),
+            platform_mark: annotation(PLATFORM_ATTACHED_BY_ANNOTATION).is_some(),
             terminating: meta.deletion_timestamp.is_some(),
         }
     }
@@ -119,10 +130,16 @@ impl NamespaceMeta {
         self.label(GATEWAY_LABEL)
     }
 
-    /// Our attached-by annotation: the TenantGateway namespace that wrote its gateway label,
-    /// if we did.
+    /// The attached-by mark: the TenantGateway namespace that wrote its gateway label, if a
+    /// TenantGateway did. Ours, else the platform controller's, which says the same
+    /// (SPEC §3.8): a platform switched to this reconciler keeps its attachments.
     pub fn attached_by(&self) -> Option<&str> {
         self.attached_by.as_deref()
+    }
+
+    /// The platform controller's annotation is there: a write of ours replaces it.
+    pub fn platform_mark(&self) -> bool {
+        self.platform_mark
     }
 }
 
@@ -279,6 +296,46 @@ mod tests {
         assert_eq!(
             (bare.apex(), bare.gateway(), bare.attached_by()),
             (None, None, None)
+        );
+    }
+
+    #[test]
+    fn the_platform_mark_reads_as_ours_and_ours_comes_first() {
+        // (annotations, attached_by, platform_mark)
+        type Case<'a> = (&'a [(&'a str, &'a str)], Option<&'a str>, bool);
+        let cases: [Case; 5] = [
+            (&[], None, false),
+            (
+                &[(ATTACHED_BY_ANNOTATION, "tenant-root")],
+                Some("tenant-root"),
+                false,
+            ),
+            (
+                &[(PLATFORM_ATTACHED_BY_ANNOTATION, "tenant-root")],
+                Some("tenant-root"),
+                true,
+            ),
+            (
+                &[
+                    (ATTACHED_BY_ANNOTATION, "tenant-root"),
+                    (PLATFORM_ATTACHED_BY_ANNOTATION, "tenant-bob"),
+                ],
+                Some("tenant-root"),
+                true,
+            ),
+            (&[("cozystack.io/other", "tenant-root")], None, false),
+        ];
+        for (annotations, by, platform) in cases {
+            let m = NamespaceMeta::new("cozy-x", &[], annotations);
+            assert_eq!(
+                (m.attached_by(), m.platform_mark()),
+                (by, platform),
+                "{annotations:?}"
+            );
+        }
+        assert!(
+            std::mem::size_of::<NamespaceMeta>() <= 56,
+            "the mark's flag fits beside the others"
         );
     }
 

@@ -2,10 +2,16 @@
 //!
 //! - Objects: server-side apply with the one field manager; `force` only on an object we
 //!   already own (a missing one is created without force, so a same-named object created in
-//!   the meantime makes the apply fail instead of being taken over).
+//!   the meantime makes the apply fail instead of being taken over). When another field
+//!   manager still owns fields we manage (SPEC §3.7, §3.8: the platform's controller, a
+//!   `kubectl edit`), the apply is preceded by one JSON patch of `metadata.managedFields`,
+//!   conditional on the resourceVersion just read and on the object still being ours, that
+//!   moves those fields into our apply entry ([`crate::cluster::managed_fields::adopt`]); the
+//!   apply then prunes what we no longer render. Counted as verb `adopt`.
 //! - Deletes: only what the diff found owned, with the uid as precondition.
 //! - Namespace labels: a merge patch conditional on the resourceVersion just read, re-checking
-//!   that the label is still ours to change.
+//!   that the label is still ours to change; the platform controller's annotation
+//!   (`cozystack.io/gateway-attached-by`) counts as ours and is replaced by ours.
 //! - Route status: `status.parents` is atomic for server-side apply (no listType), so it is
 //!   read-modify-write with the resourceVersion read: other controllers' entries are copied
 //!   verbatim, ours for this Gateway replaced; retried on conflict.
@@ -28,9 +34,10 @@ use super::diff::{Object, ObjectKind, RouteStatusWrite, Write};
 use super::error::Error;
 use super::inputs::{InPlaceEdit, Inputs, ParentRef, RouteKind, RouteParentStatus};
 use super::labels::NamespaceWrite;
+use crate::cluster::managed_fields;
 use crate::platform::{
-    ATTACHED_BY_ANNOTATION, CONTROLLER_NAME, FIELD_MANAGER, GATEWAY_LABEL, TGW_API_VERSION,
-    TGW_KIND,
+    ATTACHED_BY_ANNOTATION, CONTROLLER_NAME, FIELD_MANAGER, GATEWAY_LABEL,
+    PLATFORM_ATTACHED_BY_ANNOTATION, TGW_API_VERSION, TGW_KIND,
 };
 
 /// Attempts of one read-modify-write before the reconcile fails and backs off.
@@ -170,15 +177,29 @@ async fn one(
     let c = ctx.client.clone();
     match w {
         Write::Apply(obj) => {
-            let force = present(inputs, obj.kind(), obj.name());
+            let observed = observed_meta(inputs, obj.kind(), obj.name());
+            let force = observed.is_some();
+            let adopt = observed
+                .is_some_and(|m| {
+                    managed_fields::foreign_owned(m.managed_fields.as_deref().unwrap_or_default())
+                })
+                .then_some(inputs.tgw.uid.as_str());
             let kind = obj.kind().as_str();
-            match obj {
-                Object::Gateway(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
-                Object::Issuer(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
-                Object::Certificate(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
-                Object::HttpRoute(o) => ssa(Api::namespaced(c, ns), o.as_ref(), force).await?,
-            }
-            Ok((kind, Some("apply")))
+            let adopted = match obj {
+                Object::Gateway(o) => {
+                    apply_object(Api::namespaced(c, ns), o.as_ref(), force, adopt).await?
+                }
+                Object::Issuer(o) => {
+                    apply_object(Api::namespaced(c, ns), o.as_ref(), force, adopt).await?
+                }
+                Object::Certificate(o) => {
+                    apply_object(Api::namespaced(c, ns), o.as_ref(), force, adopt).await?
+                }
+                Object::HttpRoute(o) => {
+                    apply_object(Api::namespaced(c, ns), o.as_ref(), force, adopt).await?
+                }
+            };
+            Ok((kind, Some(if adopted { "adopt" } else { "apply" })))
         }
         Write::Delete { kind, name, uid } => {
             let dp = DeleteParams {
@@ -225,21 +246,122 @@ async fn one(
     }
 }
 
-fn present(inputs: &Inputs, kind: ObjectKind, name: &str) -> bool {
+/// The observed object of that kind and name (the diff applies only missing or owned ones).
+fn observed_meta<'a>(
+    inputs: &'a Inputs,
+    kind: ObjectKind,
+    name: &str,
+) -> Option<&'a k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta> {
     let o = &inputs.observed;
     let n = Some(name);
     match kind {
-        ObjectKind::Gateway => o.gateways.iter().any(|x| x.metadata.name.as_deref() == n),
-        ObjectKind::Issuer => o.issuers.iter().any(|x| x.metadata.name.as_deref() == n),
+        ObjectKind::Gateway => o
+            .gateways
+            .iter()
+            .map(|x| &x.metadata)
+            .find(|m| m.name.as_deref() == n),
+        ObjectKind::Issuer => o
+            .issuers
+            .iter()
+            .map(|x| &x.metadata)
+            .find(|m| m.name.as_deref() == n),
         ObjectKind::Certificate => o
             .certificates
             .iter()
-            .any(|x| x.metadata.name.as_deref() == n),
+            .map(|x| &x.metadata)
+            .find(|m| m.name.as_deref() == n),
         ObjectKind::HttpRoute => o
             .http_routes
             .iter()
-            .any(|x| x.metadata.name.as_deref() == n),
+            .map(|x| &x.metadata)
+            .find(|m| m.name.as_deref() == n),
     }
+}
+
+/// Server-side apply of `obj`, after taking over the fields other managers own when `adopt`
+/// names the owner's uid. Returns whether fields were taken over.
+async fn apply_object<K>(
+    api: Api<K>,
+    obj: &K,
+    force: bool,
+    adopt: Option<&str>,
+) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let adopted = match adopt {
+        Some(uid) => take_over_fields(&api, obj, uid).await?,
+        None => false,
+    };
+    ssa(api, obj, force).await?;
+    Ok(adopted)
+}
+
+/// Move the fields other managers own on the live object into our apply entry (see the
+/// module doc): read, check it is still owned by `owner_uid`, write `managedFields` back with
+/// a JSON patch that tests the resourceVersion read; on a conflict, again. `false` when
+/// nothing was left to move (or the object is gone: the apply recreates it).
+async fn take_over_fields<K>(api: &Api<K>, obj: &K, owner_uid: &str) -> Result<bool, Error>
+where
+    K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
+{
+    let name = obj.meta().name.clone().unwrap_or_default();
+    let what = format!(
+        "{} {}/{name}",
+        K::kind(&()),
+        obj.meta().namespace.as_deref().unwrap_or_default()
+    );
+    for _ in 0..CONFLICT_TRIES {
+        let Some(live) = api
+            .get_opt(&name)
+            .await
+            .map_err(|e| Error::kube(format!("read {what}"), e))?
+        else {
+            return Ok(false);
+        };
+        let meta = live.meta();
+        let owned = meta
+            .owner_references
+            .iter()
+            .flatten()
+            .any(|r| r.controller == Some(true) && r.uid == owner_uid && r.kind == TGW_KIND);
+        if !owned {
+            return Err(Error::NotOwned { what });
+        }
+        let now = k8s_openapi::apimachinery::pkg::apis::meta::v1::Time(
+            k8s_openapi::jiff::Timestamp::now(),
+        );
+        let Some(entries) = managed_fields::adopt(
+            meta.managed_fields.as_deref().unwrap_or_default(),
+            owner_uid,
+            &K::api_version(&()),
+            &now,
+        ) else {
+            return Ok(false);
+        };
+        let ops = json!([
+            {"op": "test", "path": "/metadata/resourceVersion", "value": meta.resource_version},
+            {"op": "replace", "path": "/metadata/managedFields", "value": entries},
+        ]);
+        let patch =
+            Patch::<()>::Json(serde_json::from_value(ops).map_err(|source| Error::Encode {
+                what: format!("{what} managedFields patch"),
+                source,
+            })?);
+        let pp = PatchParams {
+            field_manager: Some(FIELD_MANAGER.to_string()),
+            ..PatchParams::default()
+        };
+        match api.patch(&name, &pp, &patch).await {
+            Ok(_) => return Ok(true),
+            Err(e) if stale_view(&e) => continue,
+            Err(e) => return Err(Error::kube(format!("take over the fields of {what}"), e)),
+        }
+    }
+    Err(Error::Conflict {
+        what,
+        tries: CONFLICT_TRIES,
+    })
 }
 
 async fn ssa<K>(api: Api<K>, obj: &K, force: bool) -> Result<(), Error>
@@ -294,40 +416,23 @@ async fn namespace(ctx: &Context, w: &NamespaceWrite) -> Result<Option<&'static 
             .as_ref()
             .and_then(|l| l.get(GATEWAY_LABEL))
             .cloned();
-        let mark = ns
-            .metadata
-            .annotations
-            .as_ref()
-            .and_then(|l| l.get(ATTACHED_BY_ANNOTATION))
-            .cloned();
-        let patch = match w {
-            NamespaceWrite::Attach { gateway, .. } => {
-                if label.as_deref() == Some(gateway) && mark.as_deref() == Some(gateway) {
-                    return Ok(None);
-                }
-                json!({"metadata": {
-                    "resourceVersion": ns.metadata.resource_version,
-                    "labels": {GATEWAY_LABEL: gateway},
-                    "annotations": {ATTACHED_BY_ANNOTATION: gateway},
-                }})
-            }
-            NamespaceWrite::Detach { gateway, .. } => {
-                if mark.as_deref() != Some(gateway) {
-                    return Ok(None);
-                }
-                // Only a label that still names this gateway is ours to remove.
-                let labels = if label.as_deref() == Some(gateway) {
-                    json!({GATEWAY_LABEL: null})
-                } else {
-                    json!({})
-                };
-                json!({"metadata": {
-                    "resourceVersion": ns.metadata.resource_version,
-                    "labels": labels,
-                    "annotations": {ATTACHED_BY_ANNOTATION: null},
-                }})
-            }
+        let annotation = |key: &str| {
+            ns.metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(key))
+                .cloned()
         };
+        let Some(patch) = namespace_patch(
+            w,
+            label.as_deref(),
+            annotation(ATTACHED_BY_ANNOTATION).as_deref(),
+            annotation(PLATFORM_ATTACHED_BY_ANNOTATION).as_deref(),
+        ) else {
+            return Ok(None);
+        };
+        let mut patch = json!({ "metadata": patch });
+        patch["metadata"]["resourceVersion"] = json!(ns.metadata.resource_version);
         match api
             .patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await
@@ -341,6 +446,54 @@ async fn namespace(ctx: &Context, w: &NamespaceWrite) -> Result<Option<&'static 
         what: format!("namespace {name}"),
         tries: CONFLICT_TRIES,
     })
+}
+
+/// The metadata merge patch of a namespace write, from the live gateway label and the two
+/// attached-by annotations (ours, the platform controller's: equivalent marks, SPEC §3.8);
+/// `None` when nothing is to change.
+/// - Attach: the label and our annotation set to the gateway, the platform's annotation
+///   removed (ours replaces it).
+/// - Detach, only when the mark (ours, else the platform's) names the gateway: each of the
+///   two annotations that names it removed, the label removed only while it still names it.
+fn namespace_patch(
+    w: &NamespaceWrite,
+    label: Option<&str>,
+    ours: Option<&str>,
+    platform: Option<&str>,
+) -> Option<Value> {
+    match w {
+        NamespaceWrite::Attach { gateway, .. } => {
+            let g = Some(gateway.as_str());
+            if label == g && ours == g && platform.is_none() {
+                return None;
+            }
+            let mut annotations = json!({ ATTACHED_BY_ANNOTATION: gateway });
+            if platform.is_some() {
+                annotations[PLATFORM_ATTACHED_BY_ANNOTATION] = Value::Null;
+            }
+            Some(json!({"labels": {GATEWAY_LABEL: gateway}, "annotations": annotations}))
+        }
+        NamespaceWrite::Detach { gateway, .. } => {
+            let g = Some(gateway.as_str());
+            if ours.or(platform) != g {
+                return None;
+            }
+            let mut labels = json!({});
+            if label == g {
+                labels[GATEWAY_LABEL] = Value::Null;
+            }
+            let mut annotations = json!({});
+            for (key, value) in [
+                (ATTACHED_BY_ANNOTATION, ours),
+                (PLATFORM_ATTACHED_BY_ANNOTATION, platform),
+            ] {
+                if value == g {
+                    annotations[key] = Value::Null;
+                }
+            }
+            Some(json!({"labels": labels, "annotations": annotations}))
+        }
+    }
 }
 
 fn parent_ref_json(p: &ParentRef) -> Value {
@@ -766,6 +919,99 @@ mod tests {
                 moved["metadata"] = json!({"resourceVersion": "6"});
                 assert!(json_patch::patch(&mut moved, &patch).is_err());
             }
+        }
+    }
+
+    /// The namespace writes on the live metadata, the platform controller's annotation
+    /// (SPEC §3.8) counting as ours and replaced by ours.
+    #[test]
+    fn namespace_patches_treat_the_platform_mark_as_ours() {
+        let attach = NamespaceWrite::Attach {
+            namespace: "cozy-x".into(),
+            gateway: "tenant-root".into(),
+        };
+        let detach = NamespaceWrite::Detach {
+            namespace: "cozy-x".into(),
+            gateway: "tenant-root".into(),
+        };
+        let root = Some("tenant-root");
+        let bob = Some("tenant-bob");
+        let (ours, plat) = (ATTACHED_BY_ANNOTATION, PLATFORM_ATTACHED_BY_ANNOTATION);
+        // (case, write, label, our mark, platform mark, patch)
+        let cases: Vec<(&str, &NamespaceWrite, _, _, _, Option<Value>)> = vec![
+            ("attach: already ours", &attach, root, root, None, None),
+            (
+                "attach: fresh",
+                &attach,
+                None,
+                None,
+                None,
+                Some(json!({"labels": {GATEWAY_LABEL: "tenant-root"},
+                    "annotations": {ours: "tenant-root"}})),
+            ),
+            (
+                "attach: the platform's mark is replaced",
+                &attach,
+                root,
+                None,
+                root,
+                Some(json!({"labels": {GATEWAY_LABEL: "tenant-root"},
+                    "annotations": {ours: "tenant-root", plat: null}})),
+            ),
+            (
+                "attach: both marks, the platform's goes",
+                &attach,
+                root,
+                root,
+                root,
+                Some(json!({"labels": {GATEWAY_LABEL: "tenant-root"},
+                    "annotations": {ours: "tenant-root", plat: null}})),
+            ),
+            ("detach: no mark", &detach, root, None, None, None),
+            ("detach: another's mark", &detach, root, bob, None, None),
+            (
+                "detach: the platform's mark of another",
+                &detach,
+                root,
+                None,
+                bob,
+                None,
+            ),
+            (
+                "detach: our mark",
+                &detach,
+                root,
+                root,
+                None,
+                Some(json!({"labels": {GATEWAY_LABEL: null}, "annotations": {ours: null}})),
+            ),
+            (
+                "detach: the platform's mark",
+                &detach,
+                root,
+                None,
+                root,
+                Some(json!({"labels": {GATEWAY_LABEL: null}, "annotations": {plat: null}})),
+            ),
+            (
+                "detach: the label moved on, only the marks go",
+                &detach,
+                bob,
+                root,
+                root,
+                Some(json!({"labels": {}, "annotations": {ours: null, plat: null}})),
+            ),
+            (
+                "detach: ours names us, the platform's another",
+                &detach,
+                root,
+                root,
+                bob,
+                Some(json!({"labels": {GATEWAY_LABEL: null}, "annotations": {ours: null}})),
+            ),
+        ];
+        for (case, w, label, o, p, want) in cases {
+            assert_eq!(namespace_patch(w, label, o, p), want, "{case}");
         }
     }
 

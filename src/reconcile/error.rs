@@ -21,6 +21,11 @@ pub enum Error {
         #[source]
         source: serde_json::Error,
     },
+    #[error(
+        "{what} no longer carries this TenantGateway's controller ownerReference (it changed \
+         since it was read); left alone, the next reconcile reports it"
+    )]
+    NotOwned { what: String },
     #[error("{kind} is not served by the API server (install its CRD); retrying with backoff")]
     NotServed { kind: &'static str },
     #[error("{what} got no answer within {secs} s; retrying with backoff")]
@@ -45,6 +50,7 @@ impl Error {
             Error::Kube { .. } => "kube",
             Error::Conflict { .. } => "conflict",
             Error::Encode { .. } => "encode",
+            Error::NotOwned { .. } => "not_owned",
             Error::NotServed { .. } => "not_served",
             Error::Timeout { .. } => "timeout",
             Error::Planning(_) => "planning",

@@ -4,7 +4,10 @@
 //! `namespace.cozystack.io/gateway=<ns>` plus the annotation
 //! `gateway.cozystack.io/attached-by=<ns>`, which marks the label as ours. Only marked labels
 //! are ever changed or removed: a gateway label the platform wrote (no annotation) is never
-//! touched.
+//! touched. The platform's own TenantGateway controller marks its attachments with
+//! `cozystack.io/gateway-attached-by=<ns>` (SPEC §3.8): that mark counts as ours for the
+//! same TenantGateway namespace (ours to change or remove, not to be stolen) and is replaced
+//! by ours on the next write, so a platform switching controllers keeps its attachments.
 //!
 //! Everything here is hostile input a tenant may have written (a TenantGateway, an annotation),
 //! so the rules hold without the webhook:
@@ -149,7 +152,8 @@ pub fn plan(inputs: &Inputs, settings: &Settings, scope: &Scope) -> LabelPlan {
             continue;
         };
         match (ns.gateway(), ns.attached_by()) {
-            (Some(g), Some(by)) if g == own && by == own => {}
+            // Ours, unless the mark is still the platform controller's: replaced by ours.
+            (Some(g), Some(by)) if g == own && by == own && !ns.platform_mark() => {}
             // The platform wrote it with the right value: nothing to mark.
             (Some(g), None) if g == own => {}
             (Some(_), None) => {
@@ -523,6 +527,98 @@ mod tests {
         };
         assert_eq!(run(&w).writes, vec![gone.clone()]);
         assert_eq!(cleanup(&w, &Scope::default()), vec![gone]);
+    }
+
+    /// SPEC §3.8: the platform controller's mark counts as ours (same TenantGateway
+    /// namespace) and is replaced by ours; one naming a rival that still lists the namespace
+    /// holds it; one forged on a tenant namespace means nothing, as ours does not.
+    #[test]
+    fn the_platform_controllers_mark_counts_as_ours() {
+        let plat = crate::platform::PLATFORM_ATTACHED_BY_ANNOTATION;
+        let mut w = testing::world();
+        w.tgw.spec.attached_namespaces = vec!["cozy-harbor".into(), "cozy-held".into()];
+        w.namespaces = vec![
+            namespace(
+                "tenant-alice",
+                &[(GATEWAY_LABEL, "tenant-alice")],
+                &[(plat, "tenant-alice")],
+            ),
+            namespace(
+                "cozy-harbor",
+                &[(GATEWAY_LABEL, "tenant-alice")],
+                &[(plat, "tenant-alice")],
+            ),
+            // Attached by the platform's controller for us, no longer listed.
+            namespace(
+                "cozy-old",
+                &[(GATEWAY_LABEL, "tenant-alice")],
+                &[(plat, "tenant-alice")],
+            ),
+            // Attached by the platform's controller for a rival that still lists it.
+            namespace(
+                "cozy-held",
+                &[(GATEWAY_LABEL, "tenant-root")],
+                &[(plat, "tenant-root")],
+            ),
+            // A tenant's own namespace with a forged platform mark naming us.
+            namespace(
+                "tenant-alice-kid",
+                &[(GATEWAY_LABEL, "tenant-alice")],
+                &[(plat, "tenant-alice")],
+            ),
+            // Both marks, ours first: ours decides, the platform's goes with our next write.
+            namespace(
+                "cozy-both",
+                &[(GATEWAY_LABEL, "tenant-alice")],
+                &[
+                    (ATTACHED_BY_ANNOTATION, "tenant-alice"),
+                    (plat, "tenant-bob"),
+                ],
+            ),
+        ];
+        w.tgw.spec.attached_namespaces.push("cozy-both".into());
+        w.other_claims.push(AttachClaim {
+            namespace: "tenant-root".into(),
+            name: "gw".into(),
+            apex: "example.org".into(),
+            attached_namespaces: vec!["cozy-held".into()],
+        });
+        let p = run(&w);
+        let mut want = vec![
+            attach("cozy-both"),
+            attach("cozy-harbor"),
+            attach("tenant-alice"),
+            detach("cozy-old"),
+        ];
+        want.sort();
+        assert_eq!(p.writes, want);
+        assert_eq!(
+            p.held,
+            ["cozy-both", "cozy-harbor"].map(String::from).into()
+        );
+        assert_eq!(p.problems.len(), 1, "{:?}", p.problems);
+        assert!(p.problems[0].contains("cozy-held is attached to another TenantGateway"));
+        let mut gone = vec![
+            detach("cozy-both"),
+            detach("cozy-harbor"),
+            detach("cozy-old"),
+            detach("tenant-alice"),
+        ];
+        gone.sort();
+        assert_eq!(cleanup(&w, &Scope::default()), gone);
+
+        // Once replaced by ours, nothing more to write.
+        w.namespaces.retain(|n| n.name() != "cozy-old");
+        for n in w.namespaces.iter_mut() {
+            if ["tenant-alice", "cozy-harbor", "cozy-both"].contains(&n.name()) {
+                *n = namespace(
+                    n.name(),
+                    &[(GATEWAY_LABEL, "tenant-alice")],
+                    &[(ATTACHED_BY_ANNOTATION, "tenant-alice")],
+                );
+            }
+        }
+        assert!(run(&w).writes.is_empty());
     }
 
     #[test]
