@@ -1628,3 +1628,184 @@ fn an_existing_secret_ref_never_becomes_a_certificate() {
     );
     assert_eq!(cert_names(&w), ["gw-apex-tls"]);
 }
+
+/// What the platform's own controller leaves in http01 (SPEC §3.8), as the caches restore
+/// it: its names, labels and selectors, our TenantGateway's controller reference, and
+/// managedFields showing its plain updates (the kept stand-in).
+fn platform_world(hosts: &[&str]) -> Inputs {
+    use crate::cluster::managed_fields::stand_in;
+    use serde_json::{Value, json};
+    let mut w = world();
+    w.tgw.spec.tls_passthrough_services.clear();
+    w.namespaces[0] = testing::namespace(
+        "tenant-alice",
+        &[
+            (crate::platform::HOST_LABEL, "alice.example.org"),
+            (GATEWAY_LABEL, "tenant-alice"),
+        ],
+        &[(
+            crate::platform::PLATFORM_ATTACHED_BY_ANNOTATION,
+            "tenant-alice",
+        )],
+    );
+    let owner = serde_json::to_value(render::owner_reference(&w.tgw)).expect("encodes");
+    let meta = |name: &str, labels: Value| {
+        json!({"name": name, "namespace": "tenant-alice", "uid": format!("uid-platform-{name}"),
+               "labels": labels, "ownerReferences": [owner.clone()],
+               "managedFields": [serde_json::to_value(stand_in()).expect("encodes")]})
+    };
+    let stem = |h: &str| format!("{}-{}", h.split('.').next().unwrap_or(h), names::h8(h));
+    let port443 = json!({"namespaces": {"from": "Selector",
+            "selector": {"matchLabels": {GATEWAY_LABEL: "tenant-alice"}}},
+        "kinds": [{"group": "gateway.networking.k8s.io", "kind": "HTTPRoute"},
+                  {"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}]});
+    let mut listeners = vec![json!({"name": "http", "port": 80, "protocol": "HTTP",
+        "allowedRoutes": {"namespaces": {"from": "Selector", "selector": {"matchExpressions": [
+            {"key": "kubernetes.io/metadata.name", "operator": "In",
+             "values": ["tenant-alice", "cozy-cert-manager"]}]}}}})];
+    for h in hosts {
+        listeners.push(json!({"name": format!("https-{}", stem(h)), "port": 443,
+            "protocol": "HTTPS", "hostname": h, "allowedRoutes": port443,
+            "tls": {"mode": "Terminate", "certificateRefs": [
+                {"group": "", "kind": "Secret", "name": format!("gw-{}-tls", stem(h))}]}}));
+    }
+    let platform_labels = json!({"cozystack.io/managed-by": "cozystack-controller"});
+    w.observed.gateways = vec![
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": meta("gw", json!({"cozystack.io/gateway": "tenant-alice",
+                "cozystack.io/managed-by": "cozystack-controller"})),
+            "spec": {"gatewayClassName": "cilium", "listeners": listeners}}))
+        .expect("a Gateway"),
+    ];
+    w.observed.certificates = hosts
+        .iter()
+        .map(|h| {
+            let name = format!("gw-{}-tls", stem(h));
+            serde_json::from_value(json!({
+                "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+                "metadata": meta(&name, json!({"cozystack.io/managed-by": "cozystack-controller",
+                    "cozystack.io/tenantgateway": "gw", "cozystack.io/per-listener-cert": "true"})),
+                "spec": {"secretName": name, "dnsNames": [h],
+                         "issuerRef": {"kind": "Issuer", "name": "gw-gateway"}},
+                "status": {"conditions": [{"type": "Ready", "status": "True"}]}}))
+            .expect("a Certificate")
+        })
+        .collect();
+    w.observed.issuers = vec![
+        serde_json::from_value(json!({
+            "apiVersion": "cert-manager.io/v1", "kind": "Issuer",
+            "metadata": meta("gw-gateway", platform_labels.clone()),
+            "spec": {"acme": {"server": "https://acme-v02.api.letsencrypt.org/directory",
+                "privateKeySecretRef": {"name": "gw-acme-account"},
+                "solvers": [{"http01": {"gatewayHTTPRoute": {"parentRefs": [
+                    {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw",
+                     "namespace": "tenant-alice", "sectionName": "http"}]}}}]}}}))
+        .expect("an Issuer"),
+    ];
+    w.observed.http_routes = vec![
+        serde_json::from_value(json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": meta("gw-http-redirect", json!({
+                "cozystack.io/managed-by": "cozystack-controller",
+                "cozystack.io/tenantgateway": "gw"})),
+            "spec": {"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                "name": "gw", "sectionName": "http"}],
+                "rules": [{"filters": [{"type": "RequestRedirect",
+                    "requestRedirect": {"scheme": "https", "statusCode": 301}}]}]}}))
+        .expect("an HTTPRoute"),
+    ];
+    w.routes = hosts
+        .iter()
+        .enumerate()
+        .map(|(i, h)| route("tenant-alice", &format!("r{i}"), &[h]))
+        .collect();
+    w
+}
+
+/// Issue 22 item 1 on the pure core (SPEC §3.8): the platform controller's world is owned
+/// (its controller reference), nothing is refused, every hostname keeps its listener name
+/// and Certificate, no Certificate is created or deleted, every object is applied once (the
+/// edge takes the other manager's fields over first), the namespace mark is replaced; then
+/// no write, a new route gets a listener of its own without renaming any, and a hostname
+/// that goes takes its adopted Certificate with it.
+#[test]
+fn the_platform_controllers_world_is_adopted_in_place() {
+    let hosts = ["harbor.alice.example.org", "docs.alice.example.org"];
+    let w = platform_world(&hosts);
+    let before = https_names(&w);
+    let p = plan(&w, &cfg());
+    assert!(p.refused.is_empty(), "{:?}", p.refused);
+    let d = p.desired.as_ref().expect("renders");
+    let rendered: BTreeMap<String, (String, String)> = d
+        .gateway
+        .spec
+        .listeners
+        .iter()
+        .filter(|l| l.protocol == "HTTPS")
+        .filter_map(|l| {
+            let c = l.tls.as_ref()?.certificate_refs.as_ref()?.first()?;
+            Some((l.hostname.clone()?, (l.name.clone(), c.name.clone())))
+        })
+        .collect();
+    assert_eq!(rendered, before, "names kept");
+    let mut applied: Vec<String> = Vec::new();
+    for wr in &p.writes {
+        match wr {
+            Write::Apply(o) => applied.push(format!("{} {}", o.kind().as_str(), o.name())),
+            Write::Delete { name, .. } => panic!("deleted {name}"),
+            _ => {}
+        }
+    }
+    let mut want: Vec<String> = vec![
+        "Gateway gw".into(),
+        "HTTPRoute gw-http-redirect".into(),
+        "Issuer gw-gateway".into(),
+    ];
+    want.extend(before.values().map(|(_, c)| format!("Certificate {c}")));
+    applied.sort();
+    want.sort();
+    assert_eq!(applied, want, "each object once, no new Certificate");
+    assert!(
+        p.writes
+            .contains(&Write::Namespace(labels::NamespaceWrite::Attach {
+                namespace: "tenant-alice".into(),
+                gateway: "tenant-alice".into(),
+            }))
+    );
+
+    let (w, _) = settle(w);
+    assert_eq!(https_names(&w), before);
+    assert!(plan(&w, &cfg()).writes.is_empty(), "converged");
+
+    let mut grown = w.clone();
+    grown
+        .routes
+        .push(route("tenant-alice", "new", &["new.alice.example.org"]));
+    let (grown, _) = settle(grown);
+    let after = https_names(&grown);
+    for (h, names) in &before {
+        assert_eq!(after.get(h), Some(names), "{h} renamed");
+    }
+    assert_eq!(
+        after.get("new.alice.example.org"),
+        Some(&("https-new".to_string(), "gw-new-tls".to_string()))
+    );
+
+    let mut shrunk = grown.clone();
+    shrunk.routes.retain(|r| &*r.name != "r0");
+    let p = plan(&shrunk, &cfg());
+    let deletes: Vec<(ObjectKind, &str)> = p
+        .writes
+        .iter()
+        .filter_map(|w| match w {
+            Write::Delete { kind, name, .. } => Some((*kind, name.as_str())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        deletes,
+        [(ObjectKind::Certificate, before[hosts[0]].1.as_str())],
+        "the adopted Certificate goes with its hostname"
+    );
+}
