@@ -1136,7 +1136,7 @@ fn check_refused(c: &Cluster, before: &BTreeMap<String, String>) {
         let key = format!("{} {}", o["kind"], o["metadata"]["name"]);
         assert_eq!(Some(&rv(&o)), before.get(&key), "{key} was written");
         assert_eq!(
-            labels(&o).get("app.kubernetes.io/managed-by").is_some(),
+            labels(&o).contains_key("app.kubernetes.io/managed-by"),
             kind == "httproute",
             "{key}: labels changed"
         );
