@@ -780,7 +780,10 @@ mod tests {
         );
         assert_eq!(
             cfg.guarded_annotations,
-            vec![ATTACHED_BY_ANNOTATION.to_string()]
+            vec![
+                ATTACHED_BY_ANNOTATION.to_string(),
+                crate::platform::PLATFORM_ATTACHED_BY_ANNOTATION.to_string()
+            ]
         );
         let e = args(&[], Some("*.example.org"))
             .policy_config()

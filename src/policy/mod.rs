@@ -171,9 +171,13 @@ pub fn default_guarded_labels() -> Vec<String> {
 }
 
 /// The guarded annotations of layer 5: the reconciler's mark of the attachments it made (a
-/// forged one makes it remove a label the platform wrote, SPEC §3.5).
+/// forged one makes it remove a label the platform wrote, SPEC §3.5), and the platform
+/// controller's mark, which the reconciler reads as its own (SPEC §3.8).
 pub fn default_guarded_annotations() -> Vec<String> {
-    vec![ATTACHED_BY_ANNOTATION.to_string()]
+    vec![
+        ATTACHED_BY_ANNOTATION.to_string(),
+        crate::platform::PLATFORM_ATTACHED_BY_ANNOTATION.to_string(),
+    ]
 }
 
 impl Default for PolicyConfig {

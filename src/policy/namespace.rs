@@ -397,6 +397,25 @@ mod tests {
                 ),
                 0,
             ),
+            // The platform controller's mark, which the reconciler reads as its own (SPEC
+            // §3.8): guarded the same way, both at once are two problems.
+            (
+                Some(ns_with(json!({GATEWAY_LABEL: "tenant-root"}), json!(null))),
+                ns_with(
+                    json!({GATEWAY_LABEL: "tenant-root"}),
+                    json!({crate::platform::PLATFORM_ATTACHED_BY_ANNOTATION: "tenant-root"}),
+                ),
+                1,
+            ),
+            (
+                None,
+                ns_with(
+                    json!(null),
+                    json!({ATTACHED_BY_ANNOTATION: "a",
+                           crate::platform::PLATFORM_ATTACHED_BY_ANNOTATION: "a"}),
+                ),
+                2,
+            ),
             // Other annotations are free; an unchanged mark passes.
             (
                 Some(ns_with(
