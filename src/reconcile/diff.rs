@@ -496,6 +496,15 @@ mod tests {
                 true,
             ),
             (
+                "the platform's reference without blockOwnerDeletion, our label",
+                label(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]),
+                with(vec![OwnerReference {
+                    block_owner_deletion: None,
+                    ..ours.clone()
+                }]),
+                true,
+            ),
+            (
                 "another controller, our label",
                 label(&[(MANAGED_BY_LABEL, MANAGED_BY_VALUE)]),
                 with(vec![OwnerReference {
