@@ -1809,3 +1809,85 @@ fn the_platform_controllers_world_is_adopted_in_place() {
         "the adopted Certificate goes with its hostname"
     );
 }
+
+/// Issue 22 item 2 from the platform controller's names (SPEC §3.2, §3.8): a world it left
+/// (a random subset of a pool named its way, `https-<label>-<h8>`), then random route adds
+/// and removes. No hostname that keeps a listener from one step to the next changes its
+/// listener or Certificate name, the platform's names included, and a new hostname never
+/// takes a name already in use: the pool holds direct children whose short form is another
+/// hostname's platform name (`foo-<h8(foo.<apex>)>.<apex>`) or our hashed form.
+#[test]
+fn property_platform_names_survive_adds_and_removes() {
+    const APEX: &str = "alice.example.org";
+    let foo = format!("foo.{APEX}");
+    let deep = format!("foo.deep.{APEX}");
+    let pool: Vec<String> = vec![
+        APEX.to_string(),
+        foo.clone(),
+        deep.clone(),
+        format!("foo.kid.{APEX}"),
+        format!("apex.{APEX}"),
+        format!("kid.{APEX}"),
+        format!("foo-{}.{APEX}", names::h8(&foo)),
+        format!("foo-{}.{APEX}", names::h8(&deep)),
+        format!("alice-{}.{APEX}", names::h8(APEX)),
+        format!("bar.{APEX}"),
+    ];
+    let mut rng = Rng::new(22);
+    for case in 0..30 {
+        let mut present: Vec<bool> = pool.iter().map(|_| rng.below(2) == 0).collect();
+        let start: Vec<&str> = pool
+            .iter()
+            .zip(&present)
+            .filter(|(_, on)| **on)
+            .map(|(h, _)| h.as_str())
+            .collect();
+        let mut w = platform_world(&start);
+        let platform_names = https_names(&w);
+        let mut alive: BTreeSet<String> = platform_names.keys().cloned().collect();
+        for step in 0..25 {
+            w.routes = pool
+                .iter()
+                .zip(&present)
+                .enumerate()
+                .filter(|(_, (_, on))| **on)
+                .map(|(i, (h, _))| route("tenant-alice", &format!("p{i}"), &[h]))
+                .collect();
+            let before = https_names(&w);
+            let (next, p) = settle(w);
+            w = next;
+            let after = https_names(&w);
+            let at_step = format!("case {case} step {step}");
+            assert!(p.refused.is_empty(), "{at_step}: {:?}", p.refused);
+            for (h, n) in &before {
+                if let Some(m) = after.get(h) {
+                    assert_eq!(m, n, "{at_step}: {h} renamed");
+                }
+            }
+            // A hostname that has kept its listener since the switch has the platform's names.
+            alive.retain(|h| after.contains_key(h));
+            for h in &alive {
+                assert_eq!(after[h], platform_names[h], "{at_step}: {h}");
+            }
+            let ls: BTreeSet<&str> = after.values().map(|(l, _)| l.as_str()).collect();
+            let cs: BTreeSet<&str> = after.values().map(|(_, c)| c.as_str()).collect();
+            assert_eq!(ls.len(), after.len(), "{at_step}: {after:#?}");
+            assert_eq!(cs.len(), after.len(), "{at_step}: {after:#?}");
+            let d = p.desired.as_ref().expect("renders");
+            for (h, (_, c)) in &after {
+                assert!(
+                    d.certificates
+                        .iter()
+                        .any(|x| x.metadata.name.as_deref() == Some(c.as_str())
+                            && x.spec.dns_names == [h.clone()]),
+                    "{at_step}: {h} refers to {c}, no such Certificate"
+                );
+            }
+            assert_listener_names_unique(d, &at_step);
+            for _ in 0..=rng.below(3) {
+                let i = rng.below(pool.len());
+                present[i] = !present[i];
+            }
+        }
+    }
+}
