@@ -3,8 +3,9 @@
 //! kube-apiserver from the tests/k8s harness.
 //!
 //! The world is built exactly as the platform controller leaves it, in every mode (http01
-//! with an attached platform namespace, an inheriting child tenant and a passthrough
-//! service; dns01 with a child apex; existingSecret): its objects created and updated with
+//! with an attached platform namespace, an inheriting child tenant, a passthrough service and
+//! the terminate listener and Certificate it gives a TLSRoute's hostname; dns01 with a child
+//! apex; existingSecret): its objects created and updated with
 //! plain creates and patches under field manager `cozystack-controller`, its names, labels,
 //! selectors and namespace annotation, the TenantGateway's controller ownerReference, issued
 //! Secrets, Gateway status as Cilium writes it, Certificate status as cert-manager does,
@@ -190,6 +191,18 @@ struct Tenant {
     issuer_solver: Option<Value>,
     /// (namespace, name, hostname) of the tenants' routes.
     routes: Vec<(&'static str, &'static str, String)>,
+    /// (name, hostname) of a TLSRoute the platform controller gave a terminate listener and
+    /// a Certificate; this controller renders neither (SPEC §3.3), so both go.
+    tls_route: Option<(&'static str, String)>,
+}
+
+impl Tenant {
+    /// (listener, Certificate) of the TLSRoute's hostname, which do not survive the switch.
+    fn dropped(&self) -> Option<(String, String)> {
+        self.tls_route
+            .as_ref()
+            .map(|(_, h)| (format!("https-{}", stem(h)), format!("gw-{}-tls", stem(h))))
+    }
 }
 
 fn port443_allowed(ns: &str) -> Value {
@@ -240,6 +253,7 @@ fn wildcard_tenant(
         secrets: vec![secret.to_string()],
         issuer_solver: None,
         routes: vec![(ns, "app", format!("app.{apex}"))],
+        tls_route: None,
     }
 }
 
@@ -252,7 +266,9 @@ fn tenants() -> Vec<Tenant> {
         ("cozy-mig", "dash", format!("dash.{apex}")),
         ("tenant-migh-kid", "foo", format!("foo.kid.{apex}")),
     ];
+    let tls_route = ("db", format!("db.{apex}"));
     let mut hosts: Vec<String> = routes.iter().map(|r| r.2.clone()).collect();
+    hosts.push(tls_route.1.clone());
     hosts.sort();
     let mut listeners = vec![http_listener(h)];
     let mut certificates = Vec::new();
@@ -286,6 +302,7 @@ fn tenants() -> Vec<Tenant> {
             {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw",
              "namespace": h, "sectionName": "http"}]}}})),
         routes,
+        tls_route: Some(tls_route),
     };
     let d = "tenant-migd";
     let mut dns01 = wildcard_tenant(
@@ -403,6 +420,15 @@ fn build_platform_world(c: &Cluster, t: &Tenant) -> String {
                 "metadata": {"name": name, "namespace": ns},
                 "spec": {"parentRefs": [{"name": "gw", "namespace": t.ns}], "hostnames": [host],
                          "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+        );
+    }
+    if let Some((name, host)) = &t.tls_route {
+        c.create(
+            "helm",
+            &json!({"apiVersion": "gateway.networking.k8s.io/v1alpha2", "kind": "TLSRoute",
+                "metadata": {"name": name, "namespace": t.ns},
+                "spec": {"parentRefs": [{"name": "gw"}], "hostnames": [host],
+                         "rules": [{"backendRefs": [{"name": "db", "port": 5432}]}]}}),
         );
     }
     c.create(
@@ -578,6 +604,7 @@ fn versions(c: &Cluster, ts: &[Tenant], extra_ns: &[&str]) -> BTreeMap<String, S
             "certificate",
             "secret",
             "httproute",
+            "tlsroute",
         ] {
             for o in c.list(kind, ns) {
                 let name = o["metadata"]["name"]
@@ -888,15 +915,16 @@ fn switching_from_the_platform_controller() {
     });
     assert!(c.get("secret", h.ns, &gone_cert).is_some());
     let left = uids(&c, "certificate", h.ns);
+    let dropped = h.dropped().map(|d| d.1);
     for (name, id) in &uids_before[&(h.ns, "certificate")] {
-        if *name != gone_cert {
+        if *name != gone_cert && Some(name) != dropped.as_ref() {
             assert_eq!(left.get(name), Some(id), "{name} re-created");
         }
     }
     two.reconciler.done.abort();
     drop(rt);
     eprintln!(
-        "migration of 3 TenantGateways (http01 with 4 hostnames, dns01, existingSecret): \
+        "migration of 3 TenantGateways (http01 with 4 hostnames and a TLSRoute's, dns01, existingSecret): \
          converged {converged:?} after the start with {first_writes} writes ({adopts} of them \
          field take-overs); restart resync: 0 writes, 0 resourceVersions changed"
     );
@@ -912,10 +940,16 @@ fn check_adopted(
 ) {
     let ns = t.ns;
     let gw = c.get_full("gateway", ns, "gw").expect("gateway");
-    // Names and Secrets kept; no object deleted, created or re-created.
+    let (dropped_listener, dropped_cert) = t.dropped().unzip();
+    // Names and Secrets kept; no object deleted, created or re-created but the TLSRoute's
+    // listener and Certificate (its Secret stays).
+    let mut kept = names_before.clone();
+    if let Some((_, host)) = &t.tls_route {
+        kept.remove(host);
+    }
     assert_eq!(
-        &https_names(&gw),
-        names_before,
+        https_names(&gw),
+        kept,
         "{ns}: listener names or certificateRefs"
     );
     for kind in ["gateway", "issuer", "certificate", "secret", "httproute"] {
@@ -923,7 +957,18 @@ fn check_adopted(
         if kind == "httproute" {
             now.retain(|n, _| uids_before[&(ns, kind)].contains_key(n));
         }
-        assert_eq!(&now, &uids_before[&(ns, kind)], "{ns}: {kind} uids");
+        let mut want = uids_before[&(ns, kind)].clone();
+        if kind == "certificate" {
+            want.retain(|n, _| Some(n) != dropped_cert.as_ref());
+        }
+        assert_eq!(now, want, "{ns}: {kind} uids");
+    }
+    if let Some(cert) = &dropped_cert {
+        assert!(c.get("certificate", ns, cert).is_none(), "{ns}/{cert}");
+        assert!(
+            c.get("secret", ns, cert).is_some(),
+            "{ns}/{cert}: its Secret"
+        );
     }
     // Exactly the rendered listeners: none of the old manager's selectors or kinds.
     for l in gw["spec"]["listeners"].as_array().expect("listeners") {
@@ -952,6 +997,7 @@ fn check_adopted(
         .listeners
         .iter()
         .filter_map(|l| l["name"].as_str())
+        .filter(|n| Some(*n) != dropped_listener.as_deref())
         .collect();
     assert_eq!(
         names.iter().collect::<BTreeSet<_>>(),
@@ -969,7 +1015,11 @@ fn check_adopted(
     let mut owned: Vec<Value> = vec![gw.clone()];
     owned.extend(c.get_full("issuer", ns, "gw-gateway"));
     owned.extend(c.get_full("httproute", ns, "gw-http-redirect"));
-    for (name, _, _) in &t.certificates {
+    for (name, _, _) in t
+        .certificates
+        .iter()
+        .filter(|c| Some(&c.0) != dropped_cert.as_ref())
+    {
         owned.push(c.get_full("certificate", ns, name).expect("certificate"));
     }
     for o in &owned {
@@ -1003,7 +1053,11 @@ fn check_adopted(
         let written_status = o["kind"] != "Issuer" && o["kind"] != "HTTPRoute";
         assert_eq!(has_status_entry, written_status, "{what}: status entries");
     }
-    for (name, dns, _) in &t.certificates {
+    for (name, dns, _) in t
+        .certificates
+        .iter()
+        .filter(|c| Some(&c.0) != dropped_cert.as_ref())
+    {
         let cert = c.get("certificate", ns, name).expect("certificate");
         assert_eq!(cert["spec"]["secretName"], json!(name), "{ns}/{name}");
         assert_eq!(cert["spec"]["dnsNames"], json!(dns), "{ns}/{name}");

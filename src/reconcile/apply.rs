@@ -299,8 +299,9 @@ where
 
 /// Move the fields other managers own on the live object into our apply entry (see the
 /// module doc): read, check it is still owned by `owner_uid`, write `managedFields` back with
-/// a JSON patch that tests the resourceVersion read; on a conflict, again. `false` when
-/// nothing was left to move (or the object is gone: the apply recreates it).
+/// a JSON patch that tests the resourceVersion read; when the object moved on, again (a
+/// refusal of an object that did not move is an error, not a conflict). `false` when nothing
+/// was left to move (or the object is gone: the apply recreates it).
 async fn take_over_fields<K>(api: &Api<K>, obj: &K, owner_uid: &str) -> Result<bool, Error>
 where
     K: Resource<DynamicType = ()> + Clone + DeserializeOwned + Serialize + Debug,
@@ -311,6 +312,8 @@ where
         K::kind(&()),
         obj.meta().namespace.as_deref().unwrap_or_default()
     );
+    let action = format!("take over the fields of {what}");
+    let mut refused: Option<(Option<String>, kube::Error)> = None;
     for _ in 0..CONFLICT_TRIES {
         let Some(live) = api
             .get_opt(&name)
@@ -320,6 +323,11 @@ where
             return Ok(false);
         };
         let meta = live.meta();
+        if let Some((version, e)) = refused.take()
+            && version == meta.resource_version
+        {
+            return Err(Error::kube(action, e));
+        }
         let owned = meta
             .owner_references
             .iter()
@@ -354,8 +362,8 @@ where
         };
         match api.patch(&name, &pp, &patch).await {
             Ok(_) => return Ok(true),
-            Err(e) if stale_view(&e) => continue,
-            Err(e) => return Err(Error::kube(format!("take over the fields of {what}"), e)),
+            Err(e) if stale_view(&e) => refused = Some((meta.resource_version.clone(), e)),
+            Err(e) => return Err(Error::kube(action, e)),
         }
     }
     Err(Error::Conflict {
