@@ -904,6 +904,32 @@ fn switching_from_the_platform_controller() {
     for (host, n) in &kept {
         assert_eq!(grown.get(host), Some(n), "{host} renamed");
     }
+    // SPEC §3.7 "Exactly the desired state" after the switch too: a listener someone adds
+    // by hand (a plain update under another manager) is removed, and its manager goes.
+    let extra = json!([{"op": "add", "path": "/spec/listeners/-", "value":
+        https_listener(h.ns, "https-by-hand", &format!("hand.{}", h.apex), "by-hand")}]);
+    c.cp.kubectl_ok(
+        &[
+            "patch",
+            "gateway",
+            "-n",
+            h.ns,
+            "gw",
+            "--type=json",
+            "--field-manager=kubectl-edit",
+            "-p",
+            &extra.to_string(),
+        ],
+        None,
+    );
+    c.wait("the hand-added listener removed", || {
+        let gw = c.get_full("gateway", h.ns, "gw")?;
+        let names = https_names(&gw);
+        let managers = main_managers(&gw);
+        (!names.contains_key(&format!("hand.{}", h.apex))
+            && !managers.iter().any(|m| m.0 == "kubectl-edit"))
+        .then_some(())
+    });
     // A hostname that goes takes its adopted Certificate with it (its Secret stays).
     let gone = format!("docs.{}", h.apex);
     let gone_cert = kept[&gone].1.clone();
