@@ -1,0 +1,7 @@
+//! `wgpolicyk8s.io/v1alpha2` PolicyReports of the audit (SPEC §3.9, issue 24 item 3).
+//!
+//! | part | file |
+//! |---|---|
+//! | the PolicyReport API types, field for field, and the CRD generated from them | `api.rs` |
+
+pub mod api;
