@@ -3,5 +3,9 @@
 //! | part | file |
 //! |---|---|
 //! | the PolicyReport API types, field for field, and the CRD generated from them | `api.rs` |
+//! | one namespace's results as its report; what to do about the report there (pure) | `render.rs` |
 
 pub mod api;
+pub mod render;
+
+pub use render::{ObjectRef, Outcome, ReportResult};
