@@ -9,7 +9,7 @@
 //! | the watch of our reports, leader-gated server-side apply and delete, backoff | `writer.rs` |
 //!
 //! Wiring (serve): map the judge's findings onto [`ReportResult`]s by namespace and keep a
-//! `tokio::sync::watch` of the map current; run [`writer::run`]`(client, leader, rx)` as a
+//! `tokio::sync::watch` of the map current (`None` until everything has been judged once); run [`writer::run`]`(client, leader, rx)` as a
 //! part, with the reconciler's [`Leader`](crate::cluster::lease::Leader). A finding about a
 //! cluster-scoped object goes in the report of the namespace it concerns (a Namespace's
 //! apex finding in that namespace's); a Package, which concerns no namespace, has no
@@ -20,4 +20,4 @@ pub mod render;
 pub mod writer;
 
 pub use render::{ObjectRef, Outcome, ReportResult};
-pub use writer::{ReportInput, Writer, WriterStatus, run};
+pub use writer::{InputChannel, ReportInput, Writer, WriterStatus, run};

@@ -47,6 +47,11 @@ use crate::platform::FIELD_MANAGER;
 /// not change (then it is not even compared).
 pub type ReportInput = BTreeMap<String, Arc<Vec<ReportResult>>>;
 
+/// The writer's input channel: `None` until the audit has judged every object once (the
+/// watches it reads have listed). Nothing is planned before: a half-judged cluster would
+/// delete reports only to write them again, on every restart.
+pub type InputChannel = watch::Receiver<Option<Arc<ReportInput>>>;
+
 /// Changes arriving within this window are planned together.
 pub const DEBOUNCE: Duration = Duration::from_millis(200);
 /// Writes sent side by side.
@@ -110,13 +115,9 @@ pub enum WriteError {
 /// Run the writer until `input`'s sender is gone (`Ok`) or the watch ends (`Err`).
 ///
 /// `leader` is the reconciler's Lease (`serve`'s `Reconciler::leader`): only its holder
-/// writes. Wiring: `let (tx, rx) = watch::channel(Arc::new(ReportInput::new()));` hand `rx`
-/// here and send a new map whenever the audit's results change.
-pub async fn run(
-    client: Client,
-    leader: Leader,
-    input: watch::Receiver<Arc<ReportInput>>,
-) -> Result<(), WriterError> {
+/// writes. Wiring: `let (tx, rx) = watch::channel(None);` hand `rx` here, and send
+/// `Some(map)` once the audit has judged everything and whenever its results change.
+pub async fn run(client: Client, leader: Leader, input: InputChannel) -> Result<(), WriterError> {
     Writer::new(client, leader).run(input).await
 }
 
@@ -142,17 +143,14 @@ impl Writer {
     }
 
     /// See [`run`].
-    pub async fn run(
-        self,
-        mut input: watch::Receiver<Arc<ReportInput>>,
-    ) -> Result<(), WriterError> {
+    pub async fn run(self, mut input: InputChannel) -> Result<(), WriterError> {
         let mut reports = Box::pin(report_watch(self.client.clone()));
         let mut claim = self.leader.watch();
         let mut claim_open = true;
         let mut state = State::new(input.borrow_and_update().clone());
         let mut pass_at: Option<Instant> = None;
         loop {
-            if pass_at.is_none() && state.synced && !state.dirty.is_empty() {
+            if pass_at.is_none() && state.ready() && !state.dirty.is_empty() {
                 let wait = if self.leader.is_leader() {
                     DEBOUNCE
                 } else {
@@ -198,7 +196,7 @@ impl Writer {
     /// Plan every dirty namespace and execute the writes, as the leader once the watch has
     /// listed.
     async fn pass(&self, state: &mut State) {
-        if !state.synced || !self.leader.is_leader() {
+        if !state.ready() || !self.leader.is_leader() {
             return;
         }
         state.passes += 1;
@@ -485,6 +483,8 @@ struct Failed {
 /// The writer's view: the input, our reports as last seen, and what is left to do.
 struct State {
     input: Arc<ReportInput>,
+    /// The audit has judged everything once (the first `Some` input).
+    judged: bool,
     observed: BTreeMap<String, Observed>,
     relist: Option<BTreeMap<String, Observed>>,
     synced: bool,
@@ -499,9 +499,10 @@ struct State {
 }
 
 impl State {
-    fn new(input: Arc<ReportInput>) -> State {
+    fn new(input: Option<Arc<ReportInput>>) -> State {
         State {
-            input,
+            judged: input.is_some(),
+            input: input.unwrap_or_default(),
             observed: BTreeMap::new(),
             relist: None,
             synced: false,
@@ -514,6 +515,11 @@ impl State {
             applied: 0,
             deleted: 0,
         }
+    }
+
+    /// Plans may run: the audit has judged everything and our reports are listed.
+    fn ready(&self) -> bool {
+        self.judged && self.synced
     }
 
     fn status(&self) -> WriterStatus {
@@ -548,8 +554,17 @@ impl State {
         }
     }
 
-    fn on_input(&mut self, next: Arc<ReportInput>, now: Instant) {
+    fn on_input(&mut self, next: Option<Arc<ReportInput>>, now: Instant) {
         self.inputs += 1;
+        let Some(next) = next else {
+            return;
+        };
+        if !self.judged {
+            self.judged = true;
+            self.input = next;
+            self.mark_all(now);
+            return;
+        }
         let prev = std::mem::replace(&mut self.input, next);
         let changed: Vec<String> = prev
             .keys()
@@ -687,13 +702,29 @@ mod tests {
         }
     }
 
-    fn input(entries: &[(&str, Arc<Vec<ReportResult>>)]) -> Arc<ReportInput> {
-        Arc::new(
+    fn input(entries: &[(&str, Arc<Vec<ReportResult>>)]) -> Option<Arc<ReportInput>> {
+        Some(Arc::new(
             entries
                 .iter()
                 .map(|(ns, r)| (ns.to_string(), r.clone()))
                 .collect(),
-        )
+        ))
+    }
+
+    #[test]
+    fn nothing_is_planned_before_the_audit_has_judged_everything() {
+        let mut s = State::new(None);
+        s.on_event(Ok(Event::Init));
+        s.on_event(Ok(Event::InitDone));
+        assert!(s.synced && !s.ready(), "listed, but not judged");
+        s.on_input(None, Instant::now());
+        assert!(!s.ready());
+        s.on_input(
+            input(&[("tenant-a", Arc::new(vec![result("a")]))]),
+            Instant::now(),
+        );
+        assert!(s.ready());
+        assert!(s.dirty.contains("tenant-a"), "every namespace planned once");
     }
 
     #[test]
