@@ -9,11 +9,12 @@
 //! | the watch of our reports, leader-gated server-side apply and delete, backoff | `writer.rs` |
 //!
 //! Wiring (serve): map the judge's findings onto [`ReportResult`]s by namespace and keep a
-//! `tokio::sync::watch` of the map current (`None` until everything has been judged once); run [`writer::run`]`(client, leader, rx)` as a
-//! part, with the reconciler's [`Leader`](crate::cluster::lease::Leader). A finding about a
-//! cluster-scoped object goes in the report of the namespace it concerns (a Namespace's
-//! apex finding in that namespace's); a Package, which concerns no namespace, has no
-//! report.
+//! `tokio::sync::watch` of the map current (`None` until everything has been judged once);
+//! run [`writer::run`]`(client, leader, rx)` as a part, with the reconciler's
+//! [`Leader`](crate::cluster::lease::Leader). A finding about a cluster-scoped object goes
+//! in the report of the namespace it concerns (a Namespace's apex finding in that
+//! namespace's); a Package, which concerns no namespace, has no report. The chart grants
+//! the writer's verbs and passes `--policy-reports` with `audit.policyReports`.
 
 pub mod api;
 pub mod render;
