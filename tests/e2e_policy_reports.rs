@@ -2,8 +2,8 @@
 //! from the tests/k8s harness, the writer in-process with a fixed input, as a user holding
 //! exactly the rights the chart grants it (`audit.policyReports=true`).
 //!
-//! Without the CRD it waits and writes nothing; once `tenant-gateway crd --policy-report` is
-//! installed the reports appear (server-side apply, our field manager); an identical input
+//! Without the CRD it waits and writes nothing; once the chart's CRD is installed the
+//! reports appear (server-side apply, our field manager); an identical input
 //! and a restart write nothing (resourceVersions unchanged); a namespace whose results empty
 //! out loses its report; a deleted report comes back; other tools' reports (another name, or
 //! our name without our label) are never touched; a replica without the Lease writes
@@ -138,12 +138,28 @@ async fn writer_client(cp: &ControlPlane) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
-fn install_the_crd(cp: &ControlPlane) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
-        .args(["crd", "--policy-report"])
-        .output()
-        .expect("tenant-gateway runs");
-    assert!(out.status.success());
+/// The chart's optional CRD (`audit.installPolicyReportCRD`; tests/charts.rs holds it equal
+/// to `tenant-gateway crd --policy-report`).
+fn install_the_charts_crd(cp: &ControlPlane) {
+    let chart = repo_root().join("charts/tenant-gateway");
+    let out = cp.helm(&[
+        "template",
+        "tg",
+        path_str(&chart),
+        "-n",
+        "cozy-system",
+        "--set",
+        "rootHost=example.org",
+        "--set",
+        "audit.installPolicyReportCRD=true",
+        "-s",
+        "templates/policyreport-crd.yaml",
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     cp.kubectl_ok(
         &["apply", "--server-side", "-f", "-"],
         Some(&String::from_utf8_lossy(&out.stdout)),
@@ -245,7 +261,7 @@ async fn reports_are_written_once_kept_at_rest_and_removed_when_empty() {
     assert_eq!(status.borrow().passes, 0, "nothing planned without the CRD");
 
     // The CRD appears; other tools' reports are there before ours.
-    install_the_crd(&cp);
+    install_the_charts_crd(&cp);
     cp.apply_json(&foreign_report("tenant-a", "polr-kyverno"));
     cp.apply_json(&foreign_report("tenant-c", REPORT));
     let foreign_a = c.rv("tenant-a", "polr-kyverno").await.expect("created");
