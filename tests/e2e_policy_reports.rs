@@ -328,6 +328,7 @@ async fn reports_are_written_once_kept_at_rest_and_removed_when_empty() {
     assert_eq!(c_report.results[0].source.as_deref(), Some("kyverno"));
     let s = settled(&mut status, 0).await;
     assert_eq!(s.applied, 2, "tenant-a and tenant-b, not tenant-c: {s:?}");
+    assert_eq!(s.foreign, 1, "tenant-c's report is another tool's");
     let rv_a = a.metadata.resource_version.clone().expect("rv");
     let rv_b = b.metadata.resource_version.clone().expect("rv");
 
@@ -413,7 +414,11 @@ async fn reports_are_written_once_kept_at_rest_and_removed_when_empty() {
     })
     .await;
     let s = settled(&mut status, inputs).await;
-    assert_eq!(s.deleted, 1);
+    assert_eq!(
+        (s.deleted, s.foreign),
+        (1, 0),
+        "tenant-c has nothing to say now"
+    );
     assert_eq!(c.rv("tenant-c", REPORT).await, Some(foreign_c.clone()));
     assert_eq!(
         c.rv("tenant-a", "polr-kyverno").await,

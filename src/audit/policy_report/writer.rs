@@ -78,6 +78,9 @@ pub struct WriterStatus {
     pub pending: usize,
     /// Namespaces whose last write failed (retried with backoff).
     pub failing: usize,
+    /// Namespaces with results but a report of our name that is another tool's (no report
+    /// of ours there: worth an alert where tenants may write PolicyReports).
+    pub foreign: usize,
     /// Passes that planned and wrote (as the leader, after the watch listed).
     pub passes: u64,
     /// Reports created or updated, and deleted.
@@ -231,12 +234,16 @@ impl Writer {
         };
         let mut work = Vec::new();
         for (ns, action) in namespaces.into_iter().zip(planned) {
+            if !matches!(action, Action::LeaveForeign) {
+                state.foreign.remove(&ns);
+            }
             match action {
                 Action::Keep => {
                     state.backoff.remove(&ns);
                 }
                 Action::LeaveForeign => {
-                    if state.foreign_warned.insert(ns.clone()) {
+                    state.backoff.remove(&ns);
+                    if state.foreign.insert(ns.clone()) {
                         tracing::warn!(namespace = %ns,
                             "a PolicyReport named {REPORT_NAME} without app.kubernetes.io/managed-by=tenant-gateway belongs to another tool and is left alone; this namespace gets no tenant-gateway report until it is renamed or deleted");
                     }
@@ -260,7 +267,6 @@ impl Writer {
                 Ok(Written::Applied(o)) => {
                     state.applied += 1;
                     state.backoff.remove(&ns);
-                    state.foreign_warned.remove(&ns);
                     state.observed.insert(ns, o);
                 }
                 Ok(Written::Deleted) => {
@@ -491,7 +497,8 @@ struct State {
     crd_installed: Option<bool>,
     dirty: BTreeSet<String>,
     backoff: BTreeMap<String, Failed>,
-    foreign_warned: BTreeSet<String>,
+    /// Namespaces with results whose `tenant-gateway` report is another tool's.
+    foreign: BTreeSet<String>,
     inputs: u64,
     passes: u64,
     applied: u64,
@@ -509,7 +516,7 @@ impl State {
             crd_installed: None,
             dirty: BTreeSet::new(),
             backoff: BTreeMap::new(),
-            foreign_warned: BTreeSet::new(),
+            foreign: BTreeSet::new(),
             inputs: 0,
             passes: 0,
             applied: 0,
@@ -529,6 +536,7 @@ impl State {
             inputs: self.inputs,
             pending: self.dirty.len(),
             failing: self.backoff.len(),
+            foreign: self.foreign.len(),
             passes: self.passes,
             applied: self.applied,
             deleted: self.deleted,
