@@ -400,6 +400,13 @@ pub struct ServeArgs {
     #[arg(long, env = "TENANT_GATEWAY_UNIFORM_PORT_KINDS")]
     pub uniform_port_kinds: bool,
 
+    /// Publish the audit's results as one wgpolicyk8s.io/v1alpha2 PolicyReport per
+    /// namespace, named tenant-gateway (SPEC §3.9), written by the reconciler's Lease holder.
+    /// Needs the PolicyReport CRD installed (the chart's audit.installPolicyReportCRD, or
+    /// Kyverno's).
+    #[arg(long, env = "TENANT_GATEWAY_POLICY_REPORTS")]
+    pub policy_reports: bool,
+
     /// How often the certificate files are checked for changes, in seconds.
     #[arg(long, env = "TENANT_GATEWAY_TLS_RELOAD_INTERVAL", default_value = "2", value_parser = parse_secs)]
     pub tls_reload_interval: Duration,

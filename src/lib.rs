@@ -23,6 +23,7 @@
 //! `serve` and the binary import everything.
 
 pub mod admission;
+pub mod audit;
 pub mod certs;
 pub mod claims;
 pub mod cluster;

@@ -68,7 +68,12 @@ enum Command {
         policy: PolicyArgs,
     },
     /// Print the TenantGateway CustomResourceDefinition generated from the Rust types.
-    Crd,
+    Crd {
+        /// Print the wgpolicyk8s.io/v1alpha2 PolicyReport CRD instead (what `serve
+        /// --policy-reports` writes; the chart installs it with audit.installPolicyReportCRD).
+        #[arg(long)]
+        policy_report: bool,
+    },
     /// Print the ValidatingAdmissionPolicy manifests equivalent to the webhook layers.
     Policies {
         #[command(flatten)]
@@ -147,8 +152,13 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             quiet,
             policy,
         } => offline::suite::run_cmd(&paths, quiet, &policy).await,
-        Command::Crd => {
-            print_out(&tenant_gateway::reconcile::api::crd_yaml()?)?;
+        Command::Crd { policy_report } => {
+            let crd = if policy_report {
+                tenant_gateway::audit::policy_report::api::crd_yaml()?
+            } else {
+                tenant_gateway::reconcile::api::crd_yaml()?
+            };
+            print_out(&crd)?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Policies { mut policy } => {

@@ -565,6 +565,8 @@ fn every_serve_flag_is_a_value() {
             "kubeconfig=/etc/kube/config",
             "--set",
             "namespacesFile=/etc/ns.yaml",
+            "--set",
+            "audit.policyReports=true",
         ],
         vec!["--set", "certificates.mode=self"],
         vec![
@@ -1217,6 +1219,17 @@ fn install_chart_value_sets_that_must_fail() {
                 "--set",
                 "rootHost=x.org",
                 "--set",
+                "audit.policyReports=true",
+                "--set",
+                "controller.enabled=false",
+            ],
+            vec!["audit.policyReports needs controller.enabled"],
+        ),
+        (
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
                 "certificates.mode=vault",
             ],
             vec!["certificates.mode=vault: unsupported"],
@@ -1322,6 +1335,107 @@ fn chart_crd_matches_the_generator() {
          `cargo run -- crd > charts/tenant-gateway/crds/tenantgateways.gateway.cozystack.io.yaml`",
         path.display()
     );
+}
+
+/// The chart's optional PolicyReport CRD: `tenant-gateway crd --policy-report` with the
+/// annotation that keeps it on uninstall (other tools' reports may live in it).
+fn policy_report_crd_template() -> String {
+    let out = Command::new(bin())
+        .args(["crd", "--policy-report"])
+        .output()
+        .expect("tenant-gateway runs");
+    assert!(out.status.success());
+    let mut crd: Value =
+        tenant_gateway::yaml::from_document(&String::from_utf8(out.stdout).expect("utf-8"))
+            .expect("the CRD parses");
+    crd["metadata"]["annotations"] = json!({"helm.sh/resource-policy": "keep"});
+    format!(
+        "{{{{- if .Values.audit.installPolicyReportCRD }}}}\n\
+         # `tenant-gateway crd --policy-report` with the keep annotation; tests/charts.rs fails on\n\
+         # drift (regenerate: UPDATE_CHARTS=1 cargo test --test charts policy_report_crd).\n\
+         {}{{{{- end }}}}\n",
+        tenant_gateway::yaml::to_document(&crd).expect("yaml")
+    )
+}
+
+#[test]
+fn policy_report_crd_matches_the_generator() {
+    let path = repo().join("charts/tenant-gateway/templates/policyreport-crd.yaml");
+    let want = policy_report_crd_template();
+    if std::env::var_os("UPDATE_CHARTS").is_some_and(|v| v == "1") {
+        std::fs::write(&path, &want).expect("write the template");
+        return;
+    }
+    let got = std::fs::read_to_string(&path).expect("read the chart's PolicyReport CRD");
+    assert!(
+        got == want,
+        "{} is out of date with `tenant-gateway crd --policy-report`; regenerate with \
+         `UPDATE_CHARTS=1 cargo test --test charts policy_report_crd`",
+        path.display()
+    );
+}
+
+/// audit.policyReports: the flag and exactly the writer's verbs on PolicyReports, nothing
+/// when off; audit.installPolicyReportCRD: the generated CRD, kept on uninstall.
+#[test]
+fn policy_reports_flag_rbac_and_optional_crd() {
+    let crds = |objs: &[Value]| -> Vec<Value> {
+        find(objs, "CustomResourceDefinition")
+            .into_iter()
+            .cloned()
+            .collect()
+    };
+    let objs = tg(&[]);
+    assert!(!args_of(&objs).contains(&"--policy-reports".to_string()));
+    assert!(
+        !rules_of(one(&objs, "ClusterRole"))
+            .iter()
+            .any(|(g, ..)| g == "wgpolicyk8s.io"),
+        "off by default, and so are its rights"
+    );
+    assert!(
+        crds(&objs).is_empty(),
+        "the CRD is not installed by default"
+    );
+
+    let objs = tg(&["--set", "audit.policyReports=true"]);
+    assert!(args_of(&objs).contains(&"--policy-reports".to_string()));
+    // audit/policy_report/writer.rs: the watch by metadata.name (list, watch), server-side
+    // apply (patch, create when absent), delete; all but create on the one name.
+    let mut want = expected_cluster_rules();
+    want.insert((
+        "wgpolicyk8s.io".into(),
+        "policyreports".into(),
+        "create".into(),
+        None,
+    ));
+    for v in ["list", "watch", "patch", "delete"] {
+        want.insert((
+            "wgpolicyk8s.io".into(),
+            "policyreports".into(),
+            v.into(),
+            Some("tenant-gateway".into()),
+        ));
+    }
+    assert_eq!(rules_of(one(&objs, "ClusterRole")), want);
+    assert!(crds(&objs).is_empty(), "the flag alone installs no CRD");
+
+    let objs = tg(&["--set", "audit.installPolicyReportCRD=true"]);
+    let crd = crds(&objs);
+    assert_eq!(crd.len(), 1);
+    assert_eq!(crd[0]["metadata"]["name"], "policyreports.wgpolicyk8s.io");
+    assert_eq!(
+        crd[0]["metadata"]["annotations"]["helm.sh/resource-policy"],
+        "keep"
+    );
+    let out = Command::new(bin())
+        .args(["crd", "--policy-report"])
+        .output()
+        .expect("tenant-gateway runs");
+    let generated: Value =
+        tenant_gateway::yaml::from_document(&String::from_utf8(out.stdout).expect("utf-8"))
+            .expect("the CRD parses");
+    assert_eq!(crd[0]["spec"], generated["spec"]);
 }
 
 #[test]

@@ -97,6 +97,9 @@ on them, so `helm template -s` of one file fails too.
 {{- if and (eq .Values.certificates.mode "self") (not .Values.controller.enabled) -}}
 {{- fail "certificates.mode=self needs controller.enabled: the reconciler's leader Lease gates who renews the certificate" -}}
 {{- end -}}
+{{- if and .Values.audit.policyReports (not .Values.controller.enabled) -}}
+{{- fail "audit.policyReports needs controller.enabled: the reconciler's leader Lease gates who writes the PolicyReports" -}}
+{{- end -}}
 {{- if and (eq .Values.certificates.mode "manual") .Values.webhook.enabled (not .Values.certificates.manual.caBundle) -}}
 {{- fail "certificates.manual.caBundle (base64 of the CA PEM that signed certificates.manual.secretName) is required when certificates.mode is manual" -}}
 {{- end -}}
