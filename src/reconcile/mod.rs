@@ -19,7 +19,8 @@
 //! | §3.5 namespace labels, no stealing, child apexes | `labels.rs`, `attachment` |
 //! | §3.7 zero writes on an unchanged world, ownership, deletes | `diff.rs` |
 //! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | `admit`, [`cleanup`] |
-//! | the reconciler's flags (scope, `--uniform-port-kinds`, the Lease) | [`Options`] |
+//! | the reconciler's flags (scope, `--uniform-port-kinds`, `--passthrough-gateway`, the Lease) | [`Options`] |
+//! | §3.10 listeners whose SNI overlaps: the second Gateway, overlapping pairs, Conflicted listeners | `render.rs` (`separate`, `overlapping_listeners`), `routes.rs` (PassthroughHostname), `status.rs` |
 //! | the kube edge: caches, `gather` (caches → inputs), the TGW status stash | `context.rs` |
 //! | the kube edge: watch loops, trigger fan-out | `watches.rs` |
 //! | the kube edge: Controller, reconcile, settle, failure isolation, events | `controller.rs`, `backoff.rs`, `error.rs` |
@@ -61,7 +62,7 @@ use status::{GatewayState, StatusFacts};
 
 use crate::cluster::nsmeta::NamespaceMeta;
 use crate::hostname;
-use crate::platform::Scope;
+use crate::platform::{PassthroughGateway, Scope};
 
 /// The reconciler's options, from the `serve` flags: built once by `serve`, carried by the
 /// [`Context`](context::Context) of every reconcile. The plan reads `scope` and
@@ -74,6 +75,9 @@ pub struct Options {
     /// `--uniform-port-kinds`: every port-443 listener admits both HTTPRoute and TLSRoute
     /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
     pub uniform_port_kinds: bool,
+    /// `--passthrough-gateway`: where a dns01/existingSecret TenantGateway's passthrough
+    /// listeners go (SPEC §3.10).
+    pub passthrough_gateway: PassthroughGateway,
     /// `--leader-election-namespace`; `None`: the pod's own, else `default`.
     pub lease_namespace: Option<String>,
     /// `--leader-election-name`.
@@ -394,6 +398,7 @@ fn report(
         name: names::HTTP_LISTENER.to_string(),
         hostname: None,
         certificate: None,
+        on_passthrough_gateway: false,
     }];
     listeners.extend(desired.listeners.iter().cloned());
     let not_owned: Vec<String> = refused

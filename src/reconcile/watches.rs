@@ -42,7 +42,7 @@ use super::context::{Caches, links_of};
 use super::inputs::RouteKind;
 use crate::cluster::NamespaceChange;
 use crate::cluster::kept::{Kept, ObjectCache, Split};
-use crate::cluster::route_facts::HttpsListeners;
+use crate::cluster::route_facts::{HttpsListeners, http01_passthrough};
 use crate::cluster::routes::{RouteIndex, WatchedRoute};
 use crate::cluster::watch::{self as cw, FromWatch, Key};
 use crate::platform::{GATEWAY_API_GROUP, TGW_KIND};
@@ -222,7 +222,8 @@ pub fn tenant_gateways(
 }
 
 /// How each TenantGateway's Gateway lists its HTTPS listeners (its certMode), kept in the
-/// route index beside the Gateway's routes for the listener-budget warning (SPEC §3.4). From
+/// route index beside the Gateway's routes for the listener-budget warning (SPEC §3.4), and
+/// the passthrough hostnames no HTTPRoute may claim on an http01 one (SPEC §3.10). From
 /// the watch rather than a reconcile: every replica's webhook reads it, leader or not, and
 /// a TenantGateway whose spec does not check still names its mode.
 fn record_listeners(index: &RouteIndex, ev: &Event<TenantGateway>) {
@@ -234,12 +235,27 @@ fn record_listeners(index: &RouteIndex, ev: &Event<TenantGateway>) {
             listeners,
         );
     };
+    let passthrough = |t: &TenantGateway, listeners| {
+        let m = &t.metadata;
+        index.set_passthrough(
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+            listeners,
+        );
+    };
     match ev {
-        Event::Apply(t) | Event::InitApply(t) => set(
-            t,
-            HttpsListeners::of_cert_mode(Some(t.spec.cert_mode.as_str())),
-        ),
-        Event::Delete(t) => set(t, None),
+        Event::Apply(t) | Event::InitApply(t) => {
+            let mode = Some(t.spec.cert_mode.as_str());
+            set(t, HttpsListeners::of_cert_mode(mode));
+            passthrough(
+                t,
+                http01_passthrough(mode, &t.spec.apex, &t.spec.tls_passthrough_services),
+            );
+        }
+        Event::Delete(t) => {
+            set(t, None);
+            passthrough(t, Vec::new());
+        }
         Event::Init => index.listeners_relist_started(),
         Event::InitDone => index.listeners_relist_done(),
     }
