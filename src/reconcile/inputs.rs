@@ -4,8 +4,9 @@
 //!
 //! The edge hands over only what is relevant to this TenantGateway: its namespace, the
 //! namespaces its attachedNamespaces list, those labelled to publish through it, and those
-//! carrying our attached-by annotation for it; the routes that reference its Gateway or carry
-//! our status entry for it; the objects of the owned kinds in its namespace that are owned by
+//! carrying our attached-by annotation for it; the routes that reference its Gateway (or the
+//! second Gateway `<name>-passthrough`, SPEC §3.10) or carry our status entry for one, each
+//! once; the objects of the owned kinds in its namespace that are owned by
 //! it or share a name with one it renders.
 
 use std::sync::Arc;

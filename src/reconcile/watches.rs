@@ -12,8 +12,8 @@
 //! |---|---|
 //! | start every watch, wait for their first lists | [`spawn`], [`synced`] |
 //! | namespaces → TenantGateways (links, attachments) | `watch_namespaces`, `rebuild_links`, `tgws_in` |
-//! | routes → the Gateways they name; the redirect routes kept | `watch_routes` |
-//! | Gateways, Issuers, Certificates → their owner | `watch_owned`, `owner_of`, the `Split` impls |
+//! | routes → the Gateways they name → their TenantGateways; the redirect routes kept | `watch_routes`, `gateway_tgws` |
+//! | Gateways, Issuers, Certificates → their owner (a Gateway also by name, `<name>` or `<name>-passthrough`) | `watch_owned`, `owner_of`, `gateway_tgws`, the `Split` impls |
 //! | TenantGateways → siblings and rivals | [`tenant_gateways`], `related` |
 //! | TenantGateways → their Gateway's listener layout in the route index (certMode) | `record_listeners` |
 //! | optional CRDs (TLSRoute, cert-manager) | `wait_served` |
@@ -284,6 +284,41 @@ fn related(all: &[Arc<TenantGateway>], t: &TenantGateway) -> Vec<ObjectRef<Tenan
         .collect()
 }
 
+/// The TenantGateways whose plan reads Gateway `namespace/name` and the routes naming it:
+/// the one named like it, and the one whose second Gateway `<name>-passthrough` it is (SPEC
+/// §3.10; every layout: `shared` removes our route entries for it). A name that does not
+/// round-trip through `names::passthrough_gateway` (a long TenantGateway name, shortened with
+/// a hash) is looked up among the namespace's TenantGateways.
+fn gateway_tgws(caches: &Caches, namespace: &str, name: &str) -> Vec<ObjectRef<TenantGateway>> {
+    let mut out = vec![tgw_ref(namespace, name)];
+    if !name.ends_with(SECOND_GATEWAY_SUFFIX) {
+        return out;
+    }
+    match name.strip_suffix(SECOND_GATEWAY_SUFFIX) {
+        Some(base) if super::names::passthrough_gateway(base) == name => {
+            out.push(tgw_ref(namespace, base));
+        }
+        _ => out.extend(
+            caches
+                .tgws
+                .state()
+                .iter()
+                .filter(|t| t.metadata.namespace.as_deref() == Some(namespace))
+                .filter(|t| {
+                    t.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| super::names::passthrough_gateway(n) == name)
+                })
+                .map(|t| ObjectRef::from(t.as_ref())),
+        ),
+    }
+    out
+}
+
+/// How every second Gateway's name ends (`names::passthrough_gateway`).
+const SECOND_GATEWAY_SUFFIX: &str = "-passthrough";
+
 fn tgws_in(caches: &Caches, namespaces: &BTreeSet<String>, trigger: &Trigger) {
     for t in caches.tgws.state() {
         let ns = t.metadata.namespace.as_deref().unwrap_or_default();
@@ -390,7 +425,9 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
     let idx = caches.routes.clone();
     let send = |gws: BTreeSet<Key>| {
         for (ns, name) in gws {
-            let _ = trigger.unbounded_send(tgw_ref(&ns, &name));
+            for t in gateway_tgws(&caches, &ns, &name) {
+                let _ = trigger.unbounded_send(t);
+            }
         }
     };
     let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(
@@ -469,12 +506,20 @@ async fn watch_owned<T>(
     };
     let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind, page));
     let target = |key: &Key, o: Option<&T>| {
-        // A Gateway is named like its TenantGateway; other kinds carry our ownerReference.
-        if kind == "Gateway" {
-            Some(tgw_ref(&key.0, &key.1))
+        // A Gateway is named like its TenantGateway or its second one (owned or not: a
+        // same-named Gateway that appears or goes away changes the plan); other kinds carry
+        // our ownerReference.
+        let mut to: Vec<ObjectRef<TenantGateway>> = if kind == "Gateway" {
+            gateway_tgws(&caches, &key.0, &key.1)
         } else {
-            o.and_then(|o| owner_of(&key.0, o.meta()))
+            Vec::new()
+        };
+        if let Some(owner) = o.and_then(|o| owner_of(&key.0, o.meta()))
+            && !to.contains(&owner)
+        {
+            to.push(owner);
         }
+        to
     };
     while let Some(ev) = stream.next().await {
         let c = cache(&caches);
@@ -483,16 +528,16 @@ async fn watch_owned<T>(
             Event::InitApply(o) | Event::Apply(o) => {
                 let key = o.key();
                 let o = o.decoded(kind);
-                let t = target(&key, o.as_ref());
+                let to = target(&key, o.as_ref());
                 c.apply(key, o.and_then(Kept::keep));
-                if let Some(t) = t {
+                for t in to {
                     let _ = trigger.unbounded_send(t);
                 }
             }
             Event::Delete(o) => {
                 let key = o.key();
                 c.delete(&key);
-                if let Some(t) = target(&key, o.body.as_ref().ok()) {
+                for t in target(&key, o.body.as_ref().ok()) {
                     let _ = trigger.unbounded_send(t);
                 }
             }
