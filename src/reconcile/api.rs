@@ -223,9 +223,10 @@ pub struct TenantGatewayStatus {
     pub conditions: Vec<Condition>,
     #[serde(default)]
     pub listeners: Vec<ListenerStatus>,
-    /// The Gateways it renders (two in the `separate` layout of SPEC §3.10) with the
-    /// addresses their data plane reports: where DNS for the apex, and for the passthrough
-    /// hostnames `<svc>.<apex>`, points.
+    /// The Gateways it renders (two when the controller runs with `--passthrough-gateway
+    /// separate`: the passthrough listeners on `<name>-passthrough`) with the addresses their
+    /// data plane reports: where DNS for the apex, and for the passthrough hostnames
+    /// `<svc>.<apex>`, points.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub gateways: Vec<GatewayAddresses>,
 }
