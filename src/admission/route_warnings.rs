@@ -319,14 +319,13 @@ pub fn passthrough_hostname_warnings(
             let text = concat(&[
                 "PassthroughHostname: ",
                 h,
-                " is passed through by listener ",
-                &p.listener,
-                " of ",
+                " is passed through by ",
                 gw_ns,
                 "/",
                 gw_name,
-                " (tlsPassthroughServices); this route gets no HTTPS listener or certificate \
-                 for it (serve it with a TLSRoute, or remove the service from the list)",
+                " (",
+                &p.listener,
+                "); no HTTPS listener for it",
             ]);
             out.push(RouteWarning {
                 reason: Reason::PassthroughHostname,

@@ -396,6 +396,46 @@ items:
         );
     }
 
+    /// SPEC §3.10: an http01 TenantGateway in the snapshot declares the passthrough
+    /// hostnames no HTTPRoute may claim on its Gateway (defaults applied as the API server
+    /// would: certMode http01); other modes and other entries declare none.
+    #[test]
+    fn tenant_gateways_give_their_http01_passthrough_hostnames() {
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-a}
+  spec: {apex: A.example.org, tlsPassthroughServices: [api, api, 7, Bad_Svc, cdi]}
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-b}
+  spec: {apex: b.example.org, certMode: dns01, tlsPassthroughServices: [api]}
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-c}
+  spec: {apex: c.example.org}
+"#;
+        let idx = from_text(text, "r.yaml").expect("valid");
+        let hosts = |ns: &str| -> Vec<String> {
+            idx.passthrough(ns, "gw")
+                .map(|l| {
+                    l.iter()
+                        .map(|p| format!("{} {}", p.listener, p.hostname))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            hosts("tenant-a"),
+            ["tls-api api.a.example.org", "tls-cdi cdi.a.example.org"]
+        );
+        assert!(hosts("tenant-b").is_empty());
+        assert!(hosts("tenant-c").is_empty());
+    }
+
     #[test]
     fn anything_but_routes_is_an_error_naming_the_object() {
         // (text, expected substrings of the error)

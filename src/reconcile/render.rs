@@ -897,6 +897,48 @@ mod tests {
         assert_eq!(gw["spec"]["listeners"].as_array().map(Vec::len), Some(6));
     }
 
+    /// SPEC §3.10: the pairs a data plane may refuse, from the listener specs alone.
+    #[test]
+    fn overlapping_listeners_are_terminate_passthrough_pairs_of_one_port() {
+        let mut w = testing::world();
+        w.tgw.spec = testing::dns01_spec();
+        w.tgw.spec.tls_passthrough_services = vec!["api".into(), "bob".into()];
+        let d = run(
+            &w,
+            &inputs(&[], &["bob.alice.example.org"]),
+            &Options::default(),
+        );
+        assert_eq!(
+            overlapping_listeners(&d.gateway),
+            [
+                ("https".to_string(), "tls-api".to_string()),
+                ("https".to_string(), "tls-bob".to_string())
+            ],
+            "*.bob.alice.example.org does not cover bob.alice.example.org, the apex listener \
+             covers no child"
+        );
+        // http01: no terminate listener for a passthrough hostname is rendered at all; other
+        // ports and the HTTP listener never pair.
+        let w = testing::world();
+        let d = run(
+            &w,
+            &inputs(&["alice.example.org", "www.alice.example.org"], &[]),
+            &Options::default(),
+        );
+        assert!(overlapping_listeners(&d.gateway).is_empty());
+        let mut g = d.gateway.clone();
+        g.spec.listeners[1].hostname = Some("*.alice.example.org".into());
+        assert_eq!(
+            overlapping_listeners(&g),
+            [
+                ("https-apex".to_string(), "tls-api".to_string()),
+                ("https-apex".to_string(), "tls-vm-exportproxy".to_string())
+            ]
+        );
+        g.spec.listeners[1].port = 8443;
+        assert!(overlapping_listeners(&g).is_empty(), "another port");
+    }
+
     #[test]
     fn redirect_route_and_ownership() {
         let w = testing::world();

@@ -287,21 +287,31 @@ fn related(all: &[Arc<TenantGateway>], t: &TenantGateway) -> Vec<ObjectRef<Tenan
 /// The TenantGateways whose plan reads Gateway `namespace/name` and the routes naming it:
 /// the one named like it, and the one whose second Gateway `<name>-passthrough` it is (SPEC
 /// §3.10; every layout: `shared` removes our route entries for it). A name that does not
-/// round-trip through `names::passthrough_gateway` (a long TenantGateway name, shortened with
-/// a hash) is looked up among the namespace's TenantGateways.
-fn gateway_tgws(caches: &Caches, namespace: &str, name: &str) -> Vec<ObjectRef<TenantGateway>> {
+/// round-trip through `names::passthrough_gateway` to an existing TenantGateway (a long name,
+/// shortened with a hash) is looked up among the namespace's TenantGateways.
+fn gateway_tgws(
+    tgws: &Store<TenantGateway>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<TenantGateway>> {
     let mut out = vec![tgw_ref(namespace, name)];
     if !name.ends_with(SECOND_GATEWAY_SUFFIX) {
         return out;
     }
-    match name.strip_suffix(SECOND_GATEWAY_SUFFIX) {
-        Some(base) if super::names::passthrough_gateway(base) == name => {
-            out.push(tgw_ref(namespace, base));
+    let base = name
+        .strip_suffix(SECOND_GATEWAY_SUFFIX)
+        .map(|base| tgw_ref(namespace, base));
+    match base {
+        // The common case, one lookup; a hashed name may strip to another name that
+        // round-trips, so only a TenantGateway that exists counts.
+        Some(base)
+            if super::names::passthrough_gateway(&base.name) == name
+                && tgws.get(&base).is_some() =>
+        {
+            out.push(base);
         }
         _ => out.extend(
-            caches
-                .tgws
-                .state()
+            tgws.state()
                 .iter()
                 .filter(|t| t.metadata.namespace.as_deref() == Some(namespace))
                 .filter(|t| {
@@ -425,7 +435,7 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
     let idx = caches.routes.clone();
     let send = |gws: BTreeSet<Key>| {
         for (ns, name) in gws {
-            for t in gateway_tgws(&caches, &ns, &name) {
+            for t in gateway_tgws(&caches.tgws, &ns, &name) {
                 let _ = trigger.unbounded_send(t);
             }
         }
@@ -510,7 +520,7 @@ async fn watch_owned<T>(
         // same-named Gateway that appears or goes away changes the plan); other kinds carry
         // our ownerReference.
         let mut to: Vec<ObjectRef<TenantGateway>> = if kind == "Gateway" {
-            gateway_tgws(&caches, &key.0, &key.1)
+            gateway_tgws(&caches.tgws, &key.0, &key.1)
         } else {
             Vec::new()
         };
@@ -609,6 +619,67 @@ mod tests {
         record_listeners(&index, &Event::InitDone);
         assert_eq!(seen("c"), Some(HttpsListeners::PerApex));
         assert_eq!(seen("b"), None, "deleted while the watch was down");
+    }
+
+    /// SPEC §3.10: the index also keeps what an http01 TenantGateway passes through (for the
+    /// PassthroughHostname warning), and forgets it when the mode, the list or the object
+    /// goes.
+    #[test]
+    fn the_watch_keeps_each_http01_gateways_passthrough_hostnames() {
+        use super::super::api::CertMode;
+        let index = RouteIndex::default();
+        let with = |mode: CertMode, services: &[&str]| {
+            let mut t = (*tgw("a", "gw", "a", &[])).clone();
+            t.spec.cert_mode = mode;
+            t.spec.tls_passthrough_services = services.iter().map(|s| s.to_string()).collect();
+            t
+        };
+        let hosts = || -> Vec<String> {
+            index
+                .passthrough("a", "gw")
+                .map(|l| l.iter().map(|p| p.hostname.clone()).collect())
+                .unwrap_or_default()
+        };
+        record_listeners(
+            &index,
+            &Event::Apply(with(CertMode::Http01, &["api", "cdi"])),
+        );
+        assert_eq!(hosts(), ["api.alice.example.org", "cdi.alice.example.org"]);
+        record_listeners(&index, &Event::Apply(with(CertMode::Dns01, &["api"])));
+        assert!(
+            hosts().is_empty(),
+            "dns01 serves them on its wildcard listener"
+        );
+        record_listeners(&index, &Event::Apply(with(CertMode::Http01, &["api"])));
+        assert_eq!(hosts(), ["api.alice.example.org"]);
+        record_listeners(&index, &Event::Delete(with(CertMode::Http01, &["api"])));
+        assert!(hosts().is_empty(), "deleted");
+    }
+
+    /// Gateways and the routes naming them reach the TenantGateway whose Gateway they are:
+    /// `<name>`, or `<name>-passthrough` (also when a long name is shortened with a hash).
+    #[test]
+    fn second_gateways_map_to_their_tenantgateway() {
+        let (store, mut writer) = reflector::store::<TenantGateway>();
+        let long = "t".repeat(60);
+        for (ns, name) in [("tenant-a", "gw"), ("tenant-a", long.as_str())] {
+            writer.apply_watcher_event(&Event::Apply((*tgw(ns, name, name, &[])).clone()));
+        }
+        let refs = |ns: &str, name: &str| -> Vec<String> {
+            gateway_tgws(&store, ns, name)
+                .iter()
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        assert_eq!(refs("tenant-a", "gw"), ["gw"]);
+        assert_eq!(refs("tenant-a", "gw-passthrough"), ["gw-passthrough", "gw"]);
+        let hashed = super::super::names::passthrough_gateway(&long);
+        assert!(hashed.len() <= 63 && hashed != format!("{long}-passthrough"));
+        assert_eq!(refs("tenant-a", &hashed), [hashed.clone(), long.clone()]);
+        // Another namespace's TenantGateway of that name is not it.
+        assert_eq!(refs("tenant-b", &hashed), [hashed]);
+        // No TenantGateway of the stripped name: nothing more to wake.
+        assert_eq!(refs("tenant-a", "x-passthrough"), ["x-passthrough"]);
     }
 
     #[test]
