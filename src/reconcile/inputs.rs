@@ -214,7 +214,8 @@ impl TgwFacts {
         }
         let mut passthrough: Vec<(String, String)> = Vec::new();
         for svc in &spec.tls_passthrough_services {
-            let listener = super::names::passthrough_listener(svc);
+            // The route index's rule, so the admission warnings know the same listeners.
+            let listener = passthrough_listener(svc);
             let host_ok = crate::hostname::validate(&format!("{svc}.{apex}")).is_ok();
             match listener {
                 Some(l) if host_ok || apex.is_empty() => {

@@ -112,12 +112,6 @@ pub fn wildcard_certificate(tgw: &str) -> String {
     fit(tgw, "-gateway-tls")
 }
 
-/// `tls-<svc>`, or `None` when `svc` cannot make a label (the caller reports it). The route
-/// index's rule (`cluster::route_facts`), so the admission warnings know the same listeners.
-pub fn passthrough_listener(svc: &str) -> Option<String> {
-    super::inputs::passthrough_listener(svc)
-}
-
 /// The second Gateway `<name>-passthrough` of the `separate` layout (SPEC §3.10).
 pub fn passthrough_gateway(tgw: &str) -> String {
     fit(tgw, "-passthrough")
@@ -492,10 +486,12 @@ mod tests {
 
     #[test]
     fn passthrough_and_child_names() {
+        use crate::cluster::route_facts::passthrough_listener;
         assert_eq!(passthrough_listener("api").as_deref(), Some("tls-api"));
         assert_eq!(passthrough_listener("Api"), None);
         assert_eq!(passthrough_listener(&"a".repeat(60)), None);
         assert_eq!(passthrough_listener(""), None);
+        assert_eq!(passthrough_gateway("gw"), "gw-passthrough");
         let kids = child_listeners(&set(&["bob.alice.example.org", "customer1.io"]));
         assert_eq!(
             kids["bob.alice.example.org"],
