@@ -975,10 +975,11 @@ impl super::Admission {
             super::WebhookResource::TlsRoutes => RouteKind::TlsRoute,
             _ => return Vec::new(),
         };
-        // Nothing indexed (a snapshot without routes, no reconciler, `--namespaces` mode):
-        // no work on the hot path. Without an index attached, not even the index's lock:
-        // both server threads taking it on every review bounce its cache line.
-        if !self.warns || self.routes.is_empty() {
+        // Nothing indexed (a snapshot without routes or passthrough declarations, no
+        // reconciler, `--namespaces` mode): no work on the hot path. Without an index
+        // attached, not even the index's lock: both server threads taking it on every review
+        // bounce its cache line.
+        if !self.warns || self.routes.knows_nothing() {
             return Vec::new();
         }
         let fallback;

@@ -451,6 +451,12 @@ impl RouteIndex {
         self.len() == 0
     }
 
+    /// No route and no passthrough declaration: nothing a warning could come from.
+    pub fn knows_nothing(&self) -> bool {
+        let g = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        g.routes.is_empty() && g.passthrough.is_empty()
+    }
+
     /// Insert or replace a route; returns the Gateways whose routes changed.
     pub fn apply(&self, mut facts: RouteFacts) -> BTreeSet<Key> {
         let mut g = self.write();
