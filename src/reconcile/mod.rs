@@ -469,8 +469,10 @@ fn report<'a>(
     let pt = analysed.passthrough_name.as_str();
     let moved = analysed.separate.then_some(pt);
     let now = &inputs.now;
+    let ordered = routes_in_order(inputs);
     let (mut writes, mut parents_full) = route_writes(
         inputs,
+        &ordered,
         gw,
         &analysed.routes.routes,
         &analysed.redirect_name,
@@ -481,6 +483,7 @@ fn report<'a>(
     // The second Gateway's entries: written in the `separate` layout, removed in `shared`.
     let (more_writes, more_full) = route_writes(
         inputs,
+        &ordered,
         (gw.0, pt),
         &analysed.passthrough_routes,
         &analysed.redirect_name,
@@ -713,14 +716,15 @@ fn child_apexes(
     (fit, cut)
 }
 
-/// Route status writes for Gateway `gw`: every route whose entries for it differ from the
-/// desired ones (new entries, changed entries, entries to remove when it stops attaching),
+/// Route status writes for Gateway `gw`: every route of `ordered` ([`routes_in_order`]) whose
+/// entries for it differ from the desired ones (new entries, changed entries, entries to remove when it stops attaching),
 /// `entries` giving a verdict's desired entries from the route's generation and current
 /// entries. The desired entries are cut to the room `status.parents` has left (SPEC §3.7): a
 /// write past 32 entries would be refused, and with it every later status of the route; the
 /// routes cut are returned, sorted, for the TenantGateway status and an event.
 fn route_writes(
     inputs: &Inputs,
+    ordered: &[&inputs::RouteFacts],
     gw: (&str, &str),
     verdict_list: &[routes::RouteVerdict],
     redirect_name: &str,
@@ -743,7 +747,7 @@ fn route_writes(
             .entry((v.kind, &*v.namespace, &*v.name))
             .or_insert(v);
     }
-    for r in routes_in_order(inputs) {
+    for r in ordered.iter().copied() {
         if r.kind == inputs::RouteKind::HttpRoute
             && *r.namespace == *tgw.namespace
             && &*r.name == redirect_name

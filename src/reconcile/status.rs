@@ -1,11 +1,14 @@
-//! TenantGateway status and route parent entries (SPEC §3.3, §3.7).
+//! TenantGateway status and route parent entries (SPEC §3.3, §3.7, §3.10).
 //!
-//! Conditions `Ready`, `Programmed`, `ListenerCapacity` and `NamespacesAttached` (the
-//! no-stealing report of §3.5), in that order; listener entries with the reasons `Pending`,
-//! `NotAccepted`, `NotProgrammed`, `CertificatePending`; one route `status.parents` entry per
-//! parentRef to this Gateway. Messages list things sorted, so the same world always gives the
-//! same text, and a condition whose status does not change keeps its lastTransitionTime: an
-//! unchanged world writes no status.
+//! Conditions `Ready`, `Programmed`, `ListenerCapacity`, `NamespacesAttached` (the
+//! no-stealing report of §3.5), `RouteStatus` and `ListenersOverlap` (§3.10), in that order;
+//! listener entries with the reasons `Pending`, `NotAccepted`, `NotProgrammed`,
+//! `CertificatePending`; the rendered Gateways with their addresses; one route
+//! `status.parents` entry per parentRef to one of the TenantGateway's Gateways. In the
+//! `separate` layout both Gateways count in `Programmed` and `Ready`, and listeners the data
+//! plane reports `Conflicted` make `Ready=False, reason ListenersConflicted`. Messages list
+//! things sorted, so the same world always gives the same text, and a condition whose status
+//! does not change keeps its lastTransitionTime: an unchanged world writes no status.
 
 use std::collections::{BTreeMap, BTreeSet};
 
