@@ -406,6 +406,18 @@ pub struct ServeArgs {
     /// Kyverno's).
     #[arg(long, env = "TENANT_GATEWAY_POLICY_REPORTS")]
     pub policy_reports: bool,
+    /// Where a dns01/existingSecret TenantGateway's TLS-passthrough listeners go: `shared`
+    /// keeps them on its Gateway beside the wildcard listener that covers their hostnames
+    /// (the platform's layout; the TenantGateway reports ListenersOverlap), `separate` puts
+    /// them on a second Gateway `<name>-passthrough` (for data planes that refuse such pairs,
+    /// Cilium from 1.19.6).
+    #[arg(
+        long,
+        env = "TENANT_GATEWAY_PASSTHROUGH_GATEWAY",
+        value_enum,
+        default_value_t = crate::platform::PassthroughGateway::Shared
+    )]
+    pub passthrough_gateway: crate::platform::PassthroughGateway,
 
     /// How often the certificate files are checked for changes, in seconds.
     #[arg(long, env = "TENANT_GATEWAY_TLS_RELOAD_INTERVAL", default_value = "2", value_parser = parse_secs)]

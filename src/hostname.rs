@@ -261,6 +261,25 @@ pub fn within(h: &str, apex: &str) -> bool {
     split == 0 || h[split - 1] == b'.'
 }
 
+/// Whether two listener hostnames can match one request's name (SPEC §3.10), as Gateway API
+/// matches a listener's hostname: an exact name matches itself; `*.S` matches every name
+/// strictly under `S`, however deep (not `S` itself). So two names intersect when equal,
+/// when one is `*.S` and the other lies strictly under `S`, or when both are wildcards and
+/// one suffix lies within the other. ASCII case-insensitive, like [`within`].
+pub fn intersects(a: &str, b: &str) -> bool {
+    match (a.strip_prefix("*."), b.strip_prefix("*.")) {
+        (None, None) => a.eq_ignore_ascii_case(b),
+        (Some(s), None) => strictly_under(b, s),
+        (None, Some(t)) => strictly_under(a, t),
+        (Some(s), Some(t)) => within(s, t) || within(t, s),
+    }
+}
+
+/// `h` lies under `suffix` by at least one label.
+fn strictly_under(h: &str, suffix: &str) -> bool {
+    h.len() > suffix.len() && within(h, suffix)
+}
+
 /// True when `s` is a DNS-1123 label: `[a-z0-9]([-a-z0-9]*[a-z0-9])?`, at most 63 characters
 /// (namespace, Service, listener names).
 pub fn is_dns_label(s: &str) -> bool {
@@ -282,6 +301,30 @@ pub fn is_dns_subdomain(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// SPEC §3.10: which listener hostnames a data plane sees as overlapping.
+    #[test]
+    fn listener_hostnames_intersect_as_gateway_api_matches_them() {
+        // (a, b, intersect)
+        let cases = [
+            ("api.alice.example.org", "api.alice.example.org", true),
+            ("API.alice.example.org", "api.alice.example.org", true),
+            ("api.alice.example.org", "www.alice.example.org", false),
+            ("*.alice.example.org", "api.alice.example.org", true),
+            ("*.alice.example.org", "a.b.alice.example.org", true),
+            ("*.alice.example.org", "alice.example.org", false),
+            ("*.alice.example.org", "evilalice.example.org", false),
+            ("*.bob.alice.example.org", "api.alice.example.org", false),
+            ("*.api.alice.example.org", "api.alice.example.org", false),
+            ("*.alice.example.org", "*.bob.alice.example.org", true),
+            ("*.alice.example.org", "*.alice.example.org", true),
+            ("*.bob.example.org", "*.alice.example.org", false),
+        ];
+        for (a, b, want) in cases {
+            assert_eq!(intersects(a, b), want, "{a} / {b}");
+            assert_eq!(intersects(b, a), want, "{b} / {a}");
+        }
+    }
 
     fn label(n: usize) -> String {
         "a".repeat(n)

@@ -25,7 +25,8 @@ pub struct Metrics {
     /// labels: resource
     pub admission_duration: HistogramVec,
     /// labels: resource (httproutes|tlsroutes), reason (hostname_conflict|listener_budget|
-    /// passthrough_shared): warnings from the route index (SPEC §3.4)
+    /// passthrough_shared|passthrough_hostname): warnings from the route index (SPEC §3.4,
+    /// §3.10)
     pub admission_warnings: IntCounterVec,
     pub namespace_index_size: IntGauge,
     /// Not-after of the serving certificate currently in use.

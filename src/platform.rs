@@ -89,6 +89,30 @@ impl Scope {
     }
 }
 
+/// Where a dns01/existingSecret TenantGateway's TLS-passthrough listeners go (SPEC §3.10,
+/// `--passthrough-gateway`, chart value `controller.passthroughGateway`). Its wildcard
+/// listener `*.<apex>` covers every passthrough hostname `<svc>.<apex>`, and data planes that
+/// refuse an HTTPS-terminate and a TLS-passthrough listener with intersecting hostnames on one
+/// port (Cilium from 1.19.6) accept neither on one Gateway.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum PassthroughGateway {
+    /// One Gateway, as the platform's controller renders it (the drop-in's layout).
+    #[default]
+    Shared,
+    /// The passthrough listeners on a second Gateway `<name>-passthrough`.
+    Separate,
+}
+
+impl PassthroughGateway {
+    /// The flag's value as written.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PassthroughGateway::Shared => "shared",
+            PassthroughGateway::Separate => "separate",
+        }
+    }
+}
+
 /// The apex a namespace's labels carry: [`HOST_LABEL`], absent when missing or empty (an empty
 /// apex must never mean "everything").
 pub fn apex_label(labels: &BTreeMap<String, String>) -> Option<&str> {

@@ -343,6 +343,7 @@ async fn cluster_parts(
             lease_namespace: serve.leader_election_namespace.clone(),
             lease_name: serve.leader_election_name.clone(),
             uniform_port_kinds: serve.uniform_port_kinds,
+            passthrough_gateway: serve.passthrough_gateway,
             scope: Scope {
                 tenant_prefix: policy.tenant_prefix.clone(),
                 system_prefix: policy.system_prefix.clone(),

@@ -589,6 +589,41 @@ fn every_serve_flag_is_a_value() {
     );
 }
 
+/// SPEC §3.10: `controller.passthroughGateway` is `--passthrough-gateway`, `shared` unless set,
+/// and the binary accepts what the chart renders (and refuses anything else).
+#[test]
+fn passthrough_gateway_value_is_the_flag() {
+    for (set, want) in [(None, "shared"), (Some("separate"), "separate")] {
+        let value = set.map(|v| format!("controller.passthroughGateway={v}"));
+        let args: Vec<&str> = match &value {
+            Some(v) => vec!["--set", v.as_str()],
+            None => Vec::new(),
+        };
+        let rendered = args_of(&tg(&args));
+        let flag = arg_value(&rendered, "--passthrough-gateway");
+        assert_eq!(flag.as_deref(), Some(want), "{rendered:?}");
+        let out = Command::new(bin())
+            .args(["serve", &format!("--passthrough-gateway={want}"), "--help"])
+            .output()
+            .expect("tenant-gateway runs");
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    let out = Command::new(bin())
+        .args(["serve", "--passthrough-gateway=split", "--help"])
+        .output()
+        .expect("tenant-gateway runs");
+    assert!(!out.status.success(), "an unknown layout is refused");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("separate"),
+        "the error lists the values: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
 /// The policy flags the chart renders are accepted by the binary (same parser as serve).
 #[test]
 fn rendered_policy_flags_are_accepted_by_the_binary() {
@@ -1275,6 +1310,15 @@ fn install_chart_value_sets_that_must_fail() {
         (
             vec!["--set", "rootHost=x.org", "--set", "log.format=xml"],
             vec!["log.format=xml: unsupported"],
+        ),
+        (
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
+                "controller.passthroughGateway=split",
+            ],
+            vec!["controller.passthroughGateway=split: unsupported (shared, separate)"],
         ),
         // Layer 6, list and comma-separated forms, entries trimmed.
         (

@@ -938,6 +938,57 @@ fn webhook_configuration_refuses_a_key_and_plain_http() {
     assert!(!stdout(&out).contains("PRIVATE"), "{}", stdout(&out));
 }
 
+/// SPEC §3.10 offline: `check --routes` with the TenantGateway in the snapshot warns an
+/// HTTPRoute that claims an http01 Gateway's passthrough hostname, as the server does; the
+/// same TenantGateway in dns01 declares nothing of the kind.
+#[test]
+fn check_warns_a_route_on_a_passthrough_hostname() {
+    let dir = tempfile::tempdir().expect("tmp");
+    let route = dir.path().join("route.yaml");
+    std::fs::write(
+        &route,
+        "apiVersion: gateway.networking.k8s.io/v1\nkind: HTTPRoute\nmetadata: {name: api-web, namespace: tenant-alice}\nspec:\n  parentRefs: [{name: gw}]\n  hostnames: [api.alice.example.org]\n",
+    )
+    .expect("write the route");
+    let check = |cert_mode: &str| {
+        let routes = dir.path().join(format!("routes-{cert_mode}.yaml"));
+        std::fs::write(
+            &routes,
+            format!(
+                "apiVersion: gateway.cozystack.io/v1alpha1\nkind: TenantGateway\nmetadata: {{name: gw, namespace: tenant-alice}}\nspec:\n  apex: alice.example.org\n  certMode: {cert_mode}\n  tlsPassthroughServices: [api, vm-exportproxy]\n"
+            ),
+        )
+        .expect("write the snapshot");
+        let mut args = vec![
+            "check",
+            "-o",
+            "json",
+            "--as",
+            "alice",
+            "-f",
+            route.to_str().expect("utf-8"),
+            "--routes",
+            routes.to_str().expect("utf-8"),
+        ];
+        args.extend_from_slice(NS);
+        let out = run(&args, "");
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+        let v: Value = serde_json::from_slice(&out.stdout).expect("json report");
+        v["items"][0].clone()
+    };
+    let item = check("http01");
+    assert_eq!(item["verdict"], "WARNED", "{item}");
+    assert_eq!(
+        item["warnings"],
+        serde_json::json!([
+            "PassthroughHostname: api.alice.example.org is passed through by tenant-alice/gw (tls-api); no HTTPS listener for it"
+        ]),
+        "{item}"
+    );
+    let item = check("dns01");
+    assert_eq!(item["verdict"], "ALLOWED", "{item}");
+}
+
 /// What the webhook warns for alice's route given the playground's route snapshot (SPEC §3.4).
 const DASHBOARD_CONFLICT: &str = "HostnameConflict: dashboard.alice.example.org is already on tenant-alice/gw from cozy-dashboard, which wins";
 

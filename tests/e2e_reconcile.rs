@@ -233,6 +233,7 @@ fn start_replica(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
                 lease_name: "tenant-gateway-e2e".into(),
                 uniform_port_kinds: false,
                 scope: Scope::default(),
+                ..Options::default()
             },
         );
         Replica {

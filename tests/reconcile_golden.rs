@@ -1,7 +1,8 @@
-//! Fails when the committed golden files of the rendered objects (one per certificate mode,
-//! `tests/golden/reconcile/*.yaml`) differ from what the reconciler renders for the shared
-//! test world (`reconcile::testing::busy_world`). `UPDATE_GOLDEN=1` rewrites them instead.
-//! Review a regenerated diff against SPEC §3.2 before committing it.
+//! Fails when the committed golden files of the rendered objects (one per certificate mode
+//! and passthrough layout, `tests/golden/reconcile/*.yaml`) differ from what the reconciler
+//! renders for the shared test world (`reconcile::testing::busy_world`). `UPDATE_GOLDEN=1`
+//! rewrites them instead. Review a regenerated diff against SPEC §3.2 and §3.10 before
+//! committing it.
 
 use std::path::PathBuf;
 

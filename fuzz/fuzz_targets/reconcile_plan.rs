@@ -33,7 +33,7 @@ use libfuzzer_sys::fuzz_target;
 use tenant_gateway::cluster::nsmeta::NamespaceMeta;
 use tenant_gateway::hostname;
 use tenant_gateway::platform::{
-    ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, MANAGED_BY_LABEL, Scope,
+    ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, HOST_LABEL, MANAGED_BY_LABEL, PassthroughGateway, Scope,
 };
 use tenant_gateway::reconcile::api::{
     CertMode, Cloudflare, DigitalOcean, Dns01, Dns01Provider, IssuerName, LocalSecretRef, Rfc2136,
@@ -452,6 +452,11 @@ fn world(u: &mut Unstructured<'_>) -> Result<(Inputs, Options)> {
             Scope::default()
         },
         uniform_port_kinds: u.ratio(1, 4)?,
+        passthrough_gateway: if u.ratio(1, 3)? {
+            PassthroughGateway::Separate
+        } else {
+            PassthroughGateway::Shared
+        },
         ..Options::default()
     };
     let tgw = TgwFacts {
@@ -567,6 +572,11 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Options) {
         names_all.extend(d.issuer.iter().filter_map(|i| i.metadata.name.as_deref()));
         names_all.push(d.redirect.metadata.name.as_deref().unwrap_or_default());
         names_all.push(d.gateway.metadata.name.as_deref().unwrap_or_default());
+        names_all.extend(
+            d.passthrough_gateway
+                .iter()
+                .filter_map(|g| g.metadata.name.as_deref()),
+        );
         for n in names_all {
             // The Gateway keeps the TenantGateway's own name (a subdomain, not a label).
             let ok = if Some(n) == d.gateway.metadata.name.as_deref() {
@@ -581,7 +591,8 @@ fn check_plan(w: &Inputs, p: &Plan, cfg: &Options) {
             .settings(&cfg.scope)
             .expect("a rendered plan has valid settings")
             .apex;
-        for l in &d.gateway.spec.listeners {
+        let second = d.passthrough_gateway.iter().flat_map(|g| &g.spec.listeners);
+        for l in d.gateway.spec.listeners.iter().chain(second) {
             if let Some(h) = &l.hostname {
                 assert!(hostname::validate(h).is_ok(), "listener hostname {h:?}");
                 assert!(hostname::within(h, &apex), "{h} outside {apex}");

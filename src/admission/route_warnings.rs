@@ -29,6 +29,11 @@
 //! index has not seen (a `--routes` file without TenantGateways, the moment before their
 //! watch lists, a Gateway no TenantGateway renders) is counted as http01, the CRD's default
 //! mode, and the warning says "(http01)".
+//!
+//! An HTTPRoute claiming the hostname of an http01 Gateway's passthrough listener is warned
+//! apart from the summaries ([`passthrough_hostname_warnings`], SPEC §3.10): the declaration
+//! (`tlsPassthroughServices`, which the index keeps per Gateway from its TenantGateway)
+//! decides, not the published routes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex, Weak};
@@ -37,7 +42,9 @@ use crate::claims::{
     self, ApexClaimant, Claimant, MAX_LISTENERS, SortedDemands, section_claims_https,
     share_warning, share_warning_sorted,
 };
-use crate::cluster::route_facts::{HttpsListeners, ParentRef, RouteFacts, RouteKind};
+use crate::cluster::route_facts::{
+    HttpsListeners, ParentRef, PassthroughListener, RouteFacts, RouteKind,
+};
 use crate::cluster::routes::{GatewayRoutes, RouteIndex};
 use crate::hostname;
 use crate::platform::{ApexOwners, GATEWAY_API_GROUP};
@@ -51,6 +58,8 @@ pub enum Reason {
     ListenerBudget,
     /// Another namespace passes the hostname through on the same Gateway (TLSRoute).
     PassthroughShared,
+    /// The hostname is an http01 Gateway's passthrough hostname (HTTPRoute, SPEC §3.10).
+    PassthroughHostname,
 }
 
 impl Reason {
@@ -59,13 +68,15 @@ impl Reason {
             Reason::HostnameConflict => "hostname_conflict",
             Reason::ListenerBudget => "listener_budget",
             Reason::PassthroughShared => "passthrough_shared",
+            Reason::PassthroughHostname => "passthrough_hostname",
         }
     }
 
-    pub const ALL: [Reason; 3] = [
+    pub const ALL: [Reason; 4] = [
         Reason::HostnameConflict,
         Reason::ListenerBudget,
         Reason::PassthroughShared,
+        Reason::PassthroughHostname,
     ];
 }
 
@@ -263,6 +274,63 @@ pub fn warnings_for(
         // Within the bound in bytes is within it in characters: no copy.
         if w.text.len() > super::MAX_WARNING_LEN {
             w.text = super::decision::truncate_warning(&w.text);
+        }
+    }
+    out
+}
+
+/// The warnings for an HTTPRoute that claims a hostname an http01 Gateway passes through
+/// (SPEC §3.10: the declaration wins, and the reconciler refuses that hostname with
+/// `Accepted=False, reason PassthroughHostname`). `passthrough(namespace, name)` is what the
+/// index knows of a Gateway's passthrough listeners (`RouteIndex::passthrough`, from its
+/// TenantGateway); the Gateways judged are those [`warnings_for`] judges, and only
+/// parentRefs that claim HTTPS listeners claim a hostname. Apart from the summaries: the
+/// declaration, not the published routes, decides.
+pub fn passthrough_hostname_warnings(
+    route: &Admitted<'_>,
+    passthrough: impl Fn(&str, &str) -> Option<Arc<[PassthroughListener]>>,
+    publishes_through: Option<&str>,
+) -> Vec<RouteWarning> {
+    let mut out = Vec::new();
+    if route.kind != RouteKind::HttpRoute {
+        return out;
+    }
+    for (gw_ns, gw_name) in route.gateways() {
+        if *gw_ns != *route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
+            continue;
+        }
+        let on = Gateway {
+            namespace: gw_ns,
+            name: gw_name,
+        };
+        if !route.sections_on(&on).any(section_claims_https) {
+            continue;
+        }
+        let Some(listeners) = passthrough(gw_ns, gw_name) else {
+            continue;
+        };
+        for h in valid_hostnames(route) {
+            let Some(p) = listeners
+                .iter()
+                .find(|p| p.hostname.eq_ignore_ascii_case(h))
+            else {
+                continue;
+            };
+            let text = concat(&[
+                "PassthroughHostname: ",
+                h,
+                " is passed through by ",
+                gw_ns,
+                "/",
+                gw_name,
+                " (",
+                &p.listener,
+                "); no HTTPS listener for it",
+            ]);
+            out.push(RouteWarning {
+                reason: Reason::PassthroughHostname,
+                text: super::decision::truncate_warning(&text),
+            });
         }
     }
     out
@@ -907,10 +975,11 @@ impl super::Admission {
             super::WebhookResource::TlsRoutes => RouteKind::TlsRoute,
             _ => return Vec::new(),
         };
-        // Nothing indexed (a snapshot without routes, no reconciler, `--namespaces` mode):
-        // no work on the hot path. Without an index attached, not even the index's lock:
-        // both server threads taking it on every review bounce its cache line.
-        if !self.warns || self.routes.is_empty() {
+        // Nothing indexed (a snapshot without routes or passthrough declarations, no
+        // reconciler, `--namespaces` mode): no work on the hot path. Without an index
+        // attached, not even the index's lock: both server threads taking it on every review
+        // bounce its cache line.
+        if !self.warns || self.routes.knows_nothing() {
             return Vec::new();
         }
         let fallback;
@@ -931,13 +1000,18 @@ impl super::Admission {
         };
         let prefix = &self.cfg.system_prefix;
         let apexes = self.namespaces.apex_owners();
-        let found = warnings_for(
+        let mut found = warnings_for(
             &route,
             |ns, name| self.summaries.get(&self.routes, ns, name, prefix, apexes),
             prefix,
             publishes_through,
             apexes,
         );
+        found.extend(passthrough_hostname_warnings(
+            &route,
+            |ns, name| self.routes.passthrough(ns, name),
+            publishes_through,
+        ));
         found
             .into_iter()
             .map(|w| {

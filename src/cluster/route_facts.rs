@@ -140,6 +140,59 @@ impl HttpsListeners {
     }
 }
 
+/// A TLS-passthrough listener a TenantGateway declares (SPEC §3.2): `tls-<svc>` for the
+/// hostname `<svc>.<apex>`. What the index knows of an http01 Gateway's passthrough
+/// hostnames (an HTTPRoute claiming one gets no listener, SPEC §3.10), and the rule the
+/// reconciler renders these listeners by.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PassthroughListener {
+    pub listener: String,
+    pub hostname: String,
+}
+
+/// `tls-<svc>`, or `None` when `svc` cannot make a listener name (a lowercase DNS label whose
+/// `tls-` form is still a label).
+pub fn passthrough_listener(svc: &str) -> Option<String> {
+    let name = format!("tls-{svc}");
+    (crate::hostname::is_dns_label(svc) && crate::hostname::is_dns_label(&name)).then_some(name)
+}
+
+/// The passthrough listeners of a TenantGateway with `spec.apex` `apex` (as written) and
+/// `spec.tlsPassthroughServices` `services`: de-duplicated, in spec order, without the entries
+/// that make no listener name or no valid hostname. None when the apex is not one.
+pub fn passthrough_listeners(apex: &str, services: &[String]) -> Vec<PassthroughListener> {
+    let Ok(apex) = crate::hostname::parse_apex(apex) else {
+        return Vec::new();
+    };
+    let mut out: Vec<PassthroughListener> = Vec::new();
+    for svc in services {
+        let hostname = format!("{svc}.{apex}");
+        let Some(listener) = passthrough_listener(svc) else {
+            continue;
+        };
+        if crate::hostname::validate(&hostname).is_ok()
+            && !out.iter().any(|p| p.listener == listener)
+        {
+            out.push(PassthroughListener { listener, hostname });
+        }
+    }
+    out
+}
+
+/// The passthrough listeners whose hostnames no HTTPRoute may claim (SPEC §3.10): an http01
+/// TenantGateway's (`cert_mode` as written, absent: http01). dns01 and existingSecret
+/// Gateways serve such a hostname on their wildcard listener: none.
+pub fn http01_passthrough(
+    cert_mode: Option<&str>,
+    apex: &str,
+    services: &[String],
+) -> Vec<PassthroughListener> {
+    match HttpsListeners::of_cert_mode(cert_mode) {
+        Some(HttpsListeners::PerHostname) => passthrough_listeners(apex, services),
+        _ => Vec::new(),
+    }
+}
+
 /// A route's parentRef as written (defaults not applied).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub struct ParentRef {

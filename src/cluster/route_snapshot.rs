@@ -13,7 +13,9 @@ use kube::Client;
 use kube::api::{Api, ApiResource, DynamicObject, ListParams};
 use serde_json::Value;
 
-use super::route_facts::{HttpsListeners, RouteFacts, RouteKind};
+use super::route_facts::{
+    HttpsListeners, PassthroughListener, RouteFacts, RouteKind, http01_passthrough,
+};
 use super::routes::{RouteIndex, project};
 use super::snapshot::flatten_list;
 use super::watch;
@@ -93,7 +95,11 @@ pub fn from_text(text: &str, origin: &str) -> Result<RouteIndex, RouteSnapshotEr
                     namespace,
                     name,
                     listeners,
-                } => index.set_listeners(&namespace, &name, listeners),
+                    passthrough,
+                } => {
+                    index.set_listeners(&namespace, &name, listeners);
+                    index.set_passthrough(&namespace, &name, passthrough);
+                }
             }
         }
     }
@@ -108,12 +114,37 @@ enum Item {
         namespace: String,
         name: String,
         listeners: Option<HttpsListeners>,
+        /// Its passthrough listeners whose hostnames no HTTPRoute may claim (http01).
+        passthrough: Vec<PassthroughListener>,
     },
 }
 
 /// How a listed TenantGateway's Gateway lists its HTTPS listeners (`spec.certMode`).
 fn listeners_of(tgw: &Value) -> Option<HttpsListeners> {
     HttpsListeners::of_cert_mode(tgw.pointer("/spec/certMode").and_then(Value::as_str))
+}
+
+/// A listed TenantGateway's passthrough listeners whose hostnames no HTTPRoute may claim
+/// (http01: `spec.apex`, `spec.tlsPassthroughServices`; entries that are not strings are
+/// skipped, as the reconciler never sees them).
+fn passthrough_of(tgw: &Value) -> Vec<PassthroughListener> {
+    let services: Vec<String> = tgw
+        .pointer("/spec/tlsPassthroughServices")
+        .and_then(Value::as_array)
+        .map(|a| {
+            a.iter()
+                .filter_map(Value::as_str)
+                .map(String::from)
+                .collect()
+        })
+        .unwrap_or_default();
+    http01_passthrough(
+        tgw.pointer("/spec/certMode").and_then(Value::as_str),
+        tgw.pointer("/spec/apex")
+            .and_then(Value::as_str)
+            .unwrap_or_default(),
+        &services,
+    )
 }
 
 fn object_of(item: Value, origin: &str, index: usize) -> Result<Item, RouteSnapshotError> {
@@ -145,6 +176,7 @@ fn object_of(item: Value, origin: &str, index: usize) -> Result<Item, RouteSnaps
             }
             return Ok(Item::TenantGateway {
                 listeners: listeners_of(&item),
+                passthrough: passthrough_of(&item),
                 namespace,
                 name,
             });
@@ -221,6 +253,7 @@ pub async fn list(client: &Client) -> Result<Listed, RouteSnapshotError> {
         let listed = list_each(client, &ar, |o| {
             if let (Some(namespace), Some(name)) = (&o.metadata.namespace, &o.metadata.name) {
                 index.set_listeners(namespace, name, listeners_of(&o.data));
+                index.set_passthrough(namespace, name, passthrough_of(&o.data));
             }
         });
         match listed.await {
@@ -361,6 +394,46 @@ items:
                 .is_some_and(|e| e.contains("(TenantGateway) has no metadata.name")),
             "{e:?}"
         );
+    }
+
+    /// SPEC §3.10: an http01 TenantGateway in the snapshot declares the passthrough
+    /// hostnames no HTTPRoute may claim on its Gateway (defaults applied as the API server
+    /// would: certMode http01); other modes and other entries declare none.
+    #[test]
+    fn tenant_gateways_give_their_http01_passthrough_hostnames() {
+        let text = r#"
+apiVersion: v1
+kind: List
+items:
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-a}
+  spec: {apex: A.example.org, tlsPassthroughServices: [api, api, 7, Bad_Svc, cdi]}
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-b}
+  spec: {apex: b.example.org, certMode: dns01, tlsPassthroughServices: [api]}
+- apiVersion: gateway.cozystack.io/v1alpha1
+  kind: TenantGateway
+  metadata: {name: gw, namespace: tenant-c}
+  spec: {apex: c.example.org}
+"#;
+        let idx = from_text(text, "r.yaml").expect("valid");
+        let hosts = |ns: &str| -> Vec<String> {
+            idx.passthrough(ns, "gw")
+                .map(|l| {
+                    l.iter()
+                        .map(|p| format!("{} {}", p.listener, p.hostname))
+                        .collect()
+                })
+                .unwrap_or_default()
+        };
+        assert_eq!(
+            hosts("tenant-a"),
+            ["tls-api api.a.example.org", "tls-cdi cdi.a.example.org"]
+        );
+        assert!(hosts("tenant-b").is_empty());
+        assert!(hosts("tenant-c").is_empty());
     }
 
     #[test]

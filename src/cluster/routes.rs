@@ -22,7 +22,8 @@ use serde::Deserialize;
 
 use super::intern::intern;
 use super::route_facts::{
-    HttpsListeners, ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus, SharedRef,
+    HttpsListeners, ParentRef, ParentsLayout, PassthroughListener, RouteFacts, RouteKind,
+    RouteParentStatus, SharedRef,
 };
 use super::watch::{FromWatch, Key, Lenient};
 use crate::platform::{
@@ -312,6 +313,10 @@ struct Inner {
     listeners: hashbrown::HashMap<Key, HttpsListeners, foldhash::fast::RandomState>,
     /// The Gateways whose TenantGateway was seen since a relist of them started.
     listeners_relist: Option<HashSet<Key>>,
+    /// The passthrough listeners of each http01 Gateway whose TenantGateway was seen and
+    /// declares some (`route_facts::http01_passthrough`): their hostnames get no HTTPS
+    /// listener (SPEC §3.10).
+    passthrough: hashbrown::HashMap<Key, Arc<[PassthroughListener]>, foldhash::fast::RandomState>,
 }
 
 /// Each Gateway's routes. Every review with warnings on looks its Gateways up here, so the
@@ -394,6 +399,32 @@ impl RouteIndex {
         }
     }
 
+    /// Record the passthrough listeners of Gateway `namespace/name` whose hostnames no
+    /// HTTPRoute may claim, from its TenantGateway (`route_facts::http01_passthrough`; empty:
+    /// none). Called beside [`Self::set_listeners`], whose relist bookkeeping covers it.
+    pub fn set_passthrough(
+        &self,
+        namespace: &str,
+        name: &str,
+        listeners: Vec<PassthroughListener>,
+    ) {
+        let mut g = self.write();
+        let key = GatewayOf(namespace, name);
+        if listeners.is_empty() {
+            g.passthrough.remove(&key);
+        } else if g.passthrough.get(&key).map(|l| &l[..]) != Some(&listeners[..]) {
+            g.passthrough
+                .insert((namespace.to_string(), name.to_string()), listeners.into());
+        }
+    }
+
+    /// Gateway `namespace/name`'s passthrough listeners whose hostnames no HTTPRoute may
+    /// claim ([`Self::set_passthrough`]).
+    pub fn passthrough(&self, namespace: &str, name: &str) -> Option<Arc<[PassthroughListener]>> {
+        let g = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        g.passthrough.get(&GatewayOf(namespace, name)).cloned()
+    }
+
     /// A relist of the TenantGateways starts: [`Self::set_listeners`] marks each one seen.
     pub fn listeners_relist_started(&self) {
         self.write().listeners_relist = Some(HashSet::new());
@@ -404,6 +435,7 @@ impl RouteIndex {
         let mut g = self.write();
         if let Some(seen) = g.listeners_relist.take() {
             g.listeners.retain(|k, _| seen.contains(k));
+            g.passthrough.retain(|k, _| seen.contains(k));
         }
     }
 
@@ -417,6 +449,12 @@ impl RouteIndex {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// No route and no passthrough declaration: nothing a warning could come from.
+    pub fn knows_nothing(&self) -> bool {
+        let g = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        g.routes.is_empty() && g.passthrough.is_empty()
     }
 
     /// Insert or replace a route; returns the Gateways whose routes changed.

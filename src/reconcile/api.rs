@@ -218,11 +218,36 @@ fn default_tsig_algorithm() -> String {
 pub struct TenantGatewayStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
-    /// Ready, Programmed, ListenerCapacity.
+    /// Ready, Programmed, ListenerCapacity, NamespacesAttached, RouteStatus, ListenersOverlap.
     #[serde(default)]
     pub conditions: Vec<Condition>,
     #[serde(default)]
     pub listeners: Vec<ListenerStatus>,
+    /// The Gateways it renders (two when the controller runs with `--passthrough-gateway
+    /// separate`: the passthrough listeners on `<name>-passthrough`) with the addresses their
+    /// data plane reports: where DNS for the apex, and for the passthrough hostnames
+    /// `<svc>.<apex>`, points.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub gateways: Vec<GatewayAddresses>,
+}
+
+/// One rendered Gateway and its addresses (`status.addresses` of the Gateway).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayAddresses {
+    pub name: String,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub addresses: Vec<GatewayAddress>,
+}
+
+/// A Gateway address as the data plane reports it.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GatewayAddress {
+    /// `IPAddress`, `Hostname`, or another type the data plane names.
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub type_: Option<String>,
+    pub value: String,
 }
 
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq, Eq, Default, schemars::JsonSchema)]

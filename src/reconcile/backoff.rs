@@ -156,6 +156,7 @@ mod tests {
                 ),
             ],
             listeners: vec![Default::default()],
+            gateways: Vec::new(),
         };
         let first = failed_status(&planned, None, "m".into(), Some(3), &at(20));
         assert_eq!(first.conditions.len(), 2);

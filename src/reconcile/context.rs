@@ -445,10 +445,20 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, scope: &Scope, now: Time) ->
         .iter()
         .filter_map(|n| caches.namespaces.cached(n))
         .collect();
-    let routes = caches
+    // The routes of both Gateways, each once: SPEC §3.10's second one has routes to write
+    // entries for in the `separate` layout, and to remove ours from in `shared`.
+    let first = caches.routes.for_gateway(&ns, &facts.name);
+    let second = caches
         .routes
-        .for_gateway(&ns, &facts.name)
+        .for_gateway(&ns, &super::names::passthrough_gateway(&facts.name));
+    let routes = first
         .values()
+        .chain(
+            second
+                .iter()
+                .filter(|(k, _)| !first.contains_key(*k))
+                .map(|(_, r)| r),
+        )
         .map(|r| (**r).clone())
         .collect();
     let observed = Observed {

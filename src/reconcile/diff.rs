@@ -230,18 +230,20 @@ pub fn objects(
             found,
         );
     }
-    let want = &desired.gateway;
-    let found = observed
-        .gateways
-        .iter()
-        .find(|o| named(&o.metadata, &want.metadata.name))
-        .map(|o| (&o.metadata, &o.spec));
-    d.one(
-        ObjectKind::Gateway,
-        Object::Gateway(Box::new(want.clone())),
-        &want.spec,
-        found,
-    );
+    // The second Gateway of SPEC §3.10's `separate` layout, when rendered, after the first.
+    for want in std::iter::once(&desired.gateway).chain(&desired.passthrough_gateway) {
+        let found = observed
+            .gateways
+            .iter()
+            .find(|o| named(&o.metadata, &want.metadata.name))
+            .map(|o| (&o.metadata, &o.spec));
+        d.one(
+            ObjectKind::Gateway,
+            Object::Gateway(Box::new(want.clone())),
+            &want.spec,
+            found,
+        );
+    }
     let want = &desired.redirect;
     let found = observed
         .http_routes
@@ -260,7 +262,11 @@ pub fn objects(
     }
     let issuers = name_set(desired.issuer.iter().map(|i| &i.metadata.name));
     let certs = name_set(desired.certificates.iter().map(|c| &c.metadata.name));
-    let gws = name_set(std::iter::once(&desired.gateway.metadata.name));
+    let gws = name_set(
+        std::iter::once(&desired.gateway)
+            .chain(&desired.passthrough_gateway)
+            .map(|g| &g.metadata.name),
+    );
     let routes = name_set(std::iter::once(&desired.redirect.metadata.name));
     d.prune(
         ObjectKind::Issuer,

@@ -4,8 +4,9 @@
 //!
 //! The edge hands over only what is relevant to this TenantGateway: its namespace, the
 //! namespaces its attachedNamespaces list, those labelled to publish through it, and those
-//! carrying our attached-by annotation for it; the routes that reference its Gateway or carry
-//! our status entry for it; the objects of the owned kinds in its namespace that are owned by
+//! carrying our attached-by annotation for it; the routes that reference its Gateway (or the
+//! second Gateway `<name>-passthrough`, SPEC §3.10) or carry our status entry for one, each
+//! once; the objects of the owned kinds in its namespace that are owned by
 //! it or share a name with one it renders.
 
 use std::sync::Arc;
@@ -20,8 +21,8 @@ use super::api::{
 use super::certmanager::{Certificate, Issuer};
 use crate::cluster::nsmeta::NamespaceMeta;
 pub use crate::cluster::route_facts::{
-    Conditions, InPlaceEdit, ParentRef, ParentsLayout, RouteFacts, RouteKind, RouteParentStatus,
-    SharedRef,
+    Conditions, InPlaceEdit, ParentRef, ParentsLayout, PassthroughListener, RouteFacts, RouteKind,
+    RouteParentStatus, SharedRef, passthrough_listener, passthrough_listeners,
 };
 use crate::platform::{self, Scope};
 
@@ -213,7 +214,8 @@ impl TgwFacts {
         }
         let mut passthrough: Vec<(String, String)> = Vec::new();
         for svc in &spec.tls_passthrough_services {
-            let listener = super::names::passthrough_listener(svc);
+            // The route index's rule, so the admission warnings know the same listeners.
+            let listener = passthrough_listener(svc);
             let host_ok = crate::hostname::validate(&format!("{svc}.{apex}")).is_ok();
             match listener {
                 Some(l) if host_ok || apex.is_empty() => {

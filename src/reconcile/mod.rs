@@ -19,7 +19,8 @@
 //! | §3.5 namespace labels, no stealing, child apexes | `labels.rs`, `attachment` |
 //! | §3.7 zero writes on an unchanged world, ownership, deletes | `diff.rs` |
 //! | §3.7 one TenantGateway per namespace (Duplicate), finalizer | `admit`, [`cleanup`] |
-//! | the reconciler's flags (scope, `--uniform-port-kinds`, the Lease) | [`Options`] |
+//! | the reconciler's flags (scope, `--uniform-port-kinds`, `--passthrough-gateway`, the Lease) | [`Options`] |
+//! | §3.10 listeners whose SNI overlaps: the second Gateway, overlapping pairs, Conflicted listeners | `render.rs` (`separate`, `overlapping_listeners`), `routes.rs` (PassthroughHostname), `status.rs` |
 //! | the kube edge: caches, `gather` (caches → inputs), the TGW status stash | `context.rs` |
 //! | the kube edge: watch loops, trigger fan-out | `watches.rs` |
 //! | the kube edge: Controller, reconcile, settle, failure isolation, events | `controller.rs`, `backoff.rs`, `error.rs` |
@@ -61,7 +62,7 @@ use status::{GatewayState, StatusFacts};
 
 use crate::cluster::nsmeta::NamespaceMeta;
 use crate::hostname;
-use crate::platform::Scope;
+use crate::platform::{PassthroughGateway, Scope};
 
 /// The reconciler's options, from the `serve` flags: built once by `serve`, carried by the
 /// [`Context`](context::Context) of every reconcile. The plan reads `scope` and
@@ -74,6 +75,9 @@ pub struct Options {
     /// `--uniform-port-kinds`: every port-443 listener admits both HTTPRoute and TLSRoute
     /// (for data planes that merge port-443 listeners whose kinds differ, cilium#45559).
     pub uniform_port_kinds: bool,
+    /// `--passthrough-gateway`: where a dns01/existingSecret TenantGateway's passthrough
+    /// listeners go (SPEC §3.10).
+    pub passthrough_gateway: PassthroughGateway,
     /// `--leader-election-namespace`; `None`: the pod's own, else `default`.
     pub lease_namespace: Option<String>,
     /// `--leader-election-name`.
@@ -146,8 +150,8 @@ pub fn plan_with(
         child_apexes,
         child_over_cap,
         problems,
-    } = attachment(inputs, settings, &opts.scope);
-    let analysed = analyse(inputs, settings, &allowed, &opts.scope);
+    } = attachment(inputs, settings, opts);
+    let analysed = analyse(inputs, settings, &allowed, opts);
     let li = ListenerInputs {
         port443_namespaces: allowed,
         hosts: analysed.routes.listener_hosts.clone(),
@@ -167,6 +171,11 @@ pub fn plan_with(
         &child_over_cap,
         &problems,
     );
+    let conflicted = reported
+        .status
+        .conditions
+        .iter()
+        .any(|c| c.type_ == status::READY && c.reason == status::LISTENERS_CONFLICTED);
     writes.extend(namespace_writes.into_iter().map(Write::Namespace));
     writes.extend(reported.route_writes);
     if inputs.tgw.status.as_ref() != Some(&reported.status) {
@@ -184,6 +193,7 @@ pub fn plan_with(
         conflicts,
         &reported.over_cap,
         &reported.parents_full,
+        conflicted,
     );
     let analysis = analysed.routes;
     Plan {
@@ -267,7 +277,8 @@ struct Attachment {
     problems: Vec<String>,
 }
 
-fn attachment(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Attachment {
+fn attachment(inputs: &Inputs, settings: &Settings, opts: &Options) -> Attachment {
+    let scope = &opts.scope;
     let label_plan = labels::plan(inputs, settings, scope);
     let own = inputs.tgw.namespace.as_str();
     // Inheriting as the label writes of this plan leave them: a namespace this plan detaches
@@ -299,7 +310,14 @@ fn attachment(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Attachment
 
     let mut problems: Vec<String> = label_plan.problems;
     problems.extend(settings.skipped.iter().cloned());
-    let (child_apexes, child_over_cap) = child_apexes(settings, &inheriting, own, &mut problems);
+    // The passthrough listeners share the budget unless they are on the second Gateway.
+    let passthrough_here = if render::separate(settings, opts) {
+        0
+    } else {
+        settings.passthrough.len()
+    };
+    let (child_apexes, child_over_cap) =
+        child_apexes(settings, &inheriting, own, passthrough_here, &mut problems);
     problems.sort();
     problems.dedup();
     Attachment {
@@ -312,27 +330,47 @@ fn attachment(inputs: &Inputs, settings: &Settings, scope: &Scope) -> Attachment
 }
 
 /// What the routes attaching to this Gateway come to (SPEC §3.3), judged against the
-/// Gateway named like the TenantGateway.
+/// Gateway named like the TenantGateway, and those attaching to the second Gateway of the
+/// `separate` layout (SPEC §3.10).
 struct Analysed<'a> {
     /// The Gateway named like the TenantGateway, owned or not.
     gateway: Option<&'a Gateway>,
     redirect_name: String,
     routes: routes::Analysis,
+    /// `<name>-passthrough`, and the Gateway of that name when one exists, owned or not.
+    passthrough_name: String,
+    passthrough_gateway: Option<&'a Gateway>,
+    /// The `separate` layout renders it.
+    separate: bool,
+    /// The routes attaching to it (none unless `separate`: in the `shared` layout every
+    /// entry of ours for it is removed).
+    passthrough_routes: Vec<routes::RouteVerdict>,
 }
 
 fn analyse<'a>(
     inputs: &'a Inputs,
     settings: &Settings,
     allowed: &BTreeSet<String>,
-    scope: &Scope,
+    opts: &Options,
 ) -> Analysed<'a> {
+    let scope = &opts.scope;
     let tgw = &inputs.tgw;
     let redirect_name = names::redirect_route(&tgw.name);
-    let gateway = inputs
-        .observed
-        .gateways
-        .iter()
-        .find(|g| g.metadata.name.as_deref() == Some(tgw.name.as_str()));
+    let named = |name: &str| {
+        inputs
+            .observed
+            .gateways
+            .iter()
+            .find(|g| g.metadata.name.as_deref() == Some(name))
+    };
+    let gateway = named(&tgw.name);
+    let passthrough_name = names::passthrough_gateway(&tgw.name);
+    let separate = render::separate(settings, opts);
+    let passthrough_routes = if separate {
+        routes::passthrough_gateway_routes(inputs, allowed, &passthrough_name)
+    } else {
+        Vec::new()
+    };
     let existing_hosts: BTreeSet<String> = gateway
         .filter(|g| diff::owned(&g.metadata, tgw))
         .map(|g| {
@@ -356,6 +394,10 @@ fn analyse<'a>(
         gateway,
         redirect_name,
         routes,
+        passthrough_gateway: named(&passthrough_name),
+        passthrough_name,
+        separate,
+        passthrough_routes,
     }
 }
 
@@ -369,16 +411,16 @@ struct Reported {
     over_cap: BTreeSet<String>,
 }
 
-fn report(
-    inputs: &Inputs,
+fn report<'a>(
+    inputs: &'a Inputs,
     desired: &Desired,
     refused: &[Refused],
-    analysed: &Analysed,
+    analysed: &Analysed<'a>,
     child_over_cap: &BTreeSet<String>,
     attach_problems: &[String],
 ) -> Reported {
     let tgw = &inputs.tgw;
-    let gateway_state = match analysed.gateway {
+    let state = |g: Option<&'a Gateway>| match g {
         None => GatewayState::Missing,
         Some(g) if !diff::owned(&g.metadata, tgw) => GatewayState::NotOwned,
         Some(g) => GatewayState::Owned(g),
@@ -394,6 +436,7 @@ fn report(
         name: names::HTTP_LISTENER.to_string(),
         hostname: None,
         certificate: None,
+        on_passthrough_gateway: false,
     }];
     listeners.extend(desired.listeners.iter().cloned());
     let not_owned: Vec<String> = refused
@@ -414,16 +457,64 @@ fn report(
         .chain(child_over_cap.iter())
         .cloned()
         .collect();
-    let listener_names: Vec<String> = listeners.iter().map(|l| l.name.clone()).collect();
-    let (route_writes, parents_full) = route_writes(
+    let names_on = |second: bool| -> Vec<String> {
+        listeners
+            .iter()
+            .filter(|l| l.on_passthrough_gateway == second)
+            .map(|l| l.name.clone())
+            .collect()
+    };
+    let (first_names, second_names) = (names_on(false), names_on(true));
+    let gw = (tgw.namespace.as_str(), tgw.name.as_str());
+    let pt = analysed.passthrough_name.as_str();
+    let moved = analysed.separate.then_some(pt);
+    let now = &inputs.now;
+    let ordered = routes_in_order(inputs);
+    let (mut writes, mut parents_full) = route_writes(
         inputs,
-        &analysed.routes,
-        &listener_names,
+        &ordered,
+        gw,
+        &analysed.routes.routes,
         &analysed.redirect_name,
+        |v, generation, current| {
+            status::route_entries(v, gw, &first_names, moved, generation, now, current)
+        },
     );
+    // The second Gateway's entries: written in the `separate` layout, removed in `shared`.
+    let (more_writes, more_full) = route_writes(
+        inputs,
+        &ordered,
+        (gw.0, pt),
+        &analysed.passthrough_routes,
+        &analysed.redirect_name,
+        |v, generation, current| {
+            status::passthrough_route_entries(
+                v,
+                (gw.0, pt),
+                gw.1,
+                &second_names,
+                generation,
+                now,
+                current,
+            )
+        },
+    );
+    writes.extend(more_writes);
+    parents_full.extend(more_full);
+    // (kind, namespace, name) order; a route's entries for the first Gateway first (stable).
+    writes.sort_by(|a, b| route_key(a).cmp(&route_key(b)));
+    parents_full.sort();
+    let overlaps = render::overlapping_listeners(&desired.gateway);
     let status = status::tgw_status(&StatusFacts {
         gateway_name: &tgw.name,
-        gateway: gateway_state,
+        gateway: state(analysed.gateway),
+        passthrough_gateway: (
+            pt,
+            analysed
+                .separate
+                .then(|| state(analysed.passthrough_gateway)),
+        ),
+        overlaps: &overlaps,
         listeners: &listeners,
         certificates: &certificates,
         over_cap: &over_cap,
@@ -437,9 +528,17 @@ fn report(
     });
     Reported {
         status,
-        route_writes,
+        route_writes: writes,
         parents_full,
         over_cap,
+    }
+}
+
+/// The (kind, namespace, name) of a route status write.
+fn route_key(w: &Write) -> Option<(inputs::RouteKind, &str, &str)> {
+    match w {
+        Write::RouteStatus(r) => Some((r.kind, r.namespace.as_str(), r.name.as_str())),
+        _ => None,
     }
 }
 
@@ -450,6 +549,7 @@ fn notices(
     conflicts: usize,
     over_cap: &BTreeSet<String>,
     parents_full: &[status::ParentsFull],
+    listeners_conflicted: bool,
 ) -> Vec<Notice> {
     let mut notices: Vec<Notice> = refused
         .iter()
@@ -488,6 +588,14 @@ fn notices(
                 parents_full.len(),
                 status::MAX_ROUTE_PARENTS
             ),
+        });
+    }
+    if listeners_conflicted {
+        notices.push(Notice {
+            reason: status::LISTENERS_CONFLICTED,
+            message: "the data plane reports conflicted listeners and accepts none of them; \
+                      the TenantGateway's Ready condition names them and the fix"
+                .to_string(),
         });
     }
     notices.sort();
@@ -575,6 +683,7 @@ fn child_apexes(
     settings: &Settings,
     inheriting: &[&NamespaceMeta],
     own: &str,
+    passthrough_here: usize,
     problems: &mut Vec<String>,
 ) -> (BTreeSet<String>, BTreeSet<String>) {
     if matches!(settings.mode, ModeSettings::Http01) {
@@ -599,39 +708,46 @@ fn child_apexes(
             )),
         }
     }
-    // http, https, https-apex, the passthrough listeners; the rest for children.
-    let budget = crate::claims::MAX_LISTENERS.saturating_sub(3 + settings.passthrough.len());
+    // http, https, https-apex, the passthrough listeners on this Gateway; the rest for
+    // children.
+    let budget = crate::claims::MAX_LISTENERS.saturating_sub(3 + passthrough_here);
     let fit: BTreeSet<String> = all.iter().take(budget).cloned().collect();
     let cut: BTreeSet<String> = all.iter().skip(budget).map(|c| format!("*.{c}")).collect();
     (fit, cut)
 }
 
-/// Route status writes: every route whose entries for this Gateway differ from the desired
-/// ones (new entries, changed entries, entries to remove when it stops attaching). The
-/// desired entries are cut to the room `status.parents` has left (SPEC §3.7): a write past
-/// 32 entries would be refused, and with it every later status of the route; the routes cut
-/// are returned, sorted, for the TenantGateway status and an event.
+/// Route status writes for Gateway `gw`: every route of `ordered` ([`routes_in_order`]) whose
+/// entries for it differ from the desired ones (new entries, changed entries, entries to remove when it stops attaching),
+/// `entries` giving a verdict's desired entries from the route's generation and current
+/// entries. The desired entries are cut to the room `status.parents` has left (SPEC §3.7): a
+/// write past 32 entries would be refused, and with it every later status of the route; the
+/// routes cut are returned, sorted, for the TenantGateway status and an event.
 fn route_writes(
     inputs: &Inputs,
-    analysis: &routes::Analysis,
-    listener_names: &[String],
+    ordered: &[&inputs::RouteFacts],
+    gw: (&str, &str),
+    verdict_list: &[routes::RouteVerdict],
     redirect_name: &str,
+    entries: impl Fn(
+        &routes::RouteVerdict,
+        Option<i64>,
+        &[inputs::RouteParentStatus],
+    ) -> Vec<inputs::RouteParentStatus>,
 ) -> (Vec<Write>, Vec<status::ParentsFull>) {
     let tgw = &inputs.tgw;
-    let gw = (tgw.namespace.as_str(), tgw.name.as_str());
     let mut out = Vec::new();
     let mut full = Vec::new();
     // One lookup per route, not a scan of the verdicts per route (which made planning
     // quadratic in the routes: ~1 ns per pair, 0.4 s of a 20,000-route plan; bench/).
     let mut verdicts: BTreeMap<(inputs::RouteKind, &str, &str), &routes::RouteVerdict> =
         BTreeMap::new();
-    for v in &analysis.routes {
+    for v in verdict_list {
         // The first verdict of a route, as a scan would find it.
         verdicts
             .entry((v.kind, &*v.namespace, &*v.name))
             .or_insert(v);
     }
-    for r in routes_in_order(inputs) {
+    for r in ordered.iter().copied() {
         if r.kind == inputs::RouteKind::HttpRoute
             && *r.namespace == *tgw.namespace
             && &*r.name == redirect_name
@@ -645,9 +761,7 @@ fn route_writes(
                 .collect();
         let want = verdicts
             .get(&(r.kind, &*r.namespace, &*r.name))
-            .map(|v| {
-                status::route_entries(v, gw, listener_names, r.generation, &inputs.now, &current)
-            })
+            .map(|v| entries(v, r.generation, &current))
             .unwrap_or_default();
         let parent_refs = want.len();
         let (want, cut) = status::fit_parents(want, r.foreign_parents(gw));
@@ -729,14 +843,20 @@ fn blocked(inputs: &Inputs, reason: &str, message: String) -> Plan {
 /// annotations and the route status entries it wrote. Owned objects go by garbage collection.
 pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<Write> {
     let tgw = &inputs.tgw;
-    let gw = (tgw.namespace.as_str(), tgw.name.as_str());
+    let second = names::passthrough_gateway(&tgw.name);
     let mut writes: Vec<Write> = labels::cleanup(inputs, scope)
         .into_iter()
         .map(Write::Namespace)
         .collect();
     for r in routes_in_order(inputs) {
-        if !status::entries_for(&r.our_status, &r.namespace, gw).is_empty() {
-            writes.push(route_status_write(r, gw, Vec::new()));
+        // Its entries for both Gateways (SPEC §3.10's second one, whatever the layout).
+        for gw in [
+            (tgw.namespace.as_str(), tgw.name.as_str()),
+            (tgw.namespace.as_str(), second.as_str()),
+        ] {
+            if !status::entries_for(&r.our_status, &r.namespace, gw).is_empty() {
+                writes.push(route_status_write(r, gw, Vec::new()));
+            }
         }
     }
     writes

@@ -32,7 +32,6 @@ pub const APEX_LISTENER: &str = "https-apex";
 
 const HTTPS_PREFIX: &str = "https-";
 const CHILD_PREFIX: &str = "https-child-";
-const TLS_PREFIX: &str = "tls-";
 /// Stems a direct child may not take in its short form: `apex` is the apex's, `gateway` gives
 /// `<name>-gateway-tls`, the dns01 Certificate, and `child-…` looks like a dns01 child listener.
 const RESERVED_STEMS: [&str; 2] = ["apex", "gateway"];
@@ -113,10 +112,9 @@ pub fn wildcard_certificate(tgw: &str) -> String {
     fit(tgw, "-gateway-tls")
 }
 
-/// `tls-<svc>`, or `None` when `svc` cannot make a label (the caller reports it).
-pub fn passthrough_listener(svc: &str) -> Option<String> {
-    let name = format!("{TLS_PREFIX}{svc}");
-    (is_dns_label(svc) && is_dns_label(&name)).then_some(name)
+/// The second Gateway `<name>-passthrough` of the `separate` layout (SPEC §3.10).
+pub fn passthrough_gateway(tgw: &str) -> String {
+    fit(tgw, "-passthrough")
 }
 
 /// The names one http01 hostname gets.
@@ -488,10 +486,12 @@ mod tests {
 
     #[test]
     fn passthrough_and_child_names() {
+        use crate::cluster::route_facts::passthrough_listener;
         assert_eq!(passthrough_listener("api").as_deref(), Some("tls-api"));
         assert_eq!(passthrough_listener("Api"), None);
         assert_eq!(passthrough_listener(&"a".repeat(60)), None);
         assert_eq!(passthrough_listener(""), None);
+        assert_eq!(passthrough_gateway("gw"), "gw-passthrough");
         let kids = child_listeners(&set(&["bob.alice.example.org", "customer1.io"]));
         assert_eq!(
             kids["bob.alice.example.org"],

@@ -1,6 +1,9 @@
 //! The desired objects of one TenantGateway (SPEC §3.2): Gateway, Issuer, Certificates and
 //! the redirect HttpRoute, all in the TenantGateway's namespace with a controller
-//! ownerReference to it and the managed-by label.
+//! ownerReference to it and the managed-by label; in the `separate` layout of SPEC §3.10 a
+//! second Gateway `<name>-passthrough` with the passthrough listeners ([`separate`]), and
+//! the listener pairs a data plane may refuse in the `shared` one
+//! ([`overlapping_listeners`]).
 //!
 //! Every field the API server would default is written out (allowedRoutes kinds' group, TLS
 //! mode, certificateRefs group/kind, parentRef group/kind, the redirect's path match), so the
@@ -36,7 +39,7 @@ use super::inputs::{ModeSettings, Settings, TgwFacts};
 use super::names::{self, APEX_LISTENER, HTTP_LISTENER, WILDCARD_LISTENER};
 use crate::platform::{
     CERT_MANAGER_NAMESPACE, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE,
-    METADATA_NAME_LABEL, TGW_API_VERSION, TGW_KIND,
+    METADATA_NAME_LABEL, PassthroughGateway, TGW_API_VERSION, TGW_KIND,
 };
 
 /// What the listeners are built from (decided by `routes` and the namespace plan).
@@ -59,12 +62,17 @@ pub struct ListenerInfo {
     pub hostname: Option<String>,
     /// The Certificate the listener waits for (none for existingSecret and passthrough).
     pub certificate: Option<String>,
+    /// On the second Gateway `<name>-passthrough` (the `separate` layout, SPEC §3.10).
+    pub on_passthrough_gateway: bool,
 }
 
 /// The desired owned objects.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Desired {
     pub gateway: Gateway,
+    /// `<name>-passthrough` with the passthrough listeners, in the `separate` layout of a
+    /// dns01/existingSecret TenantGateway that declares some (SPEC §3.10).
+    pub passthrough_gateway: Option<Gateway>,
     pub issuer: Option<Issuer>,
     /// Sorted by name.
     pub certificates: Vec<Certificate>,
@@ -181,7 +189,16 @@ pub fn render(tgw: &TgwFacts, settings: &Settings, li: &ListenerInputs, opts: &O
             wildcard_listeners(&of, &mut parts)
         }
     }
-    passthrough_listeners(&of, &mut parts);
+    let passthrough_gateway = if separate(settings, opts) {
+        let mut second = Listeners::default();
+        passthrough_listeners(&of, &mut second, true);
+        parts.infos.append(&mut second.infos);
+        let name = names::passthrough_gateway(&tgw.name);
+        Some(gateway(tgw, settings, &name, second.listeners))
+    } else {
+        passthrough_listeners(&of, &mut parts, false);
+        None
+    };
     let Listeners {
         listeners,
         infos,
@@ -189,12 +206,55 @@ pub fn render(tgw: &TgwFacts, settings: &Settings, li: &ListenerInputs, opts: &O
     } = parts;
     certificates.sort_by(|a, b| a.metadata.name.cmp(&b.metadata.name));
     Desired {
-        gateway: gateway(tgw, settings, listeners),
+        gateway: gateway(tgw, settings, &tgw.name, listeners),
+        passthrough_gateway,
         issuer: issuer(tgw, settings, &issuer_name),
         certificates,
         redirect: redirect(tgw, &settings.apex),
         listeners: infos,
     }
+}
+
+/// Whether the passthrough listeners go on the second Gateway `<name>-passthrough` (SPEC
+/// §3.10): in the `separate` layout, for dns01/existingSecret (whose wildcard listener covers
+/// every passthrough hostname), when the spec declares any. An http01 Gateway never overlaps
+/// (no terminate listener takes a passthrough hostname) and keeps one Gateway.
+pub fn separate(settings: &Settings, opts: &Options) -> bool {
+    opts.passthrough_gateway == PassthroughGateway::Separate
+        && !matches!(settings.mode, ModeSettings::Http01)
+        && !settings.passthrough.is_empty()
+}
+
+/// Pairs of listeners on one port of `gateway`, an HTTPS-terminate one and a TLS-passthrough
+/// one, whose hostnames intersect (`hostname::intersects`; a listener without a hostname
+/// matches every name): `(terminate, passthrough)` by listener name, sorted. Data planes that
+/// refuse such pairs (Cilium from 1.19.6) mark both listeners Conflicted (SPEC §3.10).
+pub fn overlapping_listeners(gateway: &Gateway) -> Vec<(String, String)> {
+    let mode = |l: &GatewayListeners| l.tls.as_ref().and_then(|t| t.mode.clone());
+    let terminate = |l: &&GatewayListeners| {
+        l.protocol == "HTTPS" && mode(l) != Some(GatewayListenersTlsMode::Passthrough)
+    };
+    let passthrough = |l: &&GatewayListeners| {
+        l.protocol == "TLS" && mode(l) == Some(GatewayListenersTlsMode::Passthrough)
+    };
+    let meet = |a: &Option<String>, b: &Option<String>| match (a, b) {
+        (Some(a), Some(b)) => crate::hostname::intersects(a, b),
+        _ => true,
+    };
+    let ls = &gateway.spec.listeners;
+    let mut pairs: Vec<(String, String)> = ls
+        .iter()
+        .filter(terminate)
+        .flat_map(|t| {
+            ls.iter()
+                .filter(passthrough)
+                .filter(move |p| p.port == t.port && meet(&t.hostname, &p.hostname))
+                .map(move |p| (t.name.clone(), p.name.clone()))
+        })
+        .collect();
+    pairs.sort();
+    pairs.dedup();
+    pairs
 }
 
 /// What the listener steps render from.
@@ -280,6 +340,7 @@ fn http01_listeners(of: &Of, out: &mut Listeners) {
             name: n.listener.clone(),
             hostname: Some(h.clone()),
             certificate: Some(n.certificate.clone()),
+            on_passthrough_gateway: false,
         });
         out.certificates.push(certificate(
             of.tgw,
@@ -322,6 +383,7 @@ fn wildcard_listeners(of: &Of, out: &mut Listeners) {
             name,
             hostname: Some(host),
             certificate: cert.clone(),
+            on_passthrough_gateway: false,
         });
     }
     if let Some(cert) = &cert {
@@ -338,12 +400,14 @@ fn wildcard_listeners(of: &Of, out: &mut Listeners) {
     }
 }
 
-/// TLS passthrough, spec order.
-fn passthrough_listeners(of: &Of, out: &mut Listeners) {
+/// TLS passthrough, spec order; `second`: on the Gateway `<name>-passthrough`, where every
+/// listener is a passthrough one and admits TLSRoutes only (no port-443 listener there has
+/// other kinds, so `--uniform-port-kinds` has nothing to even out).
+fn passthrough_listeners(of: &Of, out: &mut Listeners, second: bool) {
     let Of {
         settings, li, opts, ..
     } = *of;
-    let tls_kinds: &[&str] = if opts.uniform_port_kinds {
+    let tls_kinds: &[&str] = if opts.uniform_port_kinds && !second {
         &["HTTPRoute", "TLSRoute"]
     } else {
         &["TLSRoute"]
@@ -369,13 +433,19 @@ fn passthrough_listeners(of: &Of, out: &mut Listeners) {
             name: name.clone(),
             hostname: Some(host),
             certificate: None,
+            on_passthrough_gateway: second,
         });
     }
 }
 
-fn gateway(tgw: &TgwFacts, settings: &Settings, listeners: Vec<GatewayListeners>) -> Gateway {
+fn gateway(
+    tgw: &TgwFacts,
+    settings: &Settings,
+    name: &str,
+    listeners: Vec<GatewayListeners>,
+) -> Gateway {
     Gateway {
-        metadata: owned_meta(tgw, &tgw.name),
+        metadata: owned_meta(tgw, name),
         spec: GatewaySpec {
             gateway_class_name: settings.gateway_class.clone(),
             listeners,
@@ -825,6 +895,48 @@ mod tests {
             }
         }
         assert_eq!(gw["spec"]["listeners"].as_array().map(Vec::len), Some(6));
+    }
+
+    /// SPEC §3.10: the pairs a data plane may refuse, from the listener specs alone.
+    #[test]
+    fn overlapping_listeners_are_terminate_passthrough_pairs_of_one_port() {
+        let mut w = testing::world();
+        w.tgw.spec = testing::dns01_spec();
+        w.tgw.spec.tls_passthrough_services = vec!["api".into(), "bob".into()];
+        let d = run(
+            &w,
+            &inputs(&[], &["bob.alice.example.org"]),
+            &Options::default(),
+        );
+        assert_eq!(
+            overlapping_listeners(&d.gateway),
+            [
+                ("https".to_string(), "tls-api".to_string()),
+                ("https".to_string(), "tls-bob".to_string())
+            ],
+            "*.bob.alice.example.org does not cover bob.alice.example.org, the apex listener \
+             covers no child"
+        );
+        // http01: no terminate listener for a passthrough hostname is rendered at all; other
+        // ports and the HTTP listener never pair.
+        let w = testing::world();
+        let d = run(
+            &w,
+            &inputs(&["alice.example.org", "www.alice.example.org"], &[]),
+            &Options::default(),
+        );
+        assert!(overlapping_listeners(&d.gateway).is_empty());
+        let mut g = d.gateway.clone();
+        g.spec.listeners[1].hostname = Some("*.alice.example.org".into());
+        assert_eq!(
+            overlapping_listeners(&g),
+            [
+                ("https-apex".to_string(), "tls-api".to_string()),
+                ("https-apex".to_string(), "tls-vm-exportproxy".to_string())
+            ]
+        );
+        g.spec.listeners[1].port = 8443;
+        assert!(overlapping_listeners(&g).is_empty(), "another port");
     }
 
     #[test]

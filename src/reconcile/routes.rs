@@ -5,7 +5,10 @@
 //! Gateway once Gateway API's defaults apply. An HTTPRoute claims HTTPS listeners through
 //! parentRefs without a sectionName or naming an `https…` listener; naming `http` or a
 //! `tls-<svc>` listener claims none, and a TLSRoute never claims one. A hostname that cannot
-//! have a listener refuses only its route, never the others.
+//! have a listener refuses only its route, never the others; in http01 neither can a
+//! passthrough hostname `<svc>.<apex>`: the declaration wins (SPEC §3.10). The routes of the
+//! `separate` layout's second Gateway are only attached, never claim
+//! ([`passthrough_gateway_routes`]).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -42,6 +45,9 @@ pub struct RouteVerdict {
     pub parents: Vec<(SharedRef, bool)>,
     /// Hostnames that can have no listener, with the reason (`hostname::NotListenable` text).
     pub not_listenable: BTreeMap<String, String>,
+    /// http01: hostnames a passthrough listener declares, with that listener's name: the
+    /// declaration wins, no terminate listener takes them (SPEC §3.10).
+    pub passthrough: BTreeMap<String, String>,
     /// Hostnames won by another namespace, with the winner's namespace.
     pub conflicts: BTreeMap<String, String>,
     /// Hostnames it won that did not fit under the cap.
@@ -85,6 +91,15 @@ pub fn analyse(
 ) -> Analysis {
     let gw_ns = inputs.tgw.namespace.as_str();
     let gw_name = inputs.tgw.name.as_str();
+    // http01: passthrough hostname -> its listener (hostnames are compared lowercased).
+    let passthrough: BTreeMap<String, &str> = match settings.mode {
+        ModeSettings::Http01 => settings
+            .passthrough
+            .iter()
+            .map(|(svc, l)| (format!("{svc}.{}", settings.apex), l.as_str()))
+            .collect(),
+        _ => BTreeMap::new(),
+    };
     let mut attaching: Vec<&RouteFacts> = inputs
         .routes
         .iter()
@@ -122,6 +137,7 @@ pub fn analyse(
             name: r.name.to_string(),
             parents,
             not_listenable: BTreeMap::new(),
+            passthrough: BTreeMap::new(),
             conflicts: BTreeMap::new(),
             over_cap: BTreeSet::new(),
             served: BTreeSet::new(),
@@ -130,6 +146,10 @@ pub fn analyse(
             let idx = verdicts.len();
             let hosts: BTreeSet<&String> = r.hostnames.iter().collect();
             for h in hosts {
+                if let Some(l) = passthrough.get(&h.to_ascii_lowercase()) {
+                    v.passthrough.insert(h.clone(), (*l).to_string());
+                    continue;
+                }
                 match claim_problem(h, settings) {
                     Some(why) => {
                         v.not_listenable.insert(h.clone(), why);
@@ -247,6 +267,55 @@ pub fn analyse(
     }
     analysis.routes = verdicts;
     analysis
+}
+
+/// The routes attaching to the second Gateway `gateway` of the `separate` layout (SPEC
+/// §3.10), in (kind, namespace, name) order: in an allowed namespace, with a parentRef to it.
+/// It holds passthrough listeners only, so no parentRef claims a listener there.
+pub fn passthrough_gateway_routes(
+    inputs: &Inputs,
+    allowed: &BTreeSet<String>,
+    gateway: &str,
+) -> Vec<RouteVerdict> {
+    let gw_ns = inputs.tgw.namespace.as_str();
+    let mut attaching: Vec<&RouteFacts> = inputs
+        .routes
+        .iter()
+        .filter(|r| allowed.contains(&*r.namespace))
+        .filter(|r| {
+            r.parent_refs
+                .iter()
+                .any(|p| p.targets(&r.namespace, gw_ns, gateway))
+        })
+        .collect();
+    attaching.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
+    attaching.dedup_by(|a, b| (a.kind, &a.namespace, &a.name) == (b.kind, &b.namespace, &b.name));
+    attaching
+        .into_iter()
+        .map(|r| {
+            let mut parents: Vec<(SharedRef, bool)> = Vec::new();
+            for p in r
+                .parent_refs
+                .iter()
+                .filter(|p| p.targets(&r.namespace, gw_ns, gateway))
+            {
+                if !parents.iter().any(|(q, _)| q == p) {
+                    parents.push((p.clone(), false));
+                }
+            }
+            RouteVerdict {
+                kind: r.kind,
+                namespace: r.namespace.to_string(),
+                name: r.name.to_string(),
+                parents,
+                not_listenable: BTreeMap::new(),
+                passthrough: BTreeMap::new(),
+                conflicts: BTreeMap::new(),
+                over_cap: BTreeSet::new(),
+                served: BTreeSet::new(),
+            }
+        })
+        .collect()
 }
 
 /// A hostname's place within its namespace's listener share: (no listener yet, no creation

@@ -1,20 +1,23 @@
-//! TenantGateway status and route parent entries (SPEC §3.3, §3.7).
+//! TenantGateway status and route parent entries (SPEC §3.3, §3.7, §3.10).
 //!
-//! Conditions `Ready`, `Programmed`, `ListenerCapacity` and `NamespacesAttached` (the
-//! no-stealing report of §3.5), in that order; listener entries with the reasons `Pending`,
-//! `NotAccepted`, `NotProgrammed`, `CertificatePending`; one route `status.parents` entry per
-//! parentRef to this Gateway. Messages list things sorted, so the same world always gives the
-//! same text, and a condition whose status does not change keeps its lastTransitionTime: an
-//! unchanged world writes no status.
+//! Conditions `Ready`, `Programmed`, `ListenerCapacity`, `NamespacesAttached` (the
+//! no-stealing report of §3.5), `RouteStatus` and `ListenersOverlap` (§3.10), in that order;
+//! listener entries with the reasons `Pending`, `NotAccepted`, `NotProgrammed`,
+//! `CertificatePending`; the rendered Gateways with their addresses; one route
+//! `status.parents` entry per parentRef to one of the TenantGateway's Gateways. In the
+//! `separate` layout both Gateways count in `Programmed` and `Ready`, and listeners the data
+//! plane reports `Conflicted` make `Ready=False, reason ListenersConflicted`. Messages list
+//! things sorted, so the same world always gives the same text, and a condition whose status
+//! does not change keeps its lastTransitionTime: an unchanged world writes no status.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use gateway_api::apis::experimental::gateways::Gateway;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 
-use super::api::{ListenerStatus, TenantGatewayStatus};
+use super::api::{GatewayAddress, GatewayAddresses, ListenerStatus, TenantGatewayStatus};
 use super::certmanager::Certificate;
-use super::inputs::{ParentRef, RouteKind, RouteParentStatus};
+use super::inputs::{ParentRef, RouteKind, RouteParentStatus, SharedRef};
 use super::render::ListenerInfo;
 use super::routes::{RouteVerdict, known_sections};
 use crate::claims::MAX_LISTENERS;
@@ -24,6 +27,11 @@ pub const PROGRAMMED: &str = "Programmed";
 pub const LISTENER_CAPACITY: &str = "ListenerCapacity";
 pub const NAMESPACES_ATTACHED: &str = "NamespacesAttached";
 pub const ROUTE_STATUS: &str = "RouteStatus";
+/// SPEC §3.10: an HTTPS-terminate and a TLS-passthrough listener of one port whose hostnames
+/// intersect, on one Gateway.
+pub const LISTENERS_OVERLAP: &str = "ListenersOverlap";
+/// Ready's reason when the data plane reports a listener Conflicted (SPEC §3.10).
+pub const LISTENERS_CONFLICTED: &str = "ListenersConflicted";
 /// The API's bound on a route's `status.parents` (a longer list is refused with 422).
 pub const MAX_ROUTE_PARENTS: usize = 32;
 /// How many routes without room a condition message names; the count covers the rest.
@@ -88,6 +96,12 @@ pub enum GatewayState<'a> {
 pub struct StatusFacts<'a> {
     pub gateway_name: &'a str,
     pub gateway: GatewayState<'a>,
+    /// The name of the second Gateway `<name>-passthrough` (SPEC §3.10), and its state when
+    /// the `separate` layout renders it.
+    pub passthrough_gateway: (&'a str, Option<GatewayState<'a>>),
+    /// `(terminate, passthrough)` listener pairs of the rendered Gateway whose hostnames
+    /// intersect (`render::overlapping_listeners`), sorted.
+    pub overlaps: &'a [(String, String)],
     /// Every rendered listener, `http` first.
     pub listeners: &'a [ListenerInfo],
     /// Owned Certificates by name.
@@ -107,9 +121,17 @@ pub struct StatusFacts<'a> {
     pub previous: Option<&'a TenantGatewayStatus>,
 }
 
+/// The state of the Gateway listener `l` is rendered on.
+fn state_of<'a>(l: &ListenerInfo, f: &StatusFacts<'a>) -> GatewayState<'a> {
+    match f.passthrough_gateway {
+        (_, Some(second)) if l.on_passthrough_gateway => second,
+        _ => f.gateway,
+    }
+}
+
 /// Status of one listener.
 fn listener_status(l: &ListenerInfo, f: &StatusFacts<'_>) -> ListenerStatus {
-    let reason = match f.gateway {
+    let reason = match state_of(l, f) {
         GatewayState::Missing | GatewayState::NotOwned => "Pending",
         GatewayState::Owned(gw) => {
             let st = gw
@@ -147,14 +169,10 @@ fn listener_status(l: &ListenerInfo, f: &StatusFacts<'_>) -> ListenerStatus {
     }
 }
 
-/// The TenantGateway status of a rendered world.
-pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
-    let prev: &[Condition] = f.previous.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
-    let cond = |t: &str, ok: bool, reason: &str, msg: String| {
-        condition(t, ok, reason, msg, f.generation, f.now, prev)
-    };
-    let gw = f.gateway_name;
-    let (programmed, p_reason, p_msg) = match f.gateway {
+/// Whether Gateway `gw` is Accepted and Programmed for its current spec, with the reason and
+/// message `Programmed` gives.
+fn gateway_programmed(gw: &str, state: GatewayState<'_>) -> (bool, &'static str, String) {
+    match state {
         // Same words as a created Gateway without status: creating it changes no status.
         GatewayState::Missing => (false, "Pending", pending_msg(gw)),
         GatewayState::NotOwned => (
@@ -202,6 +220,195 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
                 ),
             }
         }
+    }
+}
+
+/// Listeners the data plane reports `Conflicted=True` on an owned Gateway (SPEC §3.10), as
+/// (Gateway, listener, reason), sorted: only the listeners rendered there, and conditions no
+/// older than the Gateway's spec (one without observedGeneration counts as current).
+fn conflicted_listeners(f: &StatusFacts<'_>) -> Vec<(String, String, String)> {
+    let mut out = Vec::new();
+    let gateways = [
+        (f.gateway_name, Some(f.gateway), false),
+        (f.passthrough_gateway.0, f.passthrough_gateway.1, true),
+    ];
+    for (name, state, second) in gateways {
+        let Some(GatewayState::Owned(g)) = state else {
+            continue;
+        };
+        let rendered: BTreeSet<&str> = f
+            .listeners
+            .iter()
+            .filter(|l| l.on_passthrough_gateway == second)
+            .map(|l| l.name.as_str())
+            .collect();
+        let generation = g.metadata.generation.unwrap_or(0);
+        let statuses = g.status.as_ref().and_then(|s| s.listeners.as_ref());
+        for l in statuses.into_iter().flatten() {
+            if !rendered.contains(l.name.as_str()) {
+                continue;
+            }
+            let conflicted = l.conditions.iter().find(|c| {
+                c.type_ == "Conflicted"
+                    && c.status == "True"
+                    && c.observed_generation.is_none_or(|o| o >= generation)
+            });
+            if let Some(c) = conflicted {
+                out.push((name.to_string(), l.name.clone(), c.reason.clone()));
+            }
+        }
+    }
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// The overlapping pairs named with their hostnames: "https (*.a) and tls-api (api.a), …".
+fn overlap_list(f: &StatusFacts<'_>) -> String {
+    let host = |name: &str| {
+        f.listeners
+            .iter()
+            .find(|l| l.name == name)
+            .and_then(|l| l.hostname.as_deref())
+            .map(|h| format!("{name} ({h})"))
+            .unwrap_or_else(|| name.to_string())
+    };
+    f.overlaps
+        .iter()
+        .map(|(t, p)| format!("{} and {}", host(t), host(p)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The `separate` layout's flag and what it does, for the messages that advise it.
+fn separate_advice(f: &StatusFacts<'_>) -> String {
+    let pt = f.passthrough_gateway.0;
+    format!(
+        "set --passthrough-gateway separate (chart value controller.passthroughGateway) to \
+         move the passthrough listeners to a second Gateway {pt}, then point the TLSRoutes' \
+         parentRefs at {pt} and DNS for the passthrough hostnames at its address"
+    )
+}
+
+/// `ListenersOverlap` (SPEC §3.10): True naming each overlapping pair and the flag.
+fn overlap_condition(f: &StatusFacts<'_>) -> (bool, &'static str, String) {
+    let gw = f.gateway_name;
+    if !f.overlaps.is_empty() {
+        return (
+            true,
+            "TerminateAndPassthrough",
+            format!(
+                "HTTPS-terminate and TLS-passthrough listeners of Gateway {gw} on one port have \
+                 intersecting hostnames (--passthrough-gateway shared): {}; data planes that \
+                 refuse such pairs (Cilium from 1.19.6) accept neither listener of a pair: {}",
+                overlap_list(f),
+                separate_advice(f)
+            ),
+        );
+    }
+    match f.passthrough_gateway {
+        (pt, Some(_)) => (
+            false,
+            "SeparateGateway",
+            format!(
+                "the passthrough listeners are on Gateway {pt} (--passthrough-gateway \
+                 separate); no listener pair of one Gateway overlaps"
+            ),
+        ),
+        _ => (
+            false,
+            "NoOverlap",
+            format!(
+                "no HTTPS-terminate listener of Gateway {gw} has a hostname that intersects a \
+                 TLS-passthrough listener's on the same port"
+            ),
+        ),
+    }
+}
+
+/// Ready's message when the data plane reports listeners Conflicted: the listeners by
+/// Gateway, then the fix.
+fn conflicted_message(f: &StatusFacts<'_>, conflicted: &[(String, String, String)]) -> String {
+    let mut by_gateway: BTreeMap<&str, Vec<String>> = BTreeMap::new();
+    for (g, l, reason) in conflicted {
+        by_gateway
+            .entry(g.as_str())
+            .or_default()
+            .push(format!("{l} ({reason})"));
+    }
+    let named: Vec<String> = by_gateway
+        .iter()
+        .map(|(g, ls)| format!("Gateway {g}: {}", ls.join(", ")))
+        .collect();
+    let overlapping = conflicted
+        .iter()
+        .any(|(g, l, _)| g == f.gateway_name && f.overlaps.iter().any(|(t, p)| t == l || p == l));
+    let fix = if overlapping {
+        format!(
+            "they are HTTPS-terminate and TLS-passthrough listeners of one port with \
+             intersecting hostnames ({}), which this data plane refuses: {}",
+            overlap_list(f),
+            separate_advice(f)
+        )
+    } else {
+        "the data plane refuses listeners of one port whose hostnames intersect: make them \
+         disjoint (a tlsPassthroughServices entry whose hostname another listener serves), \
+         and see the Gateway's status.listeners for its message"
+            .to_string()
+    };
+    format!(
+        "the data plane reports conflicted listeners and accepts none of them: {}; {fix}",
+        named.join("; ")
+    )
+}
+
+/// The rendered Gateways with the addresses their data plane reports (owned ones only).
+fn gateway_addresses(f: &StatusFacts<'_>) -> Vec<GatewayAddresses> {
+    let one = |name: &str, state: GatewayState<'_>| GatewayAddresses {
+        name: name.to_string(),
+        addresses: match state {
+            GatewayState::Owned(g) => g
+                .status
+                .as_ref()
+                .and_then(|s| s.addresses.as_ref())
+                .into_iter()
+                .flatten()
+                .map(|a| GatewayAddress {
+                    type_: a.r#type.clone(),
+                    value: a.value.clone(),
+                })
+                .collect(),
+            GatewayState::Missing | GatewayState::NotOwned => Vec::new(),
+        },
+    };
+    let mut out = vec![one(f.gateway_name, f.gateway)];
+    if let (pt, Some(state)) = f.passthrough_gateway {
+        out.push(one(pt, state));
+    }
+    out
+}
+
+/// The TenantGateway status of a rendered world.
+pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
+    let prev: &[Condition] = f.previous.map(|s| s.conditions.as_slice()).unwrap_or(&[]);
+    let cond = |t: &str, ok: bool, reason: &str, msg: String| {
+        condition(t, ok, reason, msg, f.generation, f.now, prev)
+    };
+    let gw = f.gateway_name;
+    let first = gateway_programmed(gw, f.gateway);
+    // Both Gateways of the `separate` layout count (SPEC §3.10); the first one's reason
+    // first.
+    let (programmed, p_reason, p_msg) = match f.passthrough_gateway {
+        (pt, Some(state)) => match (first, gateway_programmed(pt, state)) {
+            ((true, _, _), (true, _, _)) => (
+                true,
+                "Programmed",
+                format!("Gateways {gw} and {pt} are accepted and programmed"),
+            ),
+            ((true, _, _), second) => second,
+            (first, _) => first,
+        },
+        _ => first,
     };
 
     let listeners: Vec<ListenerStatus> =
@@ -257,8 +464,16 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
         .filter_map(|l| l.certificate.as_ref())
         .filter(|c| !f.certificates.get(*c).is_some_and(|c| c.is_ready()))
         .collect();
+    let conflicted = conflicted_listeners(f);
     let ready = if !f.not_owned.is_empty() {
         cond(READY, false, "NotOwned", f.not_owned.join("; "))
+    } else if !conflicted.is_empty() {
+        cond(
+            READY,
+            false,
+            LISTENERS_CONFLICTED,
+            conflicted_message(f, &conflicted),
+        )
     } else if !programmed {
         cond(READY, false, p_reason, p_msg.clone())
     } else if !not_ready.is_empty() {
@@ -306,6 +521,7 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
             parents_full_message(f.parents_full),
         )
     };
+    let (overlap, o_reason, o_msg) = overlap_condition(f);
     TenantGatewayStatus {
         observed_generation: f.generation,
         conditions: vec![
@@ -314,8 +530,10 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
             capacity,
             attached,
             route_status,
+            cond(LISTENERS_OVERLAP, overlap, o_reason, o_msg),
         ],
         listeners,
+        gateways: gateway_addresses(f),
     }
 }
 
@@ -400,14 +618,19 @@ pub fn blocked_status(
         observed_generation: generation,
         conditions,
         listeners: previous.map(|s| s.listeners.clone()).unwrap_or_default(),
+        gateways: previous.map(|s| s.gateways.clone()).unwrap_or_default(),
     }
 }
 
-/// Our `status.parents` entries for one attaching route.
+/// Our `status.parents` entries for one route attaching to the Gateway named like the
+/// TenantGateway (`tgw`) with the listeners `listener_names`. `passthrough_on`: the second
+/// Gateway holding the passthrough listeners in the `separate` layout (SPEC §3.10), which a
+/// TLSRoute must name instead.
 pub fn route_entries(
     v: &RouteVerdict,
     tgw: (&str, &str),
     listener_names: &[String],
+    passthrough_on: Option<&str>,
     generation: Option<i64>,
     now: &Time,
     previous: &[RouteParentStatus],
@@ -419,8 +642,17 @@ pub fn route_entries(
         let (ok, reason, message) = if *claims {
             claim_verdict(v, tgw_ns, tgw_name)
         } else {
-            match p.section_name.as_deref() {
-                Some(s) if !sections.contains(s) => (
+            match (p.section_name.as_deref(), passthrough_on) {
+                (_, Some(pt)) if v.kind == RouteKind::TlsRoute => (
+                    false,
+                    "NotAllowedByListeners",
+                    format!(
+                        "Gateway {tgw_ns}/{tgw_name} has no TLS passthrough listener: \
+                         --passthrough-gateway separate puts them on Gateway {tgw_ns}/{pt}; \
+                         point this parentRef at it"
+                    ),
+                ),
+                (Some(s), _) if !sections.contains(s) => (
                     false,
                     "NoMatchingParent",
                     format!("Gateway {tgw_ns}/{tgw_name} has no listener named {s}"),
@@ -432,7 +664,7 @@ pub fn route_entries(
                      certificate is created for them"
                         .to_string(),
                 ),
-                section => (
+                (section, _) => (
                     true,
                     "Accepted",
                     format!(
@@ -442,20 +674,75 @@ pub fn route_entries(
                 ),
             }
         };
-        let prev: Vec<Condition> = previous
-            .iter()
-            .find(|e| &e.parent_ref == p)
-            .map(|e| e.conditions.to_vec())
-            .unwrap_or_default();
-        out.push(RouteParentStatus {
-            parent_ref: p.clone(),
-            conditions: vec![condition(
-                ACCEPTED, ok, reason, message, generation, now, &prev,
-            )]
-            .into(),
-        });
+        out.push(entry(p, (ok, reason, message), generation, now, previous));
     }
     out
+}
+
+/// Our `status.parents` entries for one route attaching to the `separate` layout's second
+/// Gateway `gateway` (SPEC §3.10), whose listeners `listener_names` are all passthrough ones:
+/// TLSRoutes only; `main` is the Gateway HTTPRoutes attach to.
+pub fn passthrough_route_entries(
+    v: &RouteVerdict,
+    gateway: (&str, &str),
+    main: &str,
+    listener_names: &[String],
+    generation: Option<i64>,
+    now: &Time,
+    previous: &[RouteParentStatus],
+) -> Vec<RouteParentStatus> {
+    let (ns, name) = gateway;
+    let mut out = Vec::new();
+    for (p, _) in &v.parents {
+        let verdict = match p.section_name.as_deref() {
+            _ if v.kind != RouteKind::TlsRoute => (
+                false,
+                "NotAllowedByListeners",
+                format!(
+                    "Gateway {ns}/{name} holds only TLS passthrough listeners, which admit \
+                     TLSRoutes; attach {}s to Gateway {ns}/{main}",
+                    v.kind.as_str()
+                ),
+            ),
+            Some(s) if !listener_names.iter().any(|l| l == s) => (
+                false,
+                "NoMatchingParent",
+                format!("Gateway {ns}/{name} has no listener named {s}"),
+            ),
+            _ => (
+                true,
+                "Accepted",
+                format!(
+                    "attached to the passthrough listeners of Gateway {ns}/{name}; no listener \
+                     or certificate is created for TLSRoutes"
+                ),
+            ),
+        };
+        out.push(entry(p, verdict, generation, now, previous));
+    }
+    out
+}
+
+/// One entry with its Accepted condition, keeping the transition time of the previous one.
+fn entry(
+    p: &SharedRef,
+    (ok, reason, message): (bool, &str, String),
+    generation: Option<i64>,
+    now: &Time,
+    previous: &[RouteParentStatus],
+) -> RouteParentStatus {
+    let prev: Vec<Condition> = previous
+        .iter()
+        .find(|e| &e.parent_ref == p)
+        .map(|e| e.conditions.to_vec())
+        .unwrap_or_default();
+    RouteParentStatus {
+        parent_ref: p.clone(),
+        conditions: vec![condition(
+            ACCEPTED, ok, reason, message, generation, now, &prev,
+        )]
+        .into(),
+    }
 }
 
 fn claim_verdict(v: &RouteVerdict, tgw_ns: &str, tgw_name: &str) -> (bool, &'static str, String) {
@@ -482,6 +769,14 @@ fn claim_verdict(v: &RouteVerdict, tgw_ns: &str, tgw_name: &str) -> (bool, &'sta
             quoted_list(&v.over_cap)
         ));
     }
+    for (h, listener) in &v.passthrough {
+        parts.push(format!(
+            "hostname {h:?} is passed through by listener {listener} of TenantGateway \
+             {tgw_ns}/{tgw_name} (tlsPassthroughServices): the declaration wins, no HTTPS \
+             listener or certificate is made for it (PassthroughHostname; serve it with a \
+             TLSRoute, or remove the service from the list)"
+        ));
+    }
     for (h, why) in &v.not_listenable {
         parts.push(format!("hostname {h:?} {why}"));
     }
@@ -489,6 +784,8 @@ fn claim_verdict(v: &RouteVerdict, tgw_ns: &str, tgw_name: &str) -> (bool, &'sta
         "HostnameConflict"
     } else if !v.over_cap.is_empty() {
         "ListenerLimitReached"
+    } else if !v.passthrough.is_empty() {
+        "PassthroughHostname"
     } else if !v.not_listenable.is_empty() {
         "HostnameNotListenable"
     } else {
@@ -573,6 +870,7 @@ mod tests {
                 true,
             )],
             not_listenable: BTreeMap::new(),
+            passthrough: BTreeMap::new(),
             conflicts: BTreeMap::new(),
             over_cap: BTreeSet::new(),
             served: BTreeSet::new(),
@@ -591,7 +889,7 @@ mod tests {
         let gw = ("tenant-alice", "gw");
         let mut v = verdict();
         v.served.insert("a.alice.example.org".into());
-        let e = route_entries(&v, gw, &[], Some(3), &now, &[]);
+        let e = route_entries(&v, gw, &[], None, Some(3), &now, &[]);
         assert_eq!(accepted(&e).0, "True");
         assert_eq!(e[0].conditions.to_vec()[0].observed_generation, Some(3));
 
@@ -602,7 +900,7 @@ mod tests {
         v.over_cap.insert("c.alice.example.org".into());
         v.not_listenable
             .insert("*.alice.example.org".into(), "is a wildcard".into());
-        let e = route_entries(&v, gw, &[], Some(3), &now, &[]);
+        let e = route_entries(&v, gw, &[], None, Some(3), &now, &[]);
         let (status, reason, msg) = accepted(&e);
         assert_eq!(
             (status.as_str(), reason.as_str()),
@@ -620,12 +918,12 @@ mod tests {
 
         v.conflicts.clear();
         assert_eq!(
-            accepted(&route_entries(&v, gw, &[], None, &now, &[])).1,
+            accepted(&route_entries(&v, gw, &[], None, None, &now, &[])).1,
             "ListenerLimitReached"
         );
         v.over_cap.clear();
         assert_eq!(
-            accepted(&route_entries(&v, gw, &[], None, &now, &[])).1,
+            accepted(&route_entries(&v, gw, &[], None, None, &now, &[])).1,
             "HostnameNotListenable"
         );
     }
@@ -655,7 +953,7 @@ mod tests {
                 false,
             ),
         ];
-        let e = route_entries(&v, gw, &["tls-api".to_string()], None, &now, &[]);
+        let e = route_entries(&v, gw, &["tls-api".to_string()], None, None, &now, &[]);
         assert_eq!(e[0].conditions.to_vec()[0].status, "True");
         assert_eq!(e[1].conditions.to_vec()[0].reason, "NoMatchingParent");
     }

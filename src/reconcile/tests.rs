@@ -11,7 +11,7 @@ use super::testing::{
     remote_route, route, shuffled, tenant, world,
 };
 use super::*;
-use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL};
+use crate::platform::{ATTACHED_BY_ANNOTATION, GATEWAY_LABEL, PassthroughGateway};
 
 fn cfg() -> Options {
     Options::default()
@@ -1889,5 +1889,633 @@ fn property_platform_names_survive_adds_and_removes() {
                 present[i] = !present[i];
             }
         }
+    }
+}
+// ---- listeners whose SNI overlaps (SPEC §3.10) ------------------------------------------
+
+fn separate() -> Options {
+    Options {
+        passthrough_gateway: PassthroughGateway::Separate,
+        ..Options::default()
+    }
+}
+
+/// [`settle`] under `opts`.
+fn settle_with(mut w: Inputs, opts: &Options) -> (Inputs, Plan) {
+    for _ in 0..4 {
+        let p = plan(&w, opts);
+        if p.writes.is_empty() {
+            return (w, p);
+        }
+        w = converge(&w, &p);
+        w.now = at(w.now.0.as_second() + 60);
+    }
+    let p = plan(&w, opts);
+    assert!(p.writes.is_empty(), "no convergence: {:#?}", p.writes);
+    (w, p)
+}
+
+fn gateway_named<'a>(w: &'a Inputs, name: &str) -> Option<&'a Gateway> {
+    w.observed
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some(name))
+}
+
+fn listeners_of(g: &Gateway) -> Vec<(&str, Option<&str>)> {
+    g.spec
+        .listeners
+        .iter()
+        .map(|l| (l.name.as_str(), l.hostname.as_deref()))
+        .collect()
+}
+
+/// Our entry's Accepted condition for the route's parentRef to Gateway `gw`.
+fn accepted_on(w: &Inputs, ns: &str, name: &str, gw: &str) -> (String, String, String) {
+    let r = w
+        .routes
+        .iter()
+        .find(|r| &*r.namespace == ns && &*r.name == name)
+        .expect("route");
+    let e: Vec<_> = status::entries_for(&r.our_status, &r.namespace, ("tenant-alice", gw));
+    assert_eq!(e.len(), 1, "{ns}/{name} on {gw}: {:?}", r.our_status);
+    let c = e[0].conditions.to_vec().swap_remove(0);
+    (c.status, c.reason, c.message)
+}
+
+/// A route to `tenant-alice/<gw>` (the test tenant's namespace).
+fn route_to(kind: &str, name: &str, gw: &str, hosts: &[&str]) -> inputs::RouteFacts {
+    let mut r = if kind == "TLSRoute" {
+        testing::tls_route("tenant-alice", name, hosts)
+    } else {
+        route("tenant-alice", name, hosts)
+    };
+    r.parent_refs[0].name = gw.to_string();
+    r
+}
+
+/// The data plane's listener status as Cilium 1.19.6 writes it for a refused pair:
+/// Conflicted=True reason ProtocolConflict, Accepted=False, at the Gateway's generation.
+fn cilium_conflicted(g: &mut Gateway, listeners: &[&str]) {
+    let generation = g.metadata.generation;
+    let cond =
+        |t: &str, s: &str, r: &str| k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition {
+            type_: t.to_string(),
+            status: s.to_string(),
+            reason: r.to_string(),
+            message:
+                "Listeners with the same port and intersecting hostnames have conflicting protocols"
+                    .to_string(),
+            observed_generation: generation,
+            last_transition_time: at(1),
+        };
+    let st = g.status.get_or_insert_with(Default::default);
+    for l in st.listeners.iter_mut().flatten() {
+        if listeners.contains(&l.name.as_str()) {
+            l.conditions = vec![
+                cond("Accepted", "False", "ProtocolConflict"),
+                cond("Conflicted", "True", "ProtocolConflict"),
+                cond("Programmed", "False", "Invalid"),
+            ];
+        }
+    }
+}
+
+/// http01: the declaration wins. No terminate listener or Certificate for `api.<apex>` (not
+/// even one the Gateway already had), the route that claims it is told why, naming the
+/// passthrough listener, and its other hostnames are served.
+#[test]
+fn http01_passthrough_hostname_gets_no_terminate_listener() {
+    let mut w = world();
+    w.routes.push(route(
+        "tenant-alice",
+        "api-web",
+        &["api.alice.example.org", "www.alice.example.org"],
+    ));
+    w.routes.push(route(
+        "tenant-alice",
+        "api-only",
+        &["API.alice.example.org"],
+    ));
+    let (w, p) = settle(w);
+    let names = listener_names(&w);
+    assert!(names.contains(&"https-www".to_string()), "{names:?}");
+    assert!(!names.iter().any(|n| n == "https-api"), "{names:?}");
+    assert_eq!(cert_names(&w), ["gw-www-tls"]);
+    let d = p.desired.clone().expect("renders");
+    assert!(
+        d.gateway
+            .spec
+            .listeners
+            .iter()
+            .filter(|l| l.protocol == "HTTPS")
+            .all(|l| l.hostname.as_deref() != Some("api.alice.example.org"))
+    );
+    for name in ["api-web", "api-only"] {
+        let (status, reason, message) = accepted(&w, "tenant-alice", name);
+        assert_eq!(
+            (status.as_str(), reason.as_str()),
+            ("False", "PassthroughHostname")
+        );
+        assert!(message.contains("tls-api"), "{message}");
+        assert!(message.contains("tenant-alice/gw"), "{message}");
+    }
+    assert!(
+        !accepted(&w, "tenant-alice", "api-web")
+            .2
+            .contains("www.alice.example.org"),
+        "the served hostname is not refused"
+    );
+    assert_eq!(condition(&p, status::LISTENERS_OVERLAP).status, "False");
+    assert_eq!(condition(&p, status::LISTENERS_OVERLAP).reason, "NoOverlap");
+
+    // A Gateway that already had a terminate listener and a Certificate for it (rendered
+    // before the rule): both go.
+    let mut before = w.clone();
+    before.tgw.spec.tls_passthrough_services = vec!["vm-exportproxy".into()];
+    let (mut before, _) = settle(before);
+    assert!(listener_names(&before).contains(&"https-api".to_string()));
+    before.tgw.spec.tls_passthrough_services = vec!["api".into(), "vm-exportproxy".into()];
+    let p = plan(&before, &cfg());
+    assert!(
+        p.writes.iter().any(|x| matches!(x, Write::Delete { kind: ObjectKind::Certificate, name, .. } if name == "gw-api-tls")),
+        "{:#?}",
+        p.writes
+    );
+    let (after, _) = settle(before);
+    assert!(!listener_names(&after).contains(&"https-api".to_string()));
+    assert!(listener_names(&after).contains(&"tls-api".to_string()));
+    assert_eq!(cert_names(&after), ["gw-www-tls"]);
+
+    // The flag changes nothing for http01: one Gateway, same objects.
+    assert_eq!(plan(&w, &separate()).writes, Vec::<Write>::new());
+}
+
+/// dns01/existingSecret, `shared` (the default): one Gateway, and ListenersOverlap=True
+/// naming each (terminate, passthrough) pair with hostnames and the flag.
+#[test]
+fn shared_layout_reports_each_overlapping_pair() {
+    for spec in [dns01_spec(), existing_secret_spec()] {
+        let mut w = world();
+        w.tgw.spec = spec;
+        let (w, p) = settle(w);
+        assert_eq!(w.observed.gateways.len(), 1);
+        let c = condition(&p, status::LISTENERS_OVERLAP);
+        assert_eq!(c.status, "True", "{c:?}");
+        assert_eq!(c.reason, "TerminateAndPassthrough");
+        assert!(
+            c.message.contains(
+                "https (*.alice.example.org) and tls-api (api.alice.example.org), https \
+                 (*.alice.example.org) and tls-vm-exportproxy (vm-exportproxy.alice.example.org)"
+            ),
+            "{}",
+            c.message
+        );
+        assert!(
+            c.message.contains("--passthrough-gateway shared"),
+            "{}",
+            c.message
+        );
+        assert!(
+            c.message.contains("--passthrough-gateway separate"),
+            "{}",
+            c.message
+        );
+        assert!(c.message.contains("gw-passthrough"), "{}", c.message);
+        // The pairs are a function of the world: shuffled inputs give the same text.
+        let again = plan(&shuffled(&w, &mut Rng::new(3)), &cfg());
+        assert_eq!(condition(&again, status::LISTENERS_OVERLAP), c);
+        assert_eq!(p.status.gateways.len(), 1);
+        assert_eq!(p.status.gateways[0].name, "gw");
+
+        // No passthrough service: nothing overlaps.
+        let mut none = w.clone();
+        none.tgw.spec.tls_passthrough_services.clear();
+        let p = plan(&none, &cfg());
+        assert_eq!(condition(&p, status::LISTENERS_OVERLAP).status, "False");
+    }
+}
+
+/// dns01/existingSecret, `separate`: `<name>-passthrough` with the passthrough listeners
+/// only (same class, owned the same way, TLSRoute only even with uniform kinds), the first
+/// Gateway without them; both in the status and in Programmed/Ready; a resync writes nothing.
+#[test]
+fn separate_layout_renders_the_second_gateway() {
+    for spec in [dns01_spec(), existing_secret_spec()] {
+        let mut w = world();
+        w.tgw.spec = spec;
+        w.tgw.spec.gateway_class_name = "cilium-edge".into();
+        let opts = Options {
+            uniform_port_kinds: true,
+            ..separate()
+        };
+        let p = plan(&w, &opts);
+        let kinds: Vec<String> = p
+            .writes
+            .iter()
+            .filter_map(|x| match x {
+                Write::Apply(o) => Some(format!("{} {}", o.kind().as_str(), o.name())),
+                _ => None,
+            })
+            .collect();
+        let gws: Vec<&String> = kinds.iter().filter(|k| k.starts_with("Gateway")).collect();
+        assert_eq!(gws, ["Gateway gw", "Gateway gw-passthrough"], "{kinds:?}");
+        let d = p.desired.clone().expect("renders");
+        let second = d.passthrough_gateway.clone().expect("second Gateway");
+        assert!(
+            d.gateway.spec.listeners.iter().all(|l| l.protocol != "TLS"),
+            "{:?}",
+            listeners_of(&d.gateway)
+        );
+        assert_eq!(
+            listeners_of(&second),
+            [
+                ("tls-api", Some("api.alice.example.org")),
+                (
+                    "tls-vm-exportproxy",
+                    Some("vm-exportproxy.alice.example.org")
+                )
+            ]
+        );
+        assert_eq!(second.spec.gateway_class_name, "cilium-edge");
+        assert_eq!(
+            second.metadata.owner_references,
+            d.gateway.metadata.owner_references
+        );
+        assert_eq!(second.metadata.labels, d.gateway.metadata.labels);
+        assert_eq!(second.metadata.namespace.as_deref(), Some("tenant-alice"));
+        for l in &second.spec.listeners {
+            let json = serde_json::to_value(&l.allowed_routes).expect("json");
+            assert_eq!(
+                json["kinds"],
+                serde_json::json!([{"group": "gateway.networking.k8s.io", "kind": "TLSRoute"}])
+            );
+            assert_eq!(
+                json["namespaces"],
+                serde_json::to_value(&d.gateway.spec.listeners[1].allowed_routes).expect("json")["namespaces"],
+                "layer 1 as on the first Gateway"
+            );
+        }
+        assert!(render::overlapping_listeners(&d.gateway).is_empty());
+
+        let (mut w, p) = settle_with(w, &opts);
+        assert_eq!(w.observed.gateways.len(), 2);
+        let c = condition(&p, status::LISTENERS_OVERLAP);
+        assert_eq!(
+            (c.status.as_str(), c.reason.as_str()),
+            ("False", "SeparateGateway")
+        );
+        let named: Vec<&str> = p.status.gateways.iter().map(|g| g.name.as_str()).collect();
+        assert_eq!(named, ["gw", "gw-passthrough"]);
+        assert_eq!(condition(&p, status::PROGRAMMED).status, "False");
+
+        // Both count: the first programmed alone is not enough.
+        make_ready(&mut w);
+        if let Some(g) = w
+            .observed
+            .gateways
+            .iter_mut()
+            .find(|g| g.metadata.name.as_deref() == Some("gw-passthrough"))
+        {
+            g.status = None;
+        }
+        let p = plan(&w, &opts);
+        let programmed = condition(&p, status::PROGRAMMED);
+        assert_eq!(programmed.status, "False");
+        assert!(
+            programmed.message.contains("gw-passthrough"),
+            "{programmed:?}"
+        );
+        assert_eq!(condition(&p, status::READY).status, "False");
+        let tls = p
+            .status
+            .listeners
+            .iter()
+            .find(|l| l.name == "tls-api")
+            .expect("listed");
+        assert_eq!(
+            tls.reason, "Pending",
+            "read from the second Gateway's status"
+        );
+
+        // Both programmed, with addresses: Ready, and both addresses reported.
+        make_ready(&mut w);
+        for g in &mut w.observed.gateways {
+            let ip = if g.metadata.name.as_deref() == Some("gw") {
+                "10.0.0.1"
+            } else {
+                "10.0.0.2"
+            };
+            if let Some(s) = g.status.as_mut() {
+                s.addresses = Some(vec![
+                    gateway_api::apis::experimental::gateways::GatewayStatusAddresses {
+                        r#type: Some("IPAddress".into()),
+                        value: ip.into(),
+                    },
+                ]);
+            }
+        }
+        let (w, p) = settle_with(w, &opts);
+        assert_eq!(
+            condition(&p, status::READY).status,
+            "True",
+            "{:?}",
+            p.status
+        );
+        assert_eq!(
+            condition(&p, status::PROGRAMMED).message,
+            "Gateways gw and gw-passthrough are accepted and programmed"
+        );
+        let addresses: Vec<(&str, &str)> = p
+            .status
+            .gateways
+            .iter()
+            .flat_map(|g| {
+                g.addresses
+                    .iter()
+                    .map(move |a| (g.name.as_str(), a.value.as_str()))
+            })
+            .collect();
+        assert_eq!(
+            addresses,
+            [("gw", "10.0.0.1"), ("gw-passthrough", "10.0.0.2")]
+        );
+        // A resync writes nothing, whatever the order the caches list things in.
+        assert!(plan(&w, &opts).writes.is_empty());
+        assert!(
+            plan(&shuffled(&w, &mut Rng::new(9)), &opts)
+                .writes
+                .is_empty()
+        );
+    }
+}
+
+/// Routes in the `separate` layout: TLSRoutes attach to `<name>-passthrough`; one still on
+/// `<name>` is told where the listeners went; an HTTPRoute on the second Gateway is refused.
+/// Switching back to `shared` removes every entry of ours for the second Gateway.
+#[test]
+fn separate_layout_route_entries() {
+    let mut w = world();
+    w.tgw.spec = dns01_spec();
+    w.routes.push(route_to(
+        "TLSRoute",
+        "kube",
+        "gw-passthrough",
+        &["api.alice.example.org"],
+    ));
+    let mut named = route_to(
+        "TLSRoute",
+        "named",
+        "gw-passthrough",
+        &["api.alice.example.org"],
+    );
+    named.parent_refs[0].section_name = Some("tls-nope".into());
+    w.routes.push(named);
+    w.routes.push(route_to(
+        "TLSRoute",
+        "old",
+        "gw",
+        &["api.alice.example.org"],
+    ));
+    w.routes.push(route_to(
+        "HTTPRoute",
+        "web",
+        "gw-passthrough",
+        &["www.alice.example.org"],
+    ));
+    let (w, _) = settle_with(w, &separate());
+    assert_eq!(
+        accepted_on(&w, "tenant-alice", "kube", "gw-passthrough").0,
+        "True"
+    );
+    assert_eq!(
+        accepted_on(&w, "tenant-alice", "named", "gw-passthrough").1,
+        "NoMatchingParent"
+    );
+    let (st, reason, msg) = accepted_on(&w, "tenant-alice", "old", "gw");
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "NotAllowedByListeners")
+    );
+    assert!(msg.contains("tenant-alice/gw-passthrough"), "{msg}");
+    let (st, reason, msg) = accepted_on(&w, "tenant-alice", "web", "gw-passthrough");
+    assert_eq!(
+        (st.as_str(), reason.as_str()),
+        ("False", "NotAllowedByListeners")
+    );
+    assert!(
+        msg.contains("HTTPRoutes to Gateway tenant-alice/gw"),
+        "{msg}"
+    );
+
+    // Back to shared: the second Gateway is deleted, our entries for it removed, and the
+    // TLSRoute on `<name>` is accepted again.
+    let (back, _) = settle(w);
+    assert!(gateway_named(&back, "gw-passthrough").is_none());
+    for r in &back.routes {
+        assert!(
+            status::entries_for(
+                &r.our_status,
+                &r.namespace,
+                ("tenant-alice", "gw-passthrough")
+            )
+            .is_empty(),
+            "{}: {:?}",
+            r.name,
+            r.our_status
+        );
+    }
+    assert_eq!(accepted_on(&back, "tenant-alice", "old", "gw").0, "True");
+
+    // The finalizer removes our entries for both Gateways.
+    let (w, _) = settle_with(back, &separate());
+    let writes = cleanup(&w, &Scope::default());
+    let gws: BTreeSet<&str> = writes
+        .iter()
+        .filter_map(|x| match x {
+            Write::RouteStatus(r) if r.entries.is_empty() => Some(r.gateway_name.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(gws, BTreeSet::from(["gw", "gw-passthrough"]));
+}
+
+/// Switching either way converges with no orphan and nothing foreign touched: a same-named
+/// `<name>-passthrough` the TenantGateway does not own is refused (never written, never
+/// deleted), in both layouts.
+#[test]
+fn switching_layouts_converges_and_never_takes_a_foreign_gateway() {
+    let mut w = world();
+    w.tgw.spec = existing_secret_spec();
+    let (shared, _) = settle(w.clone());
+    let (sep, _) = settle_with(shared.clone(), &separate());
+    assert_eq!(sep.observed.gateways.len(), 2);
+    assert!(listener_names(&sep).iter().all(|n| !n.starts_with("tls-")));
+    let (back, _) = settle(sep.clone());
+    assert_eq!(back.observed.gateways.len(), 1);
+    assert_eq!(
+        listener_names(&back),
+        listener_names(&shared),
+        "the first Gateway as it was"
+    );
+    assert_eq!(back.observed.issuers, shared.observed.issuers);
+    assert_eq!(back.observed.certificates, shared.observed.certificates);
+
+    // A foreign Gateway of that name, before the switch.
+    let mut foreign = sep
+        .observed
+        .gateways
+        .iter()
+        .find(|g| g.metadata.name.as_deref() == Some("gw-passthrough"))
+        .expect("second Gateway")
+        .clone();
+    foreign.metadata.owner_references = None;
+    foreign.metadata.labels = None;
+    foreign.spec.listeners.truncate(1);
+    let mut w = shared.clone();
+    w.observed.gateways.push(foreign.clone());
+    for opts in [separate(), cfg()] {
+        let p = plan(&w, &opts);
+        assert!(
+            !p.writes.iter().any(|x| match x {
+                Write::Apply(o) => o.name() == "gw-passthrough",
+                Write::Delete { name, .. } => name == "gw-passthrough",
+                _ => false,
+            }),
+            "{:#?}",
+            p.writes
+        );
+        let (settled, p) = settle_with(w.clone(), &opts);
+        assert_eq!(gateway_named(&settled, "gw-passthrough"), Some(&foreign));
+        if opts.passthrough_gateway == PassthroughGateway::Separate {
+            assert_eq!(condition(&p, status::READY).reason, "NotOwned");
+            assert!(p.notices.iter().any(|n| n.reason == "TakeoverRefused"));
+            assert!(p.refused.iter().any(|r| r.name == "gw-passthrough"));
+        } else {
+            assert!(p.refused.is_empty(), "shared renders no second Gateway");
+        }
+    }
+}
+
+/// A listener the data plane reports Conflicted (as Cilium 1.19.6 writes it) makes the
+/// TenantGateway Ready=False, reason ListenersConflicted, naming the listeners and the fix;
+/// a stale report (older than the Gateway's spec) is not read.
+#[test]
+fn conflicted_listeners_make_ready_false_with_the_fix() {
+    let mut w = world();
+    w.tgw.spec = dns01_spec();
+    let (mut w, _) = settle(w);
+    make_ready(&mut w);
+    let g = w.observed.gateways.iter_mut().next().expect("gateway");
+    cilium_conflicted(g, &["https", "tls-api", "tls-vm-exportproxy"]);
+    let p = plan(&w, &cfg());
+    let ready = condition(&p, status::READY);
+    assert_eq!(
+        (ready.status.as_str(), ready.reason.as_str()),
+        ("False", "ListenersConflicted")
+    );
+    assert!(
+        ready.message.contains(
+            "Gateway gw: https (ProtocolConflict), tls-api (ProtocolConflict), \
+             tls-vm-exportproxy (ProtocolConflict)"
+        ),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains("--passthrough-gateway separate"),
+        "{}",
+        ready.message
+    );
+    assert!(
+        ready.message.contains("controller.passthroughGateway"),
+        "{}",
+        ready.message
+    );
+    let l = p
+        .status
+        .listeners
+        .iter()
+        .find(|l| l.name == "tls-api")
+        .expect("listed");
+    assert_eq!(l.reason, "NotAccepted");
+    assert!(p.notices.iter().any(|n| n.reason == "ListenersConflicted"));
+    // Deterministic: the same world in another order gives the same message.
+    let again = plan(&shuffled(&w, &mut Rng::new(5)), &cfg());
+    assert_eq!(condition(&again, status::READY).message, ready.message);
+
+    // Stale: the Gateway's spec moved on since the report.
+    let mut stale = w.clone();
+    stale.observed.gateways[0].metadata.generation = Some(2);
+    let p = plan(&stale, &cfg());
+    assert_ne!(condition(&p, status::READY).reason, "ListenersConflicted");
+
+    // The fix applied: the separate layout, programmed, is Ready.
+    let (mut sep, _) = settle_with(w, &separate());
+    make_ready(&mut sep);
+    let (_, p) = settle_with(sep, &separate());
+    assert_eq!(
+        condition(&p, status::READY).status,
+        "True",
+        "{:?}",
+        p.status
+    );
+}
+
+/// The second Gateway's name is a label whatever the TenantGateway's name.
+#[test]
+fn second_gateway_name_is_a_label() {
+    for name in ["gw", "a.b.c", &"long-name".repeat(20), &"x".repeat(52)] {
+        let mut w = world();
+        w.tgw.name = name.to_string();
+        w.tgw.spec = dns01_spec();
+        let d = plan(&w, &separate()).desired.expect("renders");
+        let second = d.passthrough_gateway.expect("second Gateway");
+        let n = second.metadata.name.as_deref().unwrap_or_default();
+        assert!(crate::hostname::is_dns_label(n), "{name}: {n}");
+        assert_eq!(n, names::passthrough_gateway(name));
+        assert_ne!(Some(n), d.gateway.metadata.name.as_deref());
+    }
+}
+
+/// Properties in the `separate` layout and across switches: shuffled inputs give the same
+/// plan; the desired state fed back writes nothing; a switch either way settles with no
+/// second Gateway or route entry of ours left behind in `shared`.
+#[test]
+fn property_separate_layout_converges_and_switches_cleanly() {
+    let mut rng = Rng::new(31);
+    for case in 0..40 {
+        let mut w = random_world(&mut rng);
+        if rng.below(2) == 0 {
+            let mut r = testing::tls_route("tenant-alice", "pt", &["api.alice.example.org"]);
+            r.parent_refs[0].name = names::passthrough_gateway(&w.tgw.name);
+            w.routes.push(r);
+        }
+        let opts = separate();
+        let want = plan(&w, &opts);
+        assert_eq!(plan(&shuffled(&w, &mut rng), &opts), want, "case {case}");
+        let (sep, _) = settle_with(w, &opts);
+        let mut next = sep.clone();
+        next.now = at(99_999);
+        assert!(plan(&next, &opts).writes.is_empty(), "case {case}");
+        let second = names::passthrough_gateway(&sep.tgw.name);
+        let (back, _) = settle(sep);
+        assert!(gateway_named(&back, &second).is_none(), "case {case}");
+        for r in &back.routes {
+            assert!(
+                status::entries_for(&r.our_status, &r.namespace, ("tenant-alice", &second))
+                    .is_empty(),
+                "case {case}: {}",
+                r.name
+            );
+        }
+        let (again, _) = settle_with(back, &opts);
+        let separate_mode = !matches!(again.tgw.spec.cert_mode, CertMode::Http01)
+            && !again.tgw.spec.tls_passthrough_services.is_empty();
+        assert_eq!(
+            gateway_named(&again, &second).is_some(),
+            separate_mode,
+            "case {case}"
+        );
     }
 }

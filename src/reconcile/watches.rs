@@ -12,8 +12,8 @@
 //! |---|---|
 //! | start every watch, wait for their first lists | [`spawn`], [`synced`] |
 //! | namespaces → TenantGateways (links, attachments) | `watch_namespaces`, `rebuild_links`, `tgws_in` |
-//! | routes → the Gateways they name; the redirect routes kept | `watch_routes` |
-//! | Gateways, Issuers, Certificates → their owner | `watch_owned`, `owner_of`, the `Split` impls |
+//! | routes → the Gateways they name → their TenantGateways; the redirect routes kept | `watch_routes`, `gateway_tgws` |
+//! | Gateways, Issuers, Certificates → their owner (a Gateway also by name, `<name>` or `<name>-passthrough`) | `watch_owned`, `owner_of`, `gateway_tgws`, the `Split` impls |
 //! | TenantGateways → siblings and rivals | [`tenant_gateways`], `related` |
 //! | TenantGateways → their Gateway's listener layout in the route index (certMode) | `record_listeners` |
 //! | optional CRDs (TLSRoute, cert-manager) | `wait_served` |
@@ -42,7 +42,7 @@ use super::context::{Caches, links_of};
 use super::inputs::RouteKind;
 use crate::cluster::NamespaceChange;
 use crate::cluster::kept::{Kept, ObjectCache, Split};
-use crate::cluster::route_facts::HttpsListeners;
+use crate::cluster::route_facts::{HttpsListeners, http01_passthrough};
 use crate::cluster::routes::{RouteIndex, WatchedRoute};
 use crate::cluster::watch::{self as cw, FromWatch, Key};
 use crate::platform::{GATEWAY_API_GROUP, TGW_KIND};
@@ -222,7 +222,8 @@ pub fn tenant_gateways(
 }
 
 /// How each TenantGateway's Gateway lists its HTTPS listeners (its certMode), kept in the
-/// route index beside the Gateway's routes for the listener-budget warning (SPEC §3.4). From
+/// route index beside the Gateway's routes for the listener-budget warning (SPEC §3.4), and
+/// the passthrough hostnames no HTTPRoute may claim on an http01 one (SPEC §3.10). From
 /// the watch rather than a reconcile: every replica's webhook reads it, leader or not, and
 /// a TenantGateway whose spec does not check still names its mode.
 fn record_listeners(index: &RouteIndex, ev: &Event<TenantGateway>) {
@@ -234,12 +235,27 @@ fn record_listeners(index: &RouteIndex, ev: &Event<TenantGateway>) {
             listeners,
         );
     };
+    let passthrough = |t: &TenantGateway, listeners| {
+        let m = &t.metadata;
+        index.set_passthrough(
+            m.namespace.as_deref().unwrap_or_default(),
+            m.name.as_deref().unwrap_or_default(),
+            listeners,
+        );
+    };
     match ev {
-        Event::Apply(t) | Event::InitApply(t) => set(
-            t,
-            HttpsListeners::of_cert_mode(Some(t.spec.cert_mode.as_str())),
-        ),
-        Event::Delete(t) => set(t, None),
+        Event::Apply(t) | Event::InitApply(t) => {
+            let mode = Some(t.spec.cert_mode.as_str());
+            set(t, HttpsListeners::of_cert_mode(mode));
+            passthrough(
+                t,
+                http01_passthrough(mode, &t.spec.apex, &t.spec.tls_passthrough_services),
+            );
+        }
+        Event::Delete(t) => {
+            set(t, None);
+            passthrough(t, Vec::new());
+        }
         Event::Init => index.listeners_relist_started(),
         Event::InitDone => index.listeners_relist_done(),
     }
@@ -267,6 +283,51 @@ fn related(all: &[Arc<TenantGateway>], t: &TenantGateway) -> Vec<ObjectRef<Tenan
         .map(|o| ObjectRef::from(o.as_ref()))
         .collect()
 }
+
+/// The TenantGateways whose plan reads Gateway `namespace/name` and the routes naming it:
+/// the one named like it, and the one whose second Gateway `<name>-passthrough` it is (SPEC
+/// §3.10; every layout: `shared` removes our route entries for it). A name that does not
+/// round-trip through `names::passthrough_gateway` to an existing TenantGateway (a long name,
+/// shortened with a hash) is looked up among the namespace's TenantGateways.
+fn gateway_tgws(
+    tgws: &Store<TenantGateway>,
+    namespace: &str,
+    name: &str,
+) -> Vec<ObjectRef<TenantGateway>> {
+    let mut out = vec![tgw_ref(namespace, name)];
+    if !name.ends_with(SECOND_GATEWAY_SUFFIX) {
+        return out;
+    }
+    let base = name
+        .strip_suffix(SECOND_GATEWAY_SUFFIX)
+        .map(|base| tgw_ref(namespace, base));
+    match base {
+        // The common case, one lookup; a hashed name may strip to another name that
+        // round-trips, so only a TenantGateway that exists counts.
+        Some(base)
+            if super::names::passthrough_gateway(&base.name) == name
+                && tgws.get(&base).is_some() =>
+        {
+            out.push(base);
+        }
+        _ => out.extend(
+            tgws.state()
+                .iter()
+                .filter(|t| t.metadata.namespace.as_deref() == Some(namespace))
+                .filter(|t| {
+                    t.metadata
+                        .name
+                        .as_deref()
+                        .is_some_and(|n| super::names::passthrough_gateway(n) == name)
+                })
+                .map(|t| ObjectRef::from(t.as_ref())),
+        ),
+    }
+    out
+}
+
+/// How every second Gateway's name ends (`names::passthrough_gateway`).
+const SECOND_GATEWAY_SUFFIX: &str = "-passthrough";
 
 fn tgws_in(caches: &Caches, namespaces: &BTreeSet<String>, trigger: &Trigger) {
     for t in caches.tgws.state() {
@@ -374,7 +435,9 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
     let idx = caches.routes.clone();
     let send = |gws: BTreeSet<Key>| {
         for (ns, name) in gws {
-            let _ = trigger.unbounded_send(tgw_ref(&ns, &name));
+            for t in gateway_tgws(&caches.tgws, &ns, &name) {
+                let _ = trigger.unbounded_send(t);
+            }
         }
     };
     let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(
@@ -453,12 +516,20 @@ async fn watch_owned<T>(
     };
     let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind, page));
     let target = |key: &Key, o: Option<&T>| {
-        // A Gateway is named like its TenantGateway; other kinds carry our ownerReference.
-        if kind == "Gateway" {
-            Some(tgw_ref(&key.0, &key.1))
+        // A Gateway is named like its TenantGateway or its second one (owned or not: a
+        // same-named Gateway that appears or goes away changes the plan); other kinds carry
+        // our ownerReference.
+        let mut to: Vec<ObjectRef<TenantGateway>> = if kind == "Gateway" {
+            gateway_tgws(&caches.tgws, &key.0, &key.1)
         } else {
-            o.and_then(|o| owner_of(&key.0, o.meta()))
+            Vec::new()
+        };
+        if let Some(owner) = o.and_then(|o| owner_of(&key.0, o.meta()))
+            && !to.contains(&owner)
+        {
+            to.push(owner);
         }
+        to
     };
     while let Some(ev) = stream.next().await {
         let c = cache(&caches);
@@ -467,16 +538,16 @@ async fn watch_owned<T>(
             Event::InitApply(o) | Event::Apply(o) => {
                 let key = o.key();
                 let o = o.decoded(kind);
-                let t = target(&key, o.as_ref());
+                let to = target(&key, o.as_ref());
                 c.apply(key, o.and_then(Kept::keep));
-                if let Some(t) = t {
+                for t in to {
                     let _ = trigger.unbounded_send(t);
                 }
             }
             Event::Delete(o) => {
                 let key = o.key();
                 c.delete(&key);
-                if let Some(t) = target(&key, o.body.as_ref().ok()) {
+                for t in target(&key, o.body.as_ref().ok()) {
                     let _ = trigger.unbounded_send(t);
                 }
             }
@@ -548,6 +619,67 @@ mod tests {
         record_listeners(&index, &Event::InitDone);
         assert_eq!(seen("c"), Some(HttpsListeners::PerApex));
         assert_eq!(seen("b"), None, "deleted while the watch was down");
+    }
+
+    /// SPEC §3.10: the index also keeps what an http01 TenantGateway passes through (for the
+    /// PassthroughHostname warning), and forgets it when the mode, the list or the object
+    /// goes.
+    #[test]
+    fn the_watch_keeps_each_http01_gateways_passthrough_hostnames() {
+        use super::super::api::CertMode;
+        let index = RouteIndex::default();
+        let with = |mode: CertMode, services: &[&str]| {
+            let mut t = (*tgw("a", "gw", "a", &[])).clone();
+            t.spec.cert_mode = mode;
+            t.spec.tls_passthrough_services = services.iter().map(|s| s.to_string()).collect();
+            t
+        };
+        let hosts = || -> Vec<String> {
+            index
+                .passthrough("a", "gw")
+                .map(|l| l.iter().map(|p| p.hostname.clone()).collect())
+                .unwrap_or_default()
+        };
+        record_listeners(
+            &index,
+            &Event::Apply(with(CertMode::Http01, &["api", "cdi"])),
+        );
+        assert_eq!(hosts(), ["api.alice.example.org", "cdi.alice.example.org"]);
+        record_listeners(&index, &Event::Apply(with(CertMode::Dns01, &["api"])));
+        assert!(
+            hosts().is_empty(),
+            "dns01 serves them on its wildcard listener"
+        );
+        record_listeners(&index, &Event::Apply(with(CertMode::Http01, &["api"])));
+        assert_eq!(hosts(), ["api.alice.example.org"]);
+        record_listeners(&index, &Event::Delete(with(CertMode::Http01, &["api"])));
+        assert!(hosts().is_empty(), "deleted");
+    }
+
+    /// Gateways and the routes naming them reach the TenantGateway whose Gateway they are:
+    /// `<name>`, or `<name>-passthrough` (also when a long name is shortened with a hash).
+    #[test]
+    fn second_gateways_map_to_their_tenantgateway() {
+        let (store, mut writer) = reflector::store::<TenantGateway>();
+        let long = "t".repeat(60);
+        for (ns, name) in [("tenant-a", "gw"), ("tenant-a", long.as_str())] {
+            writer.apply_watcher_event(&Event::Apply((*tgw(ns, name, name, &[])).clone()));
+        }
+        let refs = |ns: &str, name: &str| -> Vec<String> {
+            gateway_tgws(&store, ns, name)
+                .iter()
+                .map(|r| r.name.clone())
+                .collect()
+        };
+        assert_eq!(refs("tenant-a", "gw"), ["gw"]);
+        assert_eq!(refs("tenant-a", "gw-passthrough"), ["gw-passthrough", "gw"]);
+        let hashed = super::super::names::passthrough_gateway(&long);
+        assert!(hashed.len() <= 63 && hashed != format!("{long}-passthrough"));
+        assert_eq!(refs("tenant-a", &hashed), [hashed.clone(), long.clone()]);
+        // Another namespace's TenantGateway of that name is not it.
+        assert_eq!(refs("tenant-b", &hashed), [hashed]);
+        // No TenantGateway of the stripped name: nothing more to wake.
+        assert_eq!(refs("tenant-a", "x-passthrough"), ["x-passthrough"]);
     }
 
     #[test]

@@ -103,6 +103,9 @@ on them, so `helm template -s` of one file fails too.
 {{- if and (eq .Values.certificates.mode "manual") .Values.webhook.enabled (not .Values.certificates.manual.caBundle) -}}
 {{- fail "certificates.manual.caBundle (base64 of the CA PEM that signed certificates.manual.secretName) is required when certificates.mode is manual" -}}
 {{- end -}}
+{{- if not (has (toString .Values.controller.passthroughGateway) (list "shared" "separate")) -}}
+{{- fail (printf "controller.passthroughGateway=%v: unsupported (shared, separate)" .Values.controller.passthroughGateway) -}}
+{{- end -}}
 {{- if not (has (toString .Values.log.format) (list "text" "json")) -}}
 {{- fail (printf "log.format=%v: unsupported (text, json)" .Values.log.format) -}}
 {{- end -}}

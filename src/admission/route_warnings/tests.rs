@@ -1605,3 +1605,241 @@ mod cert_modes {
         assert_eq!(cache.len(), 1, "one Gateway, its summary replaced");
     }
 }
+
+/// SPEC §3.10: an HTTPRoute claiming a passthrough hostname of an http01 Gateway is warned
+/// (the reconciler refuses that hostname, PassthroughHostname), whatever the published
+/// routes; only parentRefs that claim HTTPS listeners, only Gateways the route may attach
+/// to, only what the Gateway's TenantGateway declares.
+mod passthrough_hostname {
+    use super::*;
+    use crate::cluster::route_facts::{PassthroughListener, http01_passthrough};
+
+    fn declared(idx: &RouteIndex, cert_mode: &str, services: &[&str]) {
+        let services: Vec<String> = services.iter().map(|s| s.to_string()).collect();
+        idx.set_passthrough(
+            GW.0,
+            GW.1,
+            http01_passthrough(Some(cert_mode), "Example.org", &services),
+        );
+    }
+
+    fn judge(idx: &RouteIndex, route: &RouteFacts, through: Option<&str>) -> Vec<RouteWarning> {
+        passthrough_hostname_warnings(
+            &Admitted::of(route),
+            |ns, n| idx.passthrough(ns, n),
+            through,
+        )
+    }
+
+    #[test]
+    fn a_claim_on_a_declared_passthrough_hostname_is_warned() {
+        let idx = RouteIndex::default();
+        declared(&idx, "http01", &["api", "vm-exportproxy", "Bad_Svc"]);
+        assert_eq!(
+            idx.passthrough(GW.0, GW.1).as_deref(),
+            Some(
+                &[
+                    PassthroughListener {
+                        listener: "tls-api".into(),
+                        hostname: "api.example.org".into()
+                    },
+                    PassthroughListener {
+                        listener: "tls-vm-exportproxy".into(),
+                        hostname: "vm-exportproxy.example.org".into()
+                    }
+                ][..]
+            ),
+            "the apex lowercased, an entry that makes no listener left out"
+        );
+        // (route, warned hostnames)
+        let cases: Vec<(RouteFacts, Vec<&str>)> = vec![
+            (
+                obj(
+                    "HTTPRoute",
+                    "tenant-root",
+                    "a",
+                    None,
+                    &["api.example.org", "www.example.org"],
+                    false,
+                ),
+                vec!["api.example.org"],
+            ),
+            (
+                obj(
+                    "HTTPRoute",
+                    "tenant-root",
+                    "b",
+                    Some("https-api"),
+                    &["vm-exportproxy.example.org"],
+                    false,
+                ),
+                vec!["vm-exportproxy.example.org"],
+            ),
+            // Port 80 or the passthrough listener itself: no HTTPS listener claimed.
+            (
+                obj(
+                    "HTTPRoute",
+                    "tenant-root",
+                    "c",
+                    Some("http"),
+                    &["api.example.org"],
+                    false,
+                ),
+                vec![],
+            ),
+            (
+                obj(
+                    "HTTPRoute",
+                    "tenant-root",
+                    "d",
+                    Some("tls-api"),
+                    &["api.example.org"],
+                    false,
+                ),
+                vec![],
+            ),
+            // The TLSRoute the listener is for.
+            (
+                obj(
+                    "TLSRoute",
+                    "tenant-root",
+                    "e",
+                    None,
+                    &["api.example.org"],
+                    false,
+                ),
+                vec![],
+            ),
+            (
+                obj(
+                    "HTTPRoute",
+                    "tenant-root",
+                    "f",
+                    None,
+                    &["apis.example.org"],
+                    false,
+                ),
+                vec![],
+            ),
+        ];
+        for (route, want) in cases {
+            let got = judge(&idx, &route, None);
+            let hosts: Vec<&str> = got
+                .iter()
+                .map(|w| {
+                    assert_eq!(w.reason, Reason::PassthroughHostname);
+                    w.text.split(' ').nth(1).unwrap_or_default()
+                })
+                .collect();
+            assert_eq!(hosts, want, "{}: {got:?}", route.name);
+        }
+        let got = judge(
+            &idx,
+            &obj(
+                "HTTPRoute",
+                "tenant-root",
+                "a",
+                None,
+                &["api.example.org"],
+                false,
+            ),
+            None,
+        );
+        assert_eq!(
+            got[0].text,
+            "PassthroughHostname: api.example.org is passed through by tenant-root/tenant-root \
+             (tls-api); no HTTPS listener for it"
+        );
+        // A tenant namespace publishing through another Gateway is not judged on this one.
+        let r = obj(
+            "HTTPRoute",
+            "tenant-alice",
+            "a",
+            None,
+            &["api.example.org"],
+            false,
+        );
+        assert_eq!(judge(&idx, &r, Some("tenant-alice")).len(), 0);
+        assert_eq!(judge(&idx, &r, Some(GW.0)).len(), 1);
+    }
+
+    #[test]
+    fn only_an_http01_declaration_counts() {
+        let idx = RouteIndex::default();
+        let route = obj(
+            "HTTPRoute",
+            "tenant-root",
+            "a",
+            None,
+            &["api.example.org"],
+            false,
+        );
+        assert!(
+            judge(&idx, &route, None).is_empty(),
+            "no TenantGateway seen"
+        );
+        for (mode, warned) in [
+            ("dns01", false),
+            ("http01", true),
+            ("existingSecret", false),
+        ] {
+            declared(&idx, mode, &["api"]);
+            assert_eq!(
+                judge(&idx, &route, None).len(),
+                usize::from(warned),
+                "{mode}"
+            );
+        }
+        declared(&idx, "http01", &[]);
+        assert!(judge(&idx, &route, None).is_empty(), "the service removed");
+        // A relist that does not see the TenantGateway again forgets its declaration.
+        declared(&idx, "http01", &["api"]);
+        idx.listeners_relist_started();
+        idx.listeners_relist_done();
+        assert!(idx.passthrough(GW.0, GW.1).is_none());
+    }
+
+    /// Through `Admission::handle`: the warning is in the response, counted under its reason.
+    #[tokio::test]
+    async fn the_decision_path_warns_and_counts_it() {
+        use crate::admission::{Admission, WebhookResource};
+        use crate::cluster::{NamespaceSource, StaticNamespaces};
+        use crate::metrics::Metrics;
+        use crate::policy::{HOST_LABEL, PolicyConfig};
+
+        let mut ns = StaticNamespaces::default();
+        ns.insert(
+            "tenant-root",
+            BTreeMap::from([(HOST_LABEL.to_string(), "example.org".to_string())]),
+        );
+        let idx = Arc::new(RouteIndex::default());
+        declared(&idx, "http01", &["api"]);
+        idx.apply(http("tenant-root", "other", &["www.example.org"]));
+        let metrics = Metrics::new();
+        let a = Admission::new(
+            Arc::new(PolicyConfig::default()),
+            NamespaceSource::Static(Arc::new(ns)),
+            metrics.clone(),
+        )
+        .with_routes(idx);
+        let body = review("tenant-root", &["api.example.org"], json!({"name": GW.1}));
+        let r = a.handle(Some(WebhookResource::HttpRoutes), &body).await;
+        let v: Value = serde_json::from_slice(&r.body).expect("json");
+        assert_eq!(v["response"]["allowed"], json!(true), "{v}");
+        let w = v["response"]["warnings"].as_array().expect("warnings");
+        assert_eq!(w.len(), 1, "{v}");
+        assert!(
+            w[0].as_str()
+                .unwrap_or_default()
+                .starts_with("PassthroughHostname: api.example.org"),
+            "{v}"
+        );
+        assert!(
+            metrics.render().contains(
+                "tenant_gateway_admission_warnings_total{reason=\"passthrough_hostname\",resource=\"httproutes\"} 1"
+            ),
+            "{}",
+            metrics.render()
+        );
+    }
+}
