@@ -36,11 +36,13 @@ use serde::Serialize;
 use crate::policy::Layer;
 
 pub mod apex_table;
+pub mod cli;
 
 pub mod judge;
 pub mod kinds;
 
 pub mod project;
+pub mod report;
 
 pub mod store;
 
