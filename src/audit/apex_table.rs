@@ -129,7 +129,14 @@ mod tests {
     #[test]
     fn one_namespace() {
         // (root host, namespace, host label, owners of its apex, findings; None: no rule applies)
-        let cases: Vec<(Option<&str>, &str, Option<&str>, usize, Option<Vec<&str>>)> = vec![
+        type Case<'a> = (
+            Option<&'a str>,
+            &'a str,
+            Option<&'a str>,
+            usize,
+            Option<Vec<&'a str>>,
+        );
+        let cases: Vec<Case<'_>> = vec![
             (
                 Some("example.org"),
                 "tenant-alice",

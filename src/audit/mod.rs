@@ -40,6 +40,7 @@ pub mod cli;
 
 pub mod judge;
 pub mod kinds;
+pub mod live;
 
 pub mod project;
 pub mod report;
