@@ -34,7 +34,7 @@ pub fn findings(
             None => "it has no namespace.cozystack.io/host label",
         };
         return Some(Verdict::Fail(
-            [format!(
+            vec![format!(
                 "Namespace {name}: a tenant namespace without an apex: {how}, so every Gateway, \
                  route and Ingress in it is denied (fail closed) and stored ones publish under no \
                  known apex; the platform writes the label when it creates the tenant: set \

@@ -15,11 +15,12 @@ use crate::policy::{self, Layer, Operation, PolicyConfig, Review};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Verdict {
     Pass,
-    /// The layer's violations, each complete on its own.
-    Fail(Box<[String]>),
+    /// The layer's violations, each complete on its own. Boxed, like the error: the store
+    /// keeps a verdict per object, nearly always a pass, in 16 bytes.
+    Fail(Box<Vec<String>>),
     /// The object could not be judged: a field of the wrong type (admission denies such an
     /// object whatever the mode), an object that does not decode, a bug in a layer.
-    Error(Box<str>),
+    Error(Box<String>),
 }
 
 impl Verdict {
@@ -70,7 +71,9 @@ pub fn judge(
     }));
     match result {
         Ok(Ok(f)) if f.violations.is_empty() => Verdict::Pass,
-        Ok(Ok(f)) => Verdict::Fail(f.violations.iter().map(|m| stored_text(m)).collect()),
+        Ok(Ok(f)) => Verdict::Fail(Box::new(
+            f.violations.iter().map(|m| stored_text(m)).collect(),
+        )),
         Ok(Err(shape)) => Verdict::Error(shape.to_string().into()),
         Err(_) => Verdict::Error(
             format!(

@@ -51,6 +51,57 @@ fn prune(v: &Value, paths: &[Path], depth: usize) -> Value {
     }
 }
 
+/// The keys every path of `kind` starts with (`spec`, `hostnames` for a route).
+fn common_prefix(kind: GuardedKind) -> &'static [&'static str] {
+    let paths = kind.paths();
+    let Some(first) = paths.first() else {
+        return &[];
+    };
+    let n = paths.iter().fold(first.len(), |n, p| {
+        n.min(
+            first
+                .iter()
+                .zip(p.iter())
+                .take_while(|(a, b)| a == b)
+                .count(),
+        )
+    });
+    &first[..n]
+}
+
+/// A projection of `kind` as compact text: when it is only `kind`'s common prefix around one
+/// value (`{"spec":{"hostnames":[…]}}`), that value's JSON after a `=` (no JSON text starts
+/// with one), else the projection's JSON. The store keeps one per object: the prefix is most
+/// of a small route's text.
+pub fn pack(kind: GuardedKind, projected: &Value) -> String {
+    let prefix = common_prefix(kind);
+    let mut v = projected;
+    for key in prefix {
+        match v {
+            Value::Object(m) if m.len() == 1 && m.contains_key(*key) => v = &m[*key],
+            _ => return projected.to_string(),
+        }
+    }
+    if prefix.is_empty() {
+        return projected.to_string();
+    }
+    format!("={v}")
+}
+
+/// The projection [`pack`] wrote.
+pub fn unpack(kind: GuardedKind, text: &str) -> Result<Value, serde_json::Error> {
+    let Some(inner) = text.strip_prefix('=') else {
+        return serde_json::from_str(text);
+    };
+    let mut v: Value = serde_json::from_str(inner)?;
+    for key in common_prefix(kind).iter().rev() {
+        let mut m = Map::new();
+        m.insert((*key).to_string(), v);
+        v = Value::Object(m);
+    }
+    Ok(v)
+}
+
 /// Every guarded kind's paths and the uid's: what a watched object keeps before its kind is
 /// known.
 fn union_paths() -> &'static [Path] {
@@ -263,6 +314,59 @@ mod tests {
         assert_eq!(
             project(GuardedKind::Gateway, &watched.body),
             json!({"spec": "x"})
+        );
+    }
+
+    #[test]
+    fn packed_text_reads_back_as_the_projection() {
+        let cases = [
+            (
+                GuardedKind::HttpRoute,
+                json!({"spec": {"hostnames": ["a.example.org"]}}),
+                true,
+            ),
+            (
+                GuardedKind::HttpRoute,
+                json!({"spec": {"hostnames": []}}),
+                true,
+            ),
+            (GuardedKind::HttpRoute, json!({"spec": {}}), false),
+            (GuardedKind::HttpRoute, json!({"spec": "x"}), false),
+            (GuardedKind::HttpRoute, json!({}), false),
+            (GuardedKind::HttpRoute, json!([1]), false),
+            (
+                GuardedKind::Gateway,
+                json!({"spec": {"listeners": [{"name": "a", "hostname": "h"}]}}),
+                true,
+            ),
+            (
+                GuardedKind::TenantGateway,
+                json!({"spec": {"apex": "a", "attachedNamespaces": ["x"]}}),
+                true,
+            ),
+            (
+                GuardedKind::Ingress,
+                json!({"spec": {"rules": [{"host": "a"}]}, "metadata": {"annotations": {}}}),
+                false,
+            ),
+            (
+                GuardedKind::Package,
+                json!({"spec": {"components": {"platform": {"values": {"gateway": {
+                    "attachedNamespaces": ["cozy-a"]}}}}}}),
+                true,
+            ),
+        ];
+        for (kind, v, short) in cases {
+            let text = pack(kind, &v);
+            assert_eq!(text.starts_with('='), short, "{kind} {v}: {text}");
+            assert_eq!(unpack(kind, &text).expect("reads back"), v, "{kind} {text}");
+        }
+        assert_eq!(
+            pack(
+                GuardedKind::HttpRoute,
+                &json!({"spec": {"hostnames": ["a.example.org"]}})
+            ),
+            "=[\"a.example.org\"]"
         );
     }
 

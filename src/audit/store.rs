@@ -23,7 +23,7 @@ use serde_json::Value;
 use super::apex_table::{self, apex_key};
 use super::judge::{self, Verdict};
 use super::kinds::{GuardedKind, rule_of};
-use super::project::project;
+use super::project::{pack, project, unpack};
 use super::{AuditResult, ObjectRef, Outcome};
 use crate::cluster::apex::{ApexMap, LiveApexIndex};
 use crate::cluster::intern::intern;
@@ -125,40 +125,84 @@ impl Uid {
     }
 }
 
-/// An object's place: namespace (`""` for Packages), kind, name. Ordered so a namespace's
-/// objects are one range.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
-struct Key {
-    namespace: Arc<str>,
-    kind: GuardedKind,
-    name: Box<str>,
-}
-
+/// One judged object, in its namespace's list.
 #[derive(Debug)]
 struct Stored {
+    kind: GuardedKind,
+    name: Box<str>,
     uid: Uid,
-    /// The projection as compact JSON; `None` for an object that could not be read.
+    /// The projection, packed (`project::pack`); `None` for an object that could not be read.
     body: Option<Box<str>>,
     verdict: Verdict,
     /// The relist generation of its kind that last saw it.
     seen: u32,
 }
 
-#[derive(Debug, Clone, Default)]
+impl Stored {
+    fn is(&self, kind: GuardedKind, name: &str) -> std::cmp::Ordering {
+        (self.kind, &*self.name).cmp(&(kind, name))
+    }
+}
+
+/// Where an object is kept: its namespace (`""` for Packages), kind and name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Key {
+    namespace: Arc<str>,
+    kind: GuardedKind,
+    name: Box<str>,
+}
+
+/// A namespace as the audit keeps it: what its layers read of it, which apex-table verdict it
+/// has, and its objects (a list sorted by kind and name: most namespaces hold a few, and a
+/// map per namespace costs a node of eleven slots for one object).
+#[derive(Debug, Default)]
 struct NsState {
-    exists: bool,
     /// The host label as written, shared with the namespace index (`intern`).
     host: Option<Arc<str>>,
-    /// The apex-table verdict; `None` when no rule applies.
-    apex: Option<Verdict>,
+    objects: Vec<Stored>,
+    exists: bool,
+    apex: ApexRule,
+}
+
+/// A namespace's apex-table verdict, the failing ones kept aside ([`Store::apex_failures`]):
+/// tens of thousands of namespaces pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+enum ApexRule {
+    /// No rule applies (outside tenant scope, no apex).
+    #[default]
+    None,
+    Pass,
+    Fail,
+}
+
+static PASS: Verdict = Verdict::Pass;
+
+impl NsState {
+    fn find(&self, kind: GuardedKind, name: &str) -> Result<usize, usize> {
+        self.objects.binary_search_by(|o| o.is(kind, name))
+    }
+
+    fn get(&self, kind: GuardedKind, name: &str) -> Option<&Stored> {
+        self.find(kind, name).ok().map(|i| &self.objects[i])
+    }
+
+    fn get_mut(&mut self, kind: GuardedKind, name: &str) -> Option<&mut Stored> {
+        self.find(kind, name).ok().map(|i| &mut self.objects[i])
+    }
 }
 
 /// The audit's state (see the module doc).
 pub struct Store {
     cfg: Arc<PolicyConfig>,
-    /// Namespaces in tenant scope or carrying an apex (others are of no rule's concern).
+    /// Namespaces in tenant scope or carrying an apex (others are of no rule's concern), and
+    /// those holding objects; `""` holds the Packages.
     namespaces: HashMap<Arc<str>, NsState>,
-    objects: BTreeMap<Key, Stored>,
+    /// Objects held, all namespaces together.
+    objects: usize,
+    /// The apex-table verdicts that do not pass.
+    apex_failures: HashMap<Arc<str>, Verdict>,
+    /// How many Ingresses each namespace holds: an apex change looks at these alone.
+    ingresses: HashMap<Arc<str>, u32>,
     /// The apiVersion objects of a kind are named by (the served version a watch reads).
     versions: HashMap<GuardedKind, Arc<str>>,
     /// Per kind: the current relist generation, and whether a relist is under way.
@@ -182,7 +226,9 @@ impl Store {
         Store {
             cfg,
             namespaces: HashMap::new(),
-            objects: BTreeMap::new(),
+            objects: 0,
+            apex_failures: HashMap::new(),
+            ingresses: HashMap::new(),
             versions: HashMap::new(),
             relists: HashMap::new(),
             counts,
@@ -211,11 +257,11 @@ impl Store {
 
     /// Objects held.
     pub fn len(&self) -> usize {
-        self.objects.len()
+        self.objects
     }
 
     pub fn is_empty(&self) -> bool {
-        self.objects.is_empty()
+        self.objects == 0
     }
 
     /// Violations (fail or error) per (layer, kind); every audited kind is listed.
@@ -233,12 +279,15 @@ impl Store {
     ) -> Changes {
         let mut ch = Changes::default();
         let relevant = self.cfg.in_tenant_scope(name) || apex_key(host).is_some();
-        let old = self.namespaces.get(name).cloned();
+        let old = self
+            .namespaces
+            .get(name)
+            .map(|s| (s.exists, s.host.clone()));
         if old.is_none() && !(relevant && exists) {
             return ch;
         }
-        let old = old.unwrap_or_default();
-        if old.exists == exists && old.host.as_deref() == host {
+        let (old_exists, old_host) = old.unwrap_or_default();
+        if old_exists == exists && old_host.as_deref() == host {
             return ch;
         }
         let key = intern(name);
@@ -246,7 +295,7 @@ impl Store {
         state.exists = exists;
         state.host = host.map(intern);
 
-        let (old_apex, new_apex) = (apex_key(old.host.as_deref()), apex_key(host));
+        let (old_apex, new_apex) = (apex_key(old_host.as_deref()), apex_key(host));
         let mut group: BTreeSet<String> = BTreeSet::from([name.to_string()]);
         if old_apex != new_apex {
             for apex in [&old_apex, &new_apex].into_iter().flatten() {
@@ -256,8 +305,8 @@ impl Store {
         for n in &group {
             self.rejudge_apex(n, apexes, &mut ch);
         }
-        let context_changed = old.exists != exists
-            || old.host.as_deref().map(str::to_ascii_lowercase)
+        let context_changed = old_exists != exists
+            || old_host.as_deref().map(str::to_ascii_lowercase)
                 != host.map(str::to_ascii_lowercase);
         if context_changed {
             self.rejudge_objects_in(&key, apexes, &mut ch);
@@ -315,11 +364,10 @@ impl Store {
         let Some(key) = self.key(kind, namespace, name) else {
             return Changes::default();
         };
-        // `Value`'s Display cannot fail.
-        let text: Box<str> = project(kind, body).to_string().into();
+        let text: Box<str> = pack(kind, &project(kind, body)).into();
         let uid = Uid::new(uid);
         let seen = self.generation(kind);
-        if let Some(old) = self.objects.get_mut(&key)
+        if let Some(old) = self.stored_mut(&key)
             && old.uid == uid
             && old.body.as_deref() == Some(&*text)
         {
@@ -351,11 +399,25 @@ impl Store {
         let Some(key) = self.key(kind, namespace, name) else {
             return ch;
         };
-        if let Some(old) = self.objects.remove(&key) {
-            self.count(&key, &old.verdict, -1);
-            ch.namespaces.insert(key.namespace.clone());
-            self.forget_if_empty(&key.namespace);
+        let Some(state) = self.namespaces.get_mut(&key.namespace) else {
+            return ch;
+        };
+        let Ok(i) = state.find(kind, name) else {
+            return ch;
+        };
+        let old = state.objects.remove(i);
+        self.objects -= 1;
+        if kind == GuardedKind::Ingress
+            && let Some(n) = self.ingresses.get_mut(&key.namespace)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.ingresses.remove(&key.namespace);
+            }
         }
+        self.count(kind, &old.verdict, -1);
+        ch.namespaces.insert(key.namespace.clone());
+        self.forget_if_empty(&key.namespace);
         ch
     }
 
@@ -373,14 +435,22 @@ impl Store {
             return ch;
         };
         self.relists.insert(kind, (generation, false));
-        let gone: Vec<Key> = self
-            .objects
+        let gone: Vec<(Arc<str>, Box<str>)> = self
+            .namespaces
             .iter()
-            .filter(|(k, s)| k.kind == kind && s.seen != generation)
-            .map(|(k, _)| k.clone())
+            .flat_map(|(ns, s)| {
+                s.objects
+                    .iter()
+                    .filter(|o| o.kind == kind && o.seen != generation)
+                    .map(move |o| (ns.clone(), o.name.clone()))
+            })
             .collect();
-        for key in gone {
-            ch.extend(self.delete(kind, &key.namespace, &key.name));
+        for (ns, name) in gone {
+            ch.extend(self.delete(kind, &ns, &name));
+        }
+        // The lists grew while the objects came; they keep what they hold now.
+        for s in self.namespaces.values_mut() {
+            s.objects.shrink_to_fit();
         }
         ch
     }
@@ -388,47 +458,46 @@ impl Store {
     /// Every result of namespace `namespace` (`""`: the cluster-scoped objects): the
     /// namespace's own apex-table result, then one per object, in kind and name order.
     pub fn results(&self, namespace: &str) -> Vec<AuditResult> {
+        let Some((ns, state)) = self.namespaces.get_key_value(namespace) else {
+            return Vec::new();
+        };
         let mut out = Vec::new();
-        if let Some(v) = self.namespaces.get(namespace).and_then(|s| s.apex.as_ref()) {
+        if let Some(v) = self.namespace_verdict(namespace) {
             out.push(namespace_result(namespace, v));
         }
-        out.extend(self.in_namespace(namespace).map(|(k, s)| self.result(k, s)));
+        out.extend(state.objects.iter().map(|o| self.result(ns, o)));
         out
     }
 
     /// The namespaces that have results (`""` when a Package is held), sorted.
     pub fn namespaces_with_results(&self) -> Vec<String> {
-        let mut out: BTreeSet<&str> = self
+        let mut out: Vec<String> = self
             .namespaces
             .iter()
-            .filter(|(_, s)| s.apex.is_some())
-            .map(|(n, _)| &**n)
+            .filter(|(_, s)| s.apex != ApexRule::None || !s.objects.is_empty())
+            .map(|(n, _)| n.to_string())
             .collect();
-        out.extend(self.objects.keys().map(|k| &*k.namespace));
-        out.into_iter().map(str::to_string).collect()
+        out.sort_unstable();
+        out
     }
 
     /// Every violation (fail or error), namespaces' apex findings first, then objects, each
     /// sorted by namespace, kind and name.
     pub fn violations(&self) -> Vec<AuditResult> {
-        let mut spaces: Vec<(&Arc<str>, &Verdict)> = self
+        let mut spaces: Vec<(&Arc<str>, &Verdict)> = self.apex_failures.iter().collect();
+        spaces.sort_by(|a, b| a.0.cmp(b.0));
+        let mut objects: Vec<(&Arc<str>, &Stored)> = self
             .namespaces
             .iter()
-            .filter_map(|(n, s)| s.apex.as_ref().map(|v| (n, v)))
-            .filter(|(_, v)| v.is_violation())
+            .flat_map(|(n, s)| s.objects.iter().map(move |o| (n, o)))
+            .filter(|(_, o)| o.verdict.is_violation())
             .collect();
-        spaces.sort_by(|a, b| a.0.cmp(b.0));
-        let mut out: Vec<AuditResult> = spaces
+        objects.sort_by(|a, b| (a.0, a.1.kind, &a.1.name).cmp(&(b.0, b.1.kind, &b.1.name)));
+        spaces
             .into_iter()
             .map(|(n, v)| namespace_result(n, v))
-            .collect();
-        out.extend(
-            self.objects
-                .iter()
-                .filter(|(_, s)| s.verdict.is_violation())
-                .map(|(k, s)| self.result(k, s)),
-        );
-        out
+            .chain(objects.into_iter().map(|(n, o)| self.result(n, o)))
+            .collect()
     }
 
     /// Results counted: (namespaces with an apex-table result, objects).
@@ -436,20 +505,27 @@ impl Store {
         let spaces = self
             .namespaces
             .values()
-            .filter(|s| s.apex.is_some())
+            .filter(|s| s.apex != ApexRule::None)
             .count();
-        (spaces, self.objects.len())
+        (spaces, self.objects)
     }
 
     /// The current verdict of an object, if held (for an event about to be sent).
     pub fn verdict(&self, kind: GuardedKind, namespace: &str, name: &str) -> Option<&Verdict> {
         let key = self.key(kind, namespace, name)?;
-        self.objects.get(&key).map(|s| &s.verdict)
+        self.namespaces
+            .get(&key.namespace)?
+            .get(kind, name)
+            .map(|s| &s.verdict)
     }
 
     /// The apex-table verdict of a namespace, if a rule applies to it.
     pub fn namespace_verdict(&self, name: &str) -> Option<&Verdict> {
-        self.namespaces.get(name).and_then(|s| s.apex.as_ref())
+        match self.namespaces.get(name)?.apex {
+            ApexRule::None => None,
+            ApexRule::Pass => Some(&PASS),
+            ApexRule::Fail => self.apex_failures.get(name),
+        }
     }
 
     fn key(&self, kind: GuardedKind, namespace: &str, name: &str) -> Option<Key> {
@@ -472,20 +548,20 @@ impl Store {
         })
     }
 
-    fn generation(&self, kind: GuardedKind) -> u32 {
-        self.relists.get(&kind).map_or(0, |r| r.0)
+    fn stored(&self, key: &Key) -> Option<&Stored> {
+        self.namespaces
+            .get(&key.namespace)?
+            .get(key.kind, &key.name)
     }
 
-    fn in_namespace<'s>(&'s self, namespace: &str) -> impl Iterator<Item = (&'s Key, &'s Stored)> {
-        let start = Key {
-            namespace: Arc::from(namespace),
-            kind: GuardedKind::ALL[0],
-            name: "".into(),
-        };
-        let ns: Arc<str> = start.namespace.clone();
-        self.objects
-            .range(start..)
-            .take_while(move |(k, _)| k.namespace == ns)
+    fn stored_mut(&mut self, key: &Key) -> Option<&mut Stored> {
+        self.namespaces
+            .get_mut(&key.namespace)?
+            .get_mut(key.kind, &key.name)
+    }
+
+    fn generation(&self, kind: GuardedKind) -> u32 {
+        self.relists.get(&kind).map_or(0, |r| r.0)
     }
 
     fn context(&self, namespace: &str) -> NamespaceContext {
@@ -497,7 +573,7 @@ impl Store {
 
     fn judge(&mut self, key: &Key, text: &str, apexes: &dyn Apexes) -> Verdict {
         self.judgements += 1;
-        let body: Value = match serde_json::from_str(text) {
+        let body: Value = match unpack(key.kind, text) {
             Ok(v) => v,
             // The text is what `apply` wrote from a `Value`; only a bug makes it unreadable.
             Err(e) => {
@@ -520,34 +596,56 @@ impl Store {
     fn put(&mut self, key: Key, uid: Uid, body: Option<Box<str>>, verdict: Verdict) -> Changes {
         let mut ch = Changes::default();
         let seen = self.generation(key.kind);
-        let started = verdict.is_violation();
-        let uid_changed = self.objects.get(&key).is_none_or(|o| o.uid != uid);
-        let old = self.objects.insert(
-            key.clone(),
-            Stored {
-                uid,
-                body,
-                verdict: verdict.clone(),
-                seen,
-            },
-        );
-        let was = old.as_ref().map(|o| &o.verdict);
-        if let Some(w) = was {
-            self.count(&key, w, -1);
+        let stored = Stored {
+            kind: key.kind,
+            name: key.name.clone(),
+            uid,
+            body,
+            verdict,
+            seen,
+        };
+        let state = self.namespaces.entry(key.namespace.clone()).or_default();
+        let (was, uid_changed) = match state.find(key.kind, &key.name) {
+            Ok(i) => {
+                let old = std::mem::replace(&mut state.objects[i], stored);
+                let uid_changed = old.uid != state.objects[i].uid;
+                (Some(old.verdict), uid_changed)
+            }
+            Err(i) => {
+                if state.objects.len() == state.objects.capacity() {
+                    // Grown by half, not doubled: most namespaces hold a handful of objects,
+                    // and a doubled list of 80-byte entries would be a third empty.
+                    state
+                        .objects
+                        .reserve_exact((state.objects.len() / 2).max(1));
+                }
+                state.objects.insert(i, stored);
+                self.objects += 1;
+                if key.kind == GuardedKind::Ingress {
+                    *self.ingresses.entry(key.namespace.clone()).or_default() += 1;
+                }
+                (None, true)
+            }
+        };
+        let Some(now) = self.stored(&key).map(|s| s.verdict.clone()) else {
+            return ch;
+        };
+        if let Some(w) = &was {
+            self.count(key.kind, w, -1);
         }
-        self.count(&key, &verdict, 1);
-        if was != Some(&verdict) || uid_changed {
+        self.count(key.kind, &now, 1);
+        if was.as_ref() != Some(&now) || uid_changed {
             ch.namespaces.insert(key.namespace.clone());
         }
-        if started && !was.is_some_and(Verdict::is_violation) {
+        if now.is_violation() && !was.as_ref().is_some_and(Verdict::is_violation) {
             self.record_start(&key, &mut ch);
         }
         ch
     }
 
     fn record_start(&self, key: &Key, ch: &mut Changes) {
-        if let Some(s) = self.objects.get(key) {
-            let r = self.result(key, s);
+        if let Some(s) = self.stored(key) {
+            let r = self.result(&key.namespace, s);
             ch.started.push(Started {
                 message: r.messages.first().cloned().unwrap_or_default(),
                 object: r.object,
@@ -556,41 +654,48 @@ impl Store {
         }
     }
 
-    fn count(&mut self, key: &Key, verdict: &Verdict, by: i64) {
+    fn count(&mut self, kind: GuardedKind, verdict: &Verdict, by: i64) {
         if verdict.is_violation() {
-            *self
-                .counts
-                .entry((key.kind.layer(), key.kind.kind()))
-                .or_default() += by;
+            *self.counts.entry((kind.layer(), kind.kind())).or_default() += by;
         }
     }
 
     fn rejudge(&mut self, key: &Key, apexes: &dyn Apexes, ch: &mut Changes) {
-        let Some(text) = self.objects.get(key).and_then(|s| s.body.clone()) else {
+        let Some(text) = self.stored(key).and_then(|s| s.body.clone()) else {
             return;
         };
         let verdict = self.judge(key, &text, apexes);
-        let Some(stored) = self.objects.get_mut(key) else {
+        let Some(stored) = self.stored_mut(key) else {
             return;
         };
         if stored.verdict == verdict {
             return;
         }
         let old = std::mem::replace(&mut stored.verdict, verdict.clone());
-        self.count(key, &old, -1);
-        self.count(key, &verdict, 1);
+        self.count(key.kind, &old, -1);
+        self.count(key.kind, &verdict, 1);
         ch.namespaces.insert(key.namespace.clone());
         if verdict.is_violation() && !old.is_violation() {
             self.record_start(key, ch);
         }
     }
 
-    fn rejudge_objects_in(&mut self, namespace: &str, apexes: &dyn Apexes, ch: &mut Changes) {
+    fn rejudge_objects_in(&mut self, namespace: &Arc<str>, apexes: &dyn Apexes, ch: &mut Changes) {
         let keys: Vec<Key> = self
-            .in_namespace(namespace)
-            .filter(|(k, _)| k.kind.reads_apex())
-            .map(|(k, _)| k.clone())
-            .collect();
+            .namespaces
+            .get(namespace)
+            .map(|s| {
+                s.objects
+                    .iter()
+                    .filter(|o| o.kind.reads_apex())
+                    .map(|o| Key {
+                        namespace: namespace.clone(),
+                        kind: o.kind,
+                        name: o.name.clone(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         for key in keys {
             self.rejudge(&key, apexes, ch);
         }
@@ -607,15 +712,25 @@ impl Store {
         ch: &mut Changes,
     ) {
         let keys: Vec<Key> = self
-            .objects
-            .iter()
-            .filter(|(k, _)| k.kind == GuardedKind::Ingress && &*k.namespace != except)
-            .filter(|(_, s)| match (apexes_changed, s.body.as_deref()) {
-                (_, None) => false,
-                (None, Some(_)) => true,
-                (Some(changed), Some(text)) => mentions_host_under(text, changed),
+            .ingresses
+            .keys()
+            .filter(|ns| &***ns != except)
+            .filter_map(|ns| Some((ns, self.namespaces.get(ns)?)))
+            .flat_map(|(ns, s)| {
+                s.objects
+                    .iter()
+                    .filter(|o| o.kind == GuardedKind::Ingress)
+                    .filter(|o| match (apexes_changed, o.body.as_deref()) {
+                        (_, None) => false,
+                        (None, Some(_)) => true,
+                        (Some(changed), Some(text)) => mentions_host_under(o.kind, text, changed),
+                    })
+                    .map(move |o| Key {
+                        namespace: ns.clone(),
+                        kind: o.kind,
+                        name: o.name.clone(),
+                    })
             })
-            .map(|(k, _)| k.clone())
             .collect();
         for key in keys {
             self.rejudge(&key, apexes, ch);
@@ -633,20 +748,34 @@ impl Store {
         } else {
             None
         };
+        let old = self.namespace_verdict(name).cloned();
+        if old == verdict {
+            return;
+        }
+        let Some(n) = self.namespaces.get_key_value(name).map(|(n, _)| n.clone()) else {
+            return;
+        };
         let Some(state) = self.namespaces.get_mut(name) else {
             return;
         };
-        if state.apex == verdict {
-            return;
+        state.apex = match &verdict {
+            None => ApexRule::None,
+            Some(Verdict::Pass) => ApexRule::Pass,
+            Some(_) => ApexRule::Fail,
+        };
+        match &verdict {
+            Some(v) if v.is_violation() => {
+                self.apex_failures.insert(n.clone(), v.clone());
+            }
+            _ => {
+                self.apex_failures.remove(name);
+            }
         }
-        let old = std::mem::replace(&mut state.apex, verdict.clone());
         let key = (Layer::Namespace, NAMESPACE_KIND);
         let violating = |v: &Option<Verdict>| v.as_ref().is_some_and(Verdict::is_violation);
         *self.counts.entry(key).or_default() +=
             i64::from(violating(&verdict)) - i64::from(violating(&old));
-        if let Some((n, _)) = self.namespaces.get_key_value(name) {
-            ch.namespaces.insert(n.clone());
-        }
+        ch.namespaces.insert(n);
         if violating(&verdict)
             && !violating(&old)
             && let Some(v) = &verdict
@@ -665,30 +794,32 @@ impl Store {
     fn forget_if_empty(&mut self, namespace: &str) {
         let tenant = self.cfg.in_tenant_scope(namespace);
         let gone = self.namespaces.get(namespace).is_some_and(|s| {
-            s.apex.is_none() && (!s.exists || (!tenant && apex_key(s.host.as_deref()).is_none()))
+            s.objects.is_empty()
+                && s.apex == ApexRule::None
+                && (!s.exists || (!tenant && apex_key(s.host.as_deref()).is_none()))
         });
-        if gone && self.in_namespace(namespace).next().is_none() {
+        if gone {
             self.namespaces.remove(namespace);
         }
     }
 
-    fn result(&self, key: &Key, s: &Stored) -> AuditResult {
+    fn result(&self, namespace: &str, s: &Stored) -> AuditResult {
         let api_version = self
             .versions
-            .get(&key.kind)
+            .get(&s.kind)
             .map(|v| v.to_string())
-            .unwrap_or_else(|| format!("{}/{}", key.kind.group(), key.kind.default_version()));
+            .unwrap_or_else(|| format!("{}/{}", s.kind.group(), s.kind.default_version()));
         let (outcome, messages) = outcome_of(&s.verdict);
         AuditResult {
             object: ObjectRef {
                 api_version,
-                kind: key.kind.kind().to_string(),
-                namespace: key.namespace.to_string(),
-                name: key.name.to_string(),
+                kind: s.kind.kind().to_string(),
+                namespace: namespace.to_string(),
+                name: s.name.to_string(),
                 uid: s.uid.get(),
             },
-            layer: key.kind.layer(),
-            rule: rule_of(key.kind.layer()),
+            layer: s.kind.layer(),
+            rule: rule_of(s.kind.layer()),
             outcome,
             messages,
         }
@@ -737,9 +868,9 @@ fn namespace_result(name: &str, v: &Verdict) -> AuditResult {
     }
 }
 
-/// True when a string of the JSON `text`, split at commas and whitespace, is a hostname within
-/// one of `apexes` (lowercase).
-fn mentions_host_under(text: &str, apexes: &[String]) -> bool {
+/// True when a string of the packed projection `text`, split at commas and whitespace, is a
+/// hostname within one of `apexes` (lowercase).
+fn mentions_host_under(kind: GuardedKind, text: &str, apexes: &[String]) -> bool {
     fn walk(v: &Value, apexes: &[String]) -> bool {
         match v {
             Value::String(s) => s
@@ -752,7 +883,7 @@ fn mentions_host_under(text: &str, apexes: &[String]) -> bool {
         }
     }
     // Unreadable text cannot be judged either; nothing to re-judge.
-    serde_json::from_str::<Value>(text).is_ok_and(|v| walk(&v, apexes))
+    unpack(kind, text).is_ok_and(|v| walk(&v, apexes))
 }
 
 #[cfg(test)]
