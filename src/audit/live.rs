@@ -154,6 +154,24 @@ impl ChangeFeed {
 }
 
 impl Shared {
+    fn new(
+        store: Store,
+        metrics: Metrics,
+        not_audited: BTreeMap<GuardedKind, String>,
+        unsynced: BTreeSet<&'static str>,
+        events: bool,
+    ) -> Arc<Shared> {
+        Arc::new(Shared {
+            store: Mutex::new(store),
+            metrics,
+            feeds: Mutex::new(Vec::new()),
+            not_audited: Mutex::new(not_audited),
+            unsynced: Mutex::new(unsynced),
+            synced: tokio::sync::watch::channel(false).0,
+            events: events.then(EventQueue::default),
+        })
+    }
+
     fn store(&self) -> std::sync::MutexGuard<'_, Store> {
         lock(&self.store)
     }
@@ -233,16 +251,7 @@ pub fn start(
     }
     let mut unsynced: BTreeSet<&'static str> = watched.iter().map(|k| k.kind()).collect();
     unsynced.insert("Namespace");
-    let events = leader.map(|l| EventQueue::new(client.clone(), l));
-    let shared = Arc::new(Shared {
-        store: Mutex::new(store),
-        metrics,
-        feeds: Mutex::new(Vec::new()),
-        not_audited: Mutex::new(not_audited),
-        unsynced: Mutex::new(unsynced),
-        synced: tokio::sync::watch::channel(false).0,
-        events,
-    });
+    let shared = Shared::new(store, metrics, not_audited, unsynced, leader.is_some());
     let auditor = Auditor {
         shared: shared.clone(),
     };
@@ -252,9 +261,12 @@ pub fn start(
         wait_for_index(&namespaces).await;
         resync(&shared, &namespaces);
         shared.listed("Namespace");
-        if let Some(q) = &shared.events {
+        if let (Some(q), Some(leader)) = (&shared.events, leader) {
             // Events are best effort: their sender ending stops nothing else.
-            tokio::spawn(q.clone().send(Arc::downgrade(&shared)));
+            tokio::spawn(
+                q.clone()
+                    .send(client.clone(), leader, Arc::downgrade(&shared)),
+            );
         }
         let mut watches = tokio::task::JoinSet::new();
         for kind in watched {
@@ -403,16 +415,15 @@ async fn watch_kind(
 }
 
 /// The objects waiting for their Warning event.
-#[derive(Clone)]
+#[derive(Clone, Default)]
 struct EventQueue {
     inner: Arc<QueueInner>,
-    client: Client,
-    leader: Leader,
 }
 
 /// `(kind, namespace, name)` of an object waiting for its event.
 type Waiting = (String, String, String);
 
+#[derive(Default)]
 struct QueueInner {
     /// In arrival order, and the same as a set (an object waits once).
     pending: Mutex<(VecDeque<Started>, HashSet<Waiting>)>,
@@ -420,17 +431,6 @@ struct QueueInner {
 }
 
 impl EventQueue {
-    fn new(client: Client, leader: Leader) -> EventQueue {
-        EventQueue {
-            inner: Arc::new(QueueInner {
-                pending: Mutex::new((VecDeque::new(), HashSet::new())),
-                notify: Notify::new(),
-            }),
-            client,
-            leader,
-        }
-    }
-
     fn push(&self, s: Started) {
         let mut p = lock(&self.inner.pending);
         let key = (
@@ -463,9 +463,9 @@ impl EventQueue {
     }
 
     /// Send the queued events, at most [`EVENTS_PER_SECOND`], while the Lease is held.
-    async fn send(self, shared: Weak<Shared>) {
+    async fn send(self, client: Client, leader: Leader, shared: Weak<Shared>) {
         let recorder = Recorder::new(
-            self.client.clone(),
+            client,
             Reporter {
                 controller: "tenant-gateway".into(),
                 instance: Some(crate::cluster::lease::identity()),
@@ -473,14 +473,14 @@ impl EventQueue {
         );
         let mut pace = tokio::time::interval(Duration::from_secs(1) / EVENTS_PER_SECOND);
         pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        let mut claim = self.leader.watch();
+        let mut claim = leader.watch();
         loop {
             let notified = self.inner.notify.notified();
             if lock(&self.inner.pending).0.is_empty() {
                 notified.await;
                 continue;
             }
-            if !self.leader.is_leader() {
+            if !leader.is_leader() {
                 if *claim.borrow_and_update() {
                     // Claimed but past the last renewal's deadline: the election decides soon.
                     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -565,7 +565,153 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 #[cfg(test)]
 mod tests {
+    use futures::FutureExt;
+    use serde_json::json;
+
     use super::*;
+    use crate::cluster::apex::ApexMap;
+
+    /// An auditor without a cluster: its store fed by hand, as the watches feed it.
+    fn detached(events: bool) -> (Auditor, Arc<Shared>) {
+        let cfg = PolicyConfig {
+            root_host: Some("example.org".into()),
+            ..PolicyConfig::default()
+        };
+        let unsynced = BTreeSet::from(["Namespace"]);
+        let shared = Shared::new(
+            Store::new(Arc::new(cfg)),
+            Metrics::new(),
+            BTreeMap::new(),
+            unsynced,
+            events,
+        );
+        (
+            Auditor {
+                shared: shared.clone(),
+            },
+            shared,
+        )
+    }
+
+    fn route(shared: &Shared, ns: &str, name: &str, hostname: &str) {
+        let apexes = ApexMap::default();
+        shared.change(|s| {
+            s.apply(
+                GuardedKind::HttpRoute,
+                ns,
+                name,
+                Some("0b1e6f36-6a43-4d1c-9d5c-0d7f3f7f9a01"),
+                &json!({"spec": {"hostnames": [hostname]}}),
+                &apexes,
+            )
+        });
+    }
+
+    fn namespace(shared: &Shared, name: &str, host: &str) {
+        let apexes = ApexMap::default();
+        shared.change(|s| s.namespace(name, true, Some(host), &apexes));
+    }
+
+    #[test]
+    fn a_feed_waits_for_the_first_listing_then_hands_out_what_changed() {
+        let (auditor, shared) = detached(false);
+        let mut feed = auditor.subscribe();
+        namespace(&shared, "tenant-a", "a.example.org");
+        namespace(&shared, "tenant-b", "b.example.org");
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert!(
+            feed.next().now_or_never().is_none(),
+            "nothing before the audit has listed everything"
+        );
+        shared.listed("Namespace");
+        assert!(auditor.synced());
+        let first = feed.next().now_or_never().expect("every namespace at once");
+        assert_eq!(
+            first,
+            BTreeSet::from(["tenant-a".into(), "tenant-b".into()])
+        );
+        assert!(
+            feed.next().now_or_never().is_none(),
+            "nothing changed since"
+        );
+        // The same projection again: no change, no wake-up.
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert!(feed.next().now_or_never().is_none());
+        route(&shared, "tenant-b", "api", "x.a.example.org");
+        assert_eq!(
+            feed.next().now_or_never(),
+            Some(BTreeSet::from(["tenant-b".into()]))
+        );
+        let results = auditor.results("tenant-b");
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[1].outcome, crate::audit::Outcome::Fail);
+        // A second reader starts from everything.
+        let mut other = auditor.subscribe();
+        assert_eq!(other.next().now_or_never().map(|s| s.len()), Some(2));
+        assert_eq!(auditor.namespaces(), ["tenant-a", "tenant-b"]);
+        assert_eq!(auditor.violations().len(), 1);
+    }
+
+    #[test]
+    fn changes_set_the_gauges_and_the_last_change() {
+        let (_, shared) = detached(false);
+        let gauge = || {
+            shared
+                .metrics
+                .audit_violations
+                .with_label_values(&["route", "HTTPRoute"])
+                .get()
+        };
+        namespace(&shared, "tenant-a", "a.example.org");
+        route(&shared, "tenant-a", "web", "w.b.example.org");
+        assert_eq!(gauge(), 1);
+        assert!(shared.metrics.audit_last_change.get() > 1_700_000_000);
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert_eq!(gauge(), 0);
+    }
+
+    #[test]
+    fn an_object_waits_once_for_its_event_and_only_while_it_violates() {
+        let (_, shared) = detached(true);
+        namespace(&shared, "tenant-a", "a.example.org");
+        route(&shared, "tenant-a", "web", "w.b.example.org");
+        let q = shared.events.clone().expect("events on");
+        // Fixed and broken again before its event went out: it waits once.
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        route(&shared, "tenant-a", "web", "x.b.example.org");
+        let first = q.pop().expect("queued");
+        assert_eq!(first.object.name, "web");
+        assert!(q.pop().is_none(), "once");
+        assert_eq!(
+            current_violation(&shared.store(), &first).as_deref(),
+            Some(
+                "HTTPRoute tenant-a/web: hostname \"x.b.example.org\" is not allowed: hostnames \
+                 must equal the namespace's namespace.cozystack.io/host label or be subdomains \
+                 of it (a.example.org)"
+            ),
+            "the current message, not the one it started with"
+        );
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert_eq!(
+            current_violation(&shared.store(), &first),
+            None,
+            "fixed: no event"
+        );
+        // Bounded.
+        for i in 0..EVENT_QUEUE + 10 {
+            route(&shared, "tenant-a", &format!("r{i}"), "w.b.example.org");
+        }
+        let mut n = 0;
+        while q.pop().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, EVENT_QUEUE);
+        // Without a Lease nothing is queued at all.
+        let (_, quiet) = detached(false);
+        namespace(&quiet, "tenant-a", "a.example.org");
+        route(&quiet, "tenant-a", "web", "w.b.example.org");
+        assert!(quiet.events.is_none());
+    }
 
     #[test]
     fn notes_are_clipped_to_a_kibibyte_on_a_character() {
