@@ -522,3 +522,107 @@ fn judgements_per_change_at_scale() {
     w.store.delete(GuardedKind::HttpRoute, "tenant-t12", "r1");
     assert_eq!(w.judged(), base + 3, "a delete judges nothing");
 }
+
+/// The incremental store always says what a store built from scratch says about the same
+/// world, whatever the order of changes: random relabels, deletions and edits.
+#[test]
+fn incremental_results_equal_a_fresh_audit() {
+    const APEXES: [Option<&str>; 7] = [
+        Some("a.example.org"),
+        Some("b.example.org"),
+        Some("a.example.org"),
+        Some("shop.com"),
+        Some("A.example.org"),
+        Some(""),
+        None,
+    ];
+    const HOSTS: [&str; 7] = [
+        "w.a.example.org",
+        "x.b.example.org",
+        "shop.com",
+        "www.shop.com",
+        "custom.io",
+        "*.a.example.org",
+        "example.org",
+    ];
+    let namespaces = ["tenant-n0", "tenant-n1", "tenant-n2", "tenant-n3"];
+    for seed in 0..20u64 {
+        let mut rng = fastrand::Rng::with_seed(seed);
+        let mut w = World::new();
+        // The world as it is: namespace → host label (absent: deleted), object → hosts.
+        let mut ns_state: BTreeMap<&str, Option<Option<&str>>> = BTreeMap::new();
+        let mut objects: BTreeMap<(GuardedKind, &str, String), Vec<&str>> = BTreeMap::new();
+        for step in 0..150 {
+            match rng.u8(0..5) {
+                0 => {
+                    let n = namespaces[rng.usize(..namespaces.len())];
+                    let host = APEXES[rng.usize(..APEXES.len())];
+                    w.ns(n, host);
+                    ns_state.insert(n, Some(host));
+                }
+                1 => {
+                    let n = namespaces[rng.usize(..namespaces.len())];
+                    w.ns_gone(n);
+                    ns_state.insert(n, None);
+                }
+                2 | 3 => {
+                    let kind = if rng.bool() {
+                        GuardedKind::HttpRoute
+                    } else {
+                        GuardedKind::Ingress
+                    };
+                    let n = namespaces[rng.usize(..namespaces.len())];
+                    let name = format!("o{}", rng.u8(0..3));
+                    let hosts: Vec<&str> = (0..rng.usize(1..3))
+                        .map(|_| HOSTS[rng.usize(..HOSTS.len())])
+                        .collect();
+                    match kind {
+                        GuardedKind::Ingress => w.ingress(n, &name, &hosts),
+                        _ => w.route(n, &name, &hosts),
+                    };
+                    objects.insert((kind, n, name), hosts);
+                }
+                _ => {
+                    if let Some(key) = objects
+                        .keys()
+                        .nth(rng.usize(..objects.len().max(1)))
+                        .cloned()
+                    {
+                        w.store.delete(key.0, key.1, &key.2);
+                        objects.remove(&key);
+                    }
+                }
+            }
+            // From scratch: the namespaces first, then the objects.
+            let mut fresh = World::new();
+            for (n, host) in &ns_state {
+                if let Some(host) = host {
+                    fresh.ns(n, *host);
+                }
+            }
+            for ((kind, n, name), hosts) in &objects {
+                match kind {
+                    GuardedKind::Ingress => fresh.ingress(n, name, hosts),
+                    _ => fresh.route(n, name, hosts),
+                };
+            }
+            let summary = |s: &Store| -> Vec<(String, String, Outcome, Vec<String>)> {
+                namespaces
+                    .iter()
+                    .flat_map(|n| s.results(n))
+                    .map(|r| (r.object.kind, r.object.name, r.outcome, r.messages))
+                    .collect()
+            };
+            assert_eq!(
+                summary(&w.store),
+                summary(&fresh.store),
+                "seed {seed}, step {step}"
+            );
+            assert_eq!(
+                w.store.counts(),
+                fresh.store.counts(),
+                "seed {seed}, step {step}"
+            );
+        }
+    }
+}
