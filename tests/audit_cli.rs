@@ -388,3 +388,24 @@ fn audit_usage_errors_exit_2_and_say_what_is_missing() {
         stderr(&out)
     );
 }
+
+#[test]
+fn audit_exits_quietly_on_a_closed_stdout() {
+    let snap = Snapshot::new(OBJECTS);
+    let (ns, objects) = (snap.path("namespaces.yaml"), snap.path("objects"));
+    for output in ["table", "json"] {
+        let (reader, writer) = std::io::pipe().expect("pipe");
+        drop(reader);
+        let out = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+            .args(["audit", "--namespaces", &ns, "-f", &objects, "-o", output])
+            .stdout(writer)
+            .output()
+            .expect("runs");
+        let err = stderr(&out);
+        assert!(
+            !err.contains("panicked") && !err.to_lowercase().contains("broken pipe"),
+            "{err}"
+        );
+        assert_ne!(out.status.code(), Some(101), "{err}");
+    }
+}
