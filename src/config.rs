@@ -471,6 +471,11 @@ pub struct ServeArgs {
     )]
     pub self_cert_dir: PathBuf,
 
+    /// Do not audit the objects already in the cluster (SPEC §3.9: the guarded kinds judged
+    /// continuously, tenant_gateway_audit_* metrics, Warning events from the Lease holder).
+    #[arg(long, env = "TENANT_GATEWAY_NO_AUDIT")]
+    pub no_audit: bool,
+
     /// ValidatingWebhookConfiguration whose caBundle the self-managed CA keeps current.
     #[arg(
         long,
@@ -536,11 +541,45 @@ pub struct CheckArgs {
     pub routes: Option<PathBuf>,
 }
 
-/// `check --output`.
+/// `check --output`, `audit --output`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum CheckOutput {
     Table,
     Json,
+}
+
+/// `audit` flags beyond the policy ones: a cluster (`--kubeconfig`, `--context`), or a
+/// snapshot (`--namespaces FILE -f DIR`).
+#[derive(Debug, Clone, Args)]
+pub struct AuditArgs {
+    /// A snapshot of the objects to audit instead of a cluster: files or directories of
+    /// `kubectl get … -o yaml` output, or `-` (repeatable; needs --namespaces).
+    #[arg(
+        short = 'f',
+        long = "filename",
+        env = "TENANT_GATEWAY_FILENAME",
+        value_delimiter = ','
+    )]
+    pub files: Vec<PathBuf>,
+    /// Read the subdirectories of directories given with -f too.
+    #[arg(short = 'R', long, env = "TENANT_GATEWAY_RECURSIVE")]
+    pub recursive: bool,
+    /// Output format.
+    #[arg(
+        short = 'o',
+        long = "output",
+        value_enum,
+        env = "TENANT_GATEWAY_OUTPUT",
+        default_value = "table"
+    )]
+    pub output: CheckOutput,
+    /// Kubeconfig file of the cluster to audit; default: in-cluster, then $KUBECONFIG, then
+    /// ~/.kube/config. Read-only: audit never writes.
+    #[arg(long, env = "TENANT_GATEWAY_KUBECONFIG")]
+    pub kubeconfig: Option<PathBuf>,
+    /// Kubeconfig context to use.
+    #[arg(long, env = "TENANT_GATEWAY_CONTEXT")]
+    pub context: Option<String>,
 }
 
 /// A byte count: a plain number, or one with a binary suffix (`64Mi`, `512Ki`, `1Gi`).

@@ -12,6 +12,7 @@
 //! | HTTPS, limits, the metrics/health port | `server` |
 //! | the TenantGateway reconciler (SPEC §3): pure plan, kube edge | `reconcile` |
 //! | the wildcard-Secret replicator | `replicate` |
+//! | the audit of stored objects (SPEC §3.9): pure judge over the indexes, `audit` command, `serve`'s continuous audit | `audit` |
 //! | the webhook's self-managed serving certificate | `selfcert` |
 //! | `review`, `check`, `test` without a server | `offline` |
 //! | flags, the ValidatingAdmissionPolicy rendering | `config`, `policies` |
@@ -19,8 +20,8 @@
 //!
 //! Imports point down (shared/design/layout-3.md): leaves import no project module; `policy`
 //! and `cluster` only leaves; `admission` `policy` and `cluster`; `reconcile`, `replicate`
-//! and `selfcert` `cluster`; `server` `admission`; `offline` may import `admission`; only
-//! `serve` and the binary import everything.
+//! and `selfcert` `cluster`; `audit` `cluster` and `policy`; `server` `admission`; `offline`
+//! may import `admission`; only `serve` and the binary import everything.
 
 pub mod admission;
 pub mod audit;

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 
 use tenant_gateway::certs;
-use tenant_gateway::config::{CheckArgs, LogArgs, PolicyArgs, ServeArgs};
+use tenant_gateway::config::{AuditArgs, CheckArgs, CheckOutput, LogArgs, PolicyArgs, ServeArgs};
 use tenant_gateway::offline::{self, EXIT_USAGE};
 
 #[derive(Debug, Parser)]
@@ -64,6 +64,14 @@ enum Command {
         /// Print only failures and the summary.
         #[arg(short = 'q', long, env = "TENANT_GATEWAY_QUIET")]
         quiet: bool,
+        #[command(flatten)]
+        policy: PolicyArgs,
+    },
+    /// Judge the objects already in a cluster (or a snapshot) by the same layers; exit 0 no
+    /// violation, 1 some, 2 something could not be judged.
+    Audit {
+        #[command(flatten)]
+        audit: AuditArgs,
         #[command(flatten)]
         policy: PolicyArgs,
     },
@@ -152,6 +160,7 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             quiet,
             policy,
         } => offline::suite::run_cmd(&paths, quiet, &policy).await,
+        Command::Audit { audit, policy } => audit_cmd(audit, policy).await,
         Command::Crd { policy_report } => {
             let crd = if policy_report {
                 tenant_gateway::audit::policy_report::api::crd_yaml()?
@@ -206,6 +215,54 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `audit`: a cluster (listed once, read-only) or a snapshot (`--namespaces FILE -f DIR`),
+/// judged by `tenant_gateway::audit`; the report on stdout, its exit code.
+async fn audit_cmd(args: AuditArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
+    use tenant_gateway::audit::cli;
+    use tenant_gateway::cluster::{StaticNamespaces, client};
+    let cfg = std::sync::Arc::new(policy.policy_config_offline()?);
+    let report = match (&policy.namespaces, args.files.is_empty()) {
+        (None, true) => {
+            let client =
+                client::connect(args.kubeconfig.as_deref(), args.context.as_deref()).await?;
+            cli::live(&client, cfg).await?
+        }
+        (Some(file), false) => {
+            if args.kubeconfig.is_some() || args.context.is_some() {
+                anyhow::bail!(
+                    "audit reads a cluster (--kubeconfig, --context) or a snapshot (--namespaces FILE -f DIR), not both"
+                );
+            }
+            let namespaces = StaticNamespaces::from_file(file)?;
+            let manifests =
+                offline::manifests::read_manifests(&args.files, args.recursive, Some(file))?;
+            for note in &manifests.notes {
+                eprintln!("{note}");
+            }
+            let documents = manifests
+                .items
+                .into_iter()
+                .map(|m| cli::Document {
+                    source: m.source.to_string(),
+                    object: m.object,
+                })
+                .collect();
+            cli::snapshot(cfg, &namespaces, documents)
+        }
+        (None, false) => anyhow::bail!(
+            "audit -f reads a snapshot and needs its namespaces: add --namespaces FILE (`kubectl get namespaces -o yaml`)"
+        ),
+        (Some(_), true) => anyhow::bail!(
+            "audit --namespaces FILE audits a snapshot: give its objects with -f FILE|DIR (`kubectl get gateways,httproutes,ingresses,… -A -o yaml`)"
+        ),
+    };
+    print_out(&match args.output {
+        CheckOutput::Table => report.table(),
+        CheckOutput::Json => report.json(),
+    })?;
+    Ok(ExitCode::from(report.exit_code()))
 }
 
 #[cfg(feature = "jemalloc")]

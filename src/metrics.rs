@@ -56,6 +56,11 @@ pub struct Metrics {
     pub wildcard_writes: IntCounterVec,
     /// labels: reason (the `Hold` reasons); 1 for the reason replication holds, else 0.
     pub wildcard_hold: IntGaugeVec,
+    /// labels: layer, kind (the guarded kinds and Namespace): stored objects the audit finds
+    /// violating or cannot judge (SPEC §3.9).
+    pub audit_violations: IntGaugeVec,
+    /// Unix time of the last change of the audit's results.
+    pub audit_last_change: IntGauge,
 }
 
 impl Metrics {
@@ -160,6 +165,15 @@ impl Metrics {
                 "1 while wildcard Secret replication holds (writes and prunes nothing) for this reason.",
                 &["reason"],
             ),
+            audit_violations: gauge_vec(
+                "tenant_gateway_audit_violations",
+                "Stored objects the audit finds violating (or cannot judge), by layer and kind.",
+                &["layer", "kind"],
+            ),
+            audit_last_change: gauge(
+                "tenant_gateway_audit_last_change_timestamp_seconds",
+                "Unix time of the last change of the audit's results.",
+            ),
         };
         m.register_all();
         m
@@ -187,6 +201,8 @@ impl Metrics {
             Box::new(self.wildcard_last_sync.clone()),
             Box::new(self.wildcard_writes.clone()),
             Box::new(self.wildcard_hold.clone()),
+            Box::new(self.audit_violations.clone()),
+            Box::new(self.audit_last_change.clone()),
         ];
         for c in collectors {
             r.register(c).expect("metric names are unique");

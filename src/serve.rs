@@ -27,12 +27,14 @@ use kube::Client;
 use tokio::task::JoinSet;
 
 use crate::admission::Admission;
+use crate::audit::live::Auditor;
 use crate::cluster::lease::{self, Leader, LeaseConfig};
 use crate::cluster::routes::RouteIndex;
 use crate::cluster::{LiveNamespaces, NamespaceSource, client};
 use crate::config::{PolicyArgs, ServeArgs};
 use crate::metrics::Metrics;
 use crate::platform::Scope;
+use crate::policy::PolicyConfig;
 use crate::readiness::Readiness;
 use crate::reconcile::controller::{self, Parts};
 use crate::selfcert::{self, SelfCertConfig};
@@ -182,8 +184,10 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
     let mut tasks = Tasks::new();
     let namespaces = namespaces(&mut tasks, &serve, &policy, &shared).await?;
     let self_cert = webhook.as_ref().and_then(|w| w.self_cert.as_ref());
-    let routes =
+    let (routes, leader) =
         cluster_parts(&mut tasks, &serve, &policy, &namespaces, self_cert, &shared).await?;
+    // The audit's results, for the parts that read them.
+    let _auditor = start_audit(&mut tasks, &serve, &namespaces, &cfg, leader, &shared);
     let limits = Limits {
         max_inflight_bytes: serve.max_inflight_bytes,
         h2_max_concurrent_streams: serve.max_concurrent_streams,
@@ -324,7 +328,7 @@ async fn namespaces(
 /// On a cluster: the reconciler (unless `--no-controller`), the self-managed certificate
 /// (waited for, as the webhook starts on its pair) and the wildcard-Secret replicator (unless
 /// `--no-replicator`). Returns the reconciler's route index, for the admission warnings of
-/// SPEC §3.4.
+/// SPEC §3.4, and its Lease.
 async fn cluster_parts(
     tasks: &mut Tasks,
     serve: &ServeArgs,
@@ -332,9 +336,9 @@ async fn cluster_parts(
     namespaces: &Namespaces,
     self_cert: Option<&SelfCertConfig>,
     shared: &Shared,
-) -> anyhow::Result<Option<Arc<RouteIndex>>> {
+) -> anyhow::Result<(Option<Arc<RouteIndex>>, Option<Leader>)> {
     let Namespaces::Live { client, index } = namespaces else {
-        return Ok(None);
+        return Ok((None, None));
     };
     let mut leader = None;
     let mut routes = None;
@@ -375,9 +379,40 @@ async fn cluster_parts(
         client.clone(),
         index.clone(),
         &shared.metrics,
+        leader.clone(),
+    );
+    Ok((routes, leader))
+}
+
+/// On a cluster, unless `--no-audit`: the continuous audit of the stored objects (SPEC §3.9)
+/// on the live namespace index, its Warning events on the reconciler's Lease (none without
+/// one).
+fn start_audit(
+    tasks: &mut Tasks,
+    serve: &ServeArgs,
+    namespaces: &Namespaces,
+    cfg: &PolicyConfig,
+    leader: Option<Leader>,
+    shared: &Shared,
+) -> Option<Auditor> {
+    let Namespaces::Live { client, index } = namespaces else {
+        return None;
+    };
+    if serve.no_audit {
+        return None;
+    }
+    let (auditor, run) = crate::audit::live::start(
+        client.clone(),
+        index.clone(),
+        Arc::new(cfg.clone()),
+        shared.metrics.clone(),
         leader,
     );
-    Ok(routes)
+    tasks.spawn("continuous audit", async move {
+        run.await;
+        anyhow::bail!("its namespace changes or a watch ended")
+    });
+    Some(auditor)
 }
 
 /// When the metrics/health port closes, once shutdown has begun.

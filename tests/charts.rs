@@ -576,6 +576,8 @@ fn every_serve_flag_is_a_value() {
             "controller.enabled=false",
             "--set",
             "replicator.enabled=false",
+            "--set",
+            "audit.enabled=false",
         ],
     ] {
         for a in args_of(&tg(&set)) {
@@ -860,6 +862,25 @@ fn expected_cluster_rules() -> Rules {
         ),
         // kube-runtime Recorder::publish: create, then patch to count a repeated event.
         ("events.k8s.io", "events", &["create", "patch"]),
+        // audit/live.rs: every guarded kind watched as a projection (the reconciler's own
+        // grants above cover gateways, httproutes, tlsroutes and tenantgateways already).
+        (
+            "gateway.networking.k8s.io",
+            "listenersets",
+            &["list", "watch"],
+        ),
+        (
+            "gateway.networking.k8s.io",
+            "grpcroutes",
+            &["list", "watch"],
+        ),
+        (
+            "gateway.networking.x-k8s.io",
+            "xlistenersets",
+            &["list", "watch"],
+        ),
+        ("networking.k8s.io", "ingresses", &["list", "watch"]),
+        ("cozystack.io", "packages", &["list", "watch"]),
         // replicate/run.rs: the values Secret and the source name watched by field selector,
         // the replicas by label selector, in every namespace (list, watch); server-side apply
         // of a replica (patch, and create when it does not exist yet); the prune (delete).
@@ -932,6 +953,8 @@ fn rbac_grants_exactly_the_verbs_the_code_uses() {
         "controller.enabled=false",
         "--set",
         "replicator.enabled=false",
+        "--set",
+        "audit.enabled=false",
     ]);
     assert_eq!(
         rules_of(one(&objs, "ClusterRole")),
@@ -941,11 +964,58 @@ fn rbac_grants_exactly_the_verbs_the_code_uses() {
     let args = args_of(&objs);
     assert!(args.contains(&"--no-controller".to_string()));
     assert!(args.contains(&"--no-replicator".to_string()));
+    assert!(args.contains(&"--no-audit".to_string()));
+
+    // The audit alone: read the guarded kinds; no events (they need the reconciler's Lease).
+    let objs = tg(&[
+        "--set",
+        "controller.enabled=false",
+        "--set",
+        "replicator.enabled=false",
+    ]);
+    assert_eq!(
+        rules_of(one(&objs, "ClusterRole")),
+        rules(&[
+            ("", "namespaces", &["get", "list", "watch"]),
+            ("gateway.networking.k8s.io", "gateways", &["list", "watch"]),
+            (
+                "gateway.networking.k8s.io",
+                "listenersets",
+                &["list", "watch"]
+            ),
+            (
+                "gateway.networking.k8s.io",
+                "httproutes",
+                &["list", "watch"]
+            ),
+            ("gateway.networking.k8s.io", "tlsroutes", &["list", "watch"]),
+            (
+                "gateway.networking.k8s.io",
+                "grpcroutes",
+                &["list", "watch"]
+            ),
+            (
+                "gateway.networking.x-k8s.io",
+                "xlistenersets",
+                &["list", "watch"]
+            ),
+            ("networking.k8s.io", "ingresses", &["list", "watch"]),
+            ("cozystack.io", "packages", &["list", "watch"]),
+            ("gateway.cozystack.io", "tenantgateways", &["list", "watch"]),
+        ])
+    );
+    assert!(find(&objs, "Role").is_empty());
+    assert!(!args_of(&objs).contains(&"--no-audit".to_string()));
     assert!(!args.iter().any(|a| a.starts_with("--values-secret-")));
 
     // Replicator without the reconciler: Secrets, events and the Lease (it runs the
     // election itself), nothing of the reconciler's.
-    let objs = tg(&["--set", "controller.enabled=false"]);
+    let objs = tg(&[
+        "--set",
+        "controller.enabled=false",
+        "--set",
+        "audit.enabled=false",
+    ]);
     assert_eq!(
         rules_of(one(&objs, "ClusterRole")),
         rules(&[
@@ -972,6 +1042,8 @@ fn rbac_grants_exactly_the_verbs_the_code_uses() {
     let objs = tg(&[
         "--set",
         "controller.enabled=false",
+        "--set",
+        "audit.enabled=false",
         "--set",
         "replicator.secretNames={wild,wild-old}",
     ]);
@@ -1561,6 +1633,7 @@ fn optional_monitoring_and_network_policy() {
         "TenantGatewayReconcileErrors",
         "TenantGatewayNoLeader",
         "TenantGatewayListenerCapOverflow",
+        "TenantGatewayAuditViolations",
     ] {
         assert!(alerts.contains(a), "alert {a} missing: {alerts:?}");
     }
@@ -1597,6 +1670,9 @@ fn served_metric_names() -> BTreeSet<String> {
         .with_label_values(&["source_missing"])
         .set(0);
     m.wildcard_writes.with_label_values(&["create"]).inc();
+    m.audit_violations
+        .with_label_values(&["route", "HTTPRoute"])
+        .set(0);
     let mut names = BTreeSet::new();
     for line in m.render().lines() {
         if line.starts_with('#') || line.is_empty() {
@@ -1656,6 +1732,10 @@ fn dashboard_and_alerts_use_only_metrics_that_exist() {
         for k in ["x", "y", "w", "h"] {
             assert!(p["gridPos"][k].is_i64(), "{title}: gridPos.{k}");
         }
+        // A row only groups the panels below it.
+        if p["type"] == "row" {
+            continue;
+        }
         let targets = p["targets"].as_array().expect("targets");
         assert!(!targets.is_empty(), "{title}: no query");
         for t in targets {
@@ -1675,6 +1755,8 @@ fn dashboard_and_alerts_use_only_metrics_that_exist() {
         "tenant_gateway_leader",
         "tenant_gateway_listener_cap_overflow",
         "tenant_gateway_hostname_conflicts",
+        "tenant_gateway_audit_violations",
+        "tenant_gateway_audit_last_change_timestamp_seconds",
     ] {
         assert!(used.contains(m), "the dashboard does not show {m}");
     }

@@ -356,6 +356,15 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ),
         ("create", "events.events.k8s.io", Some("tenant-alice")),
         ("patch", "events.events.k8s.io", Some("tenant-alice")),
+        // The continuous audit: every guarded kind watched.
+        ("list", "packages.cozystack.io", None),
+        ("watch", "packages.cozystack.io", None),
+        ("list", "ingresses.networking.k8s.io", None),
+        ("watch", "ingresses.networking.k8s.io", None),
+        ("list", "grpcroutes.gateway.networking.k8s.io", None),
+        ("watch", "grpcroutes.gateway.networking.k8s.io", None),
+        ("list", "listenersets.gateway.networking.k8s.io", None),
+        ("watch", "xlistenersets.gateway.networking.x-k8s.io", None),
         // The replicator: watches by field and label selector in every namespace,
         // server-side apply of replicas, prune.
         ("list", "secrets", None),
@@ -406,7 +415,7 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ("create", "leases.coordination.k8s.io", Some("tenant-alice")),
         ("create", "pods", Some(NS)),
         ("patch", "validatingwebhookconfigurations", None),
-        ("list", "packages.cozystack.io", None),
+        ("create", "packages.cozystack.io", None),
     ];
     for (verb, res, ns) in denied {
         assert!(

@@ -65,6 +65,11 @@ impl ApexMap {
             .is_some_and(|owners| owners.iter().any(|n| n != except))
     }
 
+    /// The namespaces that carry `apex` (lowercase), in the order they took it.
+    pub fn owners(&self, apex: &str) -> &[String] {
+        self.owners.get(apex).map_or(&[], Vec::as_slice)
+    }
+
     /// Distinct apexes known.
     pub fn len(&self) -> usize {
         self.owners.len()
@@ -117,6 +122,15 @@ impl LiveApexIndex {
         if let Some(map) = lock(&self.rebuilding).take() {
             *write(&self.current) = map;
         }
+    }
+
+    /// [`ApexMap::owners`] of the current map.
+    pub fn owners(&self, apex: &str) -> Vec<String> {
+        self.current
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .owners(apex)
+            .to_vec()
     }
 }
 
@@ -176,6 +190,8 @@ mod tests {
             m.owned_by_other("customer1.io", "tenant-cust"),
             "shared apex"
         );
+        assert_eq!(m.owners("customer1.io"), ["tenant-cust", "tenant-cust2"]);
+        assert!(m.owners("Customer1.IO").is_empty(), "keys are lowercase");
         assert_eq!(m.len(), 1);
         m.set("tenant-cust", &labels(Some("customer2.io")));
         assert!(m.owned_by_other("customer2.io", "tenant-alice"));
@@ -216,7 +232,9 @@ mod tests {
         // A stray InitDone without Init changes nothing.
         idx.relist_done();
         assert!(idx.owned_by_other("new.io", "x"));
+        assert_eq!(idx.owners("new.io"), ["tenant-new"]);
         idx.delete("tenant-new");
         assert!(!idx.owned_by_other("new.io", "x"));
+        assert!(idx.owners("new.io").is_empty());
     }
 }

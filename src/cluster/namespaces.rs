@@ -182,6 +182,11 @@ impl LiveNamespaces {
         self.store.all()
     }
 
+    /// Which namespaces carry which apex, fed by the same watch.
+    pub fn apexes(&self) -> &LiveApexIndex {
+        &self.apexes
+    }
+
     /// True once the first list completed.
     pub fn synced(&self) -> bool {
         self.readiness.index_synced()

@@ -172,6 +172,11 @@ impl StaticNamespaces {
         self.by_name.get(name)
     }
 
+    /// Every namespace and its labels, in no particular order.
+    pub fn iter(&self) -> impl Iterator<Item = (&str, &BTreeMap<String, String>)> {
+        self.by_name.iter().map(|(n, l)| (n.as_str(), l))
+    }
+
     pub fn lookup(&self, name: &str) -> NamespaceContext {
         match self.by_name.get(name) {
             Some(labels) => NamespaceContext::found(labels),

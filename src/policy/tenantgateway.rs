@@ -78,6 +78,26 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
     })
 }
 
+/// The content rules alone (apex equal to the namespace's, attached entries outside tenant
+/// scope), whoever the caller: what the audit of stored TenantGateways judges (SPEC §3.9),
+/// with the messages admission gives.
+pub fn evaluate_content(
+    review: &Review<'_>,
+    ns: &NamespaceContext,
+    cfg: &PolicyConfig,
+) -> LayerResult {
+    if !cfg.in_tenant_scope(review.namespace) {
+        return Ok(Findings::ok());
+    }
+    let new = content(review, review.object, "")?;
+    let mut violations = Violations::default();
+    content_rules(review, ns, cfg, &new, &mut violations);
+    Ok(Findings {
+        violations: violations.finish(review),
+        warnings: Vec::new(),
+    })
+}
+
 fn content_rules(
     review: &Review<'_>,
     ns: &NamespaceContext,
@@ -390,5 +410,57 @@ mod tests {
             assert_eq!(err.field, field);
             assert_eq!(err.object, "tenant-alice/gw");
         }
+    }
+
+    #[test]
+    fn content_alone_judges_what_is_stored_whoever_wrote_it() {
+        let ns = ns_apex(APEX);
+        let trusted = groups(&[FLUX]);
+        let content = |t: &Value, namespace: &str| {
+            let r = Review {
+                operation: Operation::Create,
+                kind: "TenantGateway",
+                namespace,
+                name: "gw",
+                object: t,
+                old_object: None,
+                username: "",
+                groups: &[],
+            };
+            evaluate_content(&r, &ns, &cfg())
+        };
+        // (spec, violations): the content rules, none about the caller.
+        let cases: Vec<(Value, usize)> = vec![
+            (json!({"apex": APEX, "attachedNamespaces": ["cozy-x"]}), 0),
+            (json!({"apex": "Alice.Example.org"}), 0),
+            (json!({"apex": "bob.example.org"}), 1),
+            (json!({}), 1),
+            (
+                json!({"apex": "bob.example.org", "attachedNamespaces": ["tenant-bob", "Bad"]}),
+                3,
+            ),
+        ];
+        for (spec, want) in cases {
+            let t = tgw(spec.clone());
+            let f = content(&t, "tenant-alice").expect("well-formed");
+            assert_eq!(f.violations.len(), want, "{spec}: {f:?}");
+            assert!(
+                f.violations.iter().all(|v| !v.contains("would create")),
+                "{f:?}"
+            );
+            // The same messages as a trusted caller's CREATE, whose caller passes.
+            let admitted = run(Operation::Create, "tenant-alice", None, &t, &trusted, &ns)
+                .expect("well-formed");
+            assert_eq!(f.violations, admitted.violations, "{spec}");
+        }
+        let t = tgw(json!({"apex": "bob.example.org"}));
+        assert!(
+            content(&t, "cozy-system")
+                .expect("ok")
+                .violations
+                .is_empty()
+        );
+        let err = content(&tgw(json!({"apex": 1})), "tenant-alice").expect_err("shape");
+        assert_eq!(err.field, "spec.apex");
     }
 }

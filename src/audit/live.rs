@@ -1,0 +1,737 @@
+//! `serve`'s continuous audit (SPEC §3.9): the namespace index's changes and a light watch
+//! of each guarded kind feed the [`Store`]; every change updates the metrics
+//! (`tenant_gateway_audit_violations{layer,kind}`,
+//! `tenant_gateway_audit_last_change_timestamp_seconds`), wakes the [`ChangeFeed`]s, and an
+//! object that starts violating gets a Warning event from the Lease holder.
+//!
+//! - Namespaces come from the index admission reads (subscribed, not watched again); the
+//!   guarded kinds are watched as projections ([`Projected`]: the uid and the fields their
+//!   layer reads, decoded without the rest), each kind once its CRD is served, re-checked
+//!   every [`CRD_RECHECK`] until then.
+//! - Nothing is judged before the namespace index has synced, so an object is never found
+//!   violating for want of a namespace the index has not listed yet.
+//! - Events: queued per object (a set, at most [`EVENT_QUEUE`]), sent at most
+//!   [`EVENTS_PER_SECOND`] a second while this replica holds the Lease, each checked against
+//!   the object's current verdict when it is sent; a replica that gains the Lease sends what
+//!   it queued meanwhile. Without a Lease (`--no-controller`) no event is sent.
+
+use std::collections::{BTreeMap, BTreeSet, HashSet, VecDeque};
+use std::sync::{Arc, Mutex, Weak};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ObjectReference;
+use kube::Client;
+use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
+use kube::runtime::watcher::Event;
+use tokio::sync::Notify;
+use tokio::sync::broadcast::error::RecvError;
+
+use super::cli::served;
+use super::judge::Verdict;
+use super::kinds::GuardedKind;
+use super::project::Projected;
+use super::store::{Changes, Started, Store};
+use super::{AuditResult, ObjectRef};
+use crate::cluster::lease::Leader;
+use crate::cluster::watch::{self as cw};
+use crate::cluster::{LiveNamespaces, NamespaceChange};
+use crate::metrics::Metrics;
+use crate::platform::HOST_LABEL;
+use crate::policy::PolicyConfig;
+
+/// How often a kind whose CRD is not served is looked for again.
+pub const CRD_RECHECK: Duration = Duration::from_secs(20);
+/// Warning events sent per second at most.
+pub const EVENTS_PER_SECOND: u32 = 10;
+/// Objects waiting for their event at most; beyond, new ones get none (logged).
+pub const EVENT_QUEUE: usize = 1024;
+
+/// The continuous audit's results, shared with the parts that read them.
+#[derive(Clone)]
+pub struct Auditor {
+    shared: Arc<Shared>,
+}
+
+struct Shared {
+    store: Mutex<Store>,
+    metrics: Metrics,
+    feeds: Mutex<Vec<Weak<FeedState>>>,
+    /// Kinds not judged, and why (a CRD not served yet, a layer the flags leave out).
+    not_audited: Mutex<BTreeMap<GuardedKind, String>>,
+    /// Kinds and the namespaces not listed yet; empty once everything listed once.
+    unsynced: Mutex<BTreeSet<&'static str>>,
+    synced: tokio::sync::watch::Sender<bool>,
+    events: Option<EventQueue>,
+}
+
+impl Auditor {
+    /// Every result of namespace `namespace` (`""`: the cluster-scoped Packages); see the
+    /// module doc of `audit` for what they are.
+    pub fn results(&self, namespace: &str) -> Vec<AuditResult> {
+        self.shared.store().results(namespace)
+    }
+
+    /// The namespaces that have results, sorted.
+    pub fn namespaces(&self) -> Vec<String> {
+        self.shared.store().namespaces_with_results()
+    }
+
+    /// Every current violation.
+    pub fn violations(&self) -> Vec<AuditResult> {
+        self.shared.store().violations()
+    }
+
+    /// Kinds not judged now, and why.
+    pub fn not_audited(&self) -> BTreeMap<GuardedKind, String> {
+        lock(&self.shared.not_audited).clone()
+    }
+
+    /// True once the namespaces and every served kind were listed once.
+    pub fn synced(&self) -> bool {
+        *self.shared.synced.borrow()
+    }
+
+    /// A feed of the namespaces whose results change (see [`ChangeFeed::next`]).
+    pub fn subscribe(&self) -> ChangeFeed {
+        let state = Arc::new(FeedState {
+            dirty: Mutex::new(Dirty::All),
+            notify: Notify::new(),
+        });
+        lock(&self.shared.feeds).push(Arc::downgrade(&state));
+        ChangeFeed {
+            state,
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+/// Which namespaces' results changed since a feed last looked.
+enum Dirty {
+    /// Not looked yet: every namespace.
+    All,
+    Some(BTreeSet<String>),
+}
+
+struct FeedState {
+    dirty: Mutex<Dirty>,
+    notify: Notify,
+}
+
+/// The namespaces whose results change, for one reader.
+pub struct ChangeFeed {
+    state: Arc<FeedState>,
+    shared: Arc<Shared>,
+}
+
+impl ChangeFeed {
+    /// The namespaces whose results changed since the last call; the first call waits until
+    /// the audit has listed everything once and returns every namespace with results. A
+    /// namespace whose results are gone is among them (its results are then empty). Waits
+    /// while nothing changes.
+    pub async fn next(&mut self) -> BTreeSet<String> {
+        let mut synced = self.shared.synced.subscribe();
+        // The sender lives as long as `shared`, which this feed holds.
+        let _ = synced.wait_for(|s| *s).await;
+        loop {
+            let notified = self.state.notify.notified();
+            let taken =
+                std::mem::replace(&mut *lock(&self.state.dirty), Dirty::Some(BTreeSet::new()));
+            match taken {
+                Dirty::All => {
+                    return self
+                        .shared
+                        .store()
+                        .namespaces_with_results()
+                        .into_iter()
+                        .collect();
+                }
+                Dirty::Some(set) if !set.is_empty() => return set,
+                Dirty::Some(_) => notified.await,
+            }
+        }
+    }
+}
+
+impl Shared {
+    fn new(
+        store: Store,
+        metrics: Metrics,
+        not_audited: BTreeMap<GuardedKind, String>,
+        unsynced: BTreeSet<&'static str>,
+        events: bool,
+    ) -> Arc<Shared> {
+        Arc::new(Shared {
+            store: Mutex::new(store),
+            metrics,
+            feeds: Mutex::new(Vec::new()),
+            not_audited: Mutex::new(not_audited),
+            unsynced: Mutex::new(unsynced),
+            synced: tokio::sync::watch::channel(false).0,
+            events: events.then(EventQueue::default),
+        })
+    }
+
+    fn store(&self) -> std::sync::MutexGuard<'_, Store> {
+        lock(&self.store)
+    }
+
+    /// Apply `f` to the store, then tell everyone what changed.
+    fn change(&self, f: impl FnOnce(&mut Store) -> Changes) {
+        let (ch, counts) = {
+            let mut store = self.store();
+            let ch = f(&mut store);
+            let counts = (!ch.namespaces.is_empty()).then(|| store.counts().clone());
+            (ch, counts)
+        };
+        if let Some(counts) = counts {
+            for ((layer, kind), n) in counts {
+                self.metrics
+                    .audit_violations
+                    .with_label_values(&[layer.as_str(), kind])
+                    .set(n);
+            }
+            self.metrics.audit_last_change.set(unix_now());
+            let mut feeds = lock(&self.feeds);
+            feeds.retain(|f| f.strong_count() > 0);
+            for feed in feeds.iter().filter_map(Weak::upgrade) {
+                match &mut *lock(&feed.dirty) {
+                    Dirty::All => {}
+                    Dirty::Some(set) => set.extend(ch.namespaces.iter().map(|n| n.to_string())),
+                }
+                feed.notify.notify_one();
+            }
+        }
+        if let Some(q) = &self.events {
+            for s in ch.started {
+                q.push(s);
+            }
+        }
+    }
+
+    fn listed(&self, what: &'static str) {
+        let mut unsynced = lock(&self.unsynced);
+        unsynced.remove(what);
+        if unsynced.is_empty() {
+            self.synced.send_replace(true);
+        }
+    }
+}
+
+/// Start the continuous audit on the namespace index `namespaces`. `leader` gates the Warning
+/// events (none without it). The future runs the audit and ends only when the namespace
+/// index's changes end (the process should end then).
+pub fn start(
+    client: Client,
+    namespaces: Arc<LiveNamespaces>,
+    cfg: Arc<PolicyConfig>,
+    metrics: Metrics,
+    leader: Option<Leader>,
+) -> (
+    Auditor,
+    impl std::future::Future<Output = ()> + Send + 'static,
+) {
+    let store = Store::new(cfg);
+    let mut not_audited = BTreeMap::new();
+    let mut watched = Vec::new();
+    for kind in GuardedKind::ALL {
+        match store.not_audited(kind) {
+            Some(reason) => {
+                not_audited.insert(kind, reason);
+            }
+            None => watched.push(kind),
+        }
+    }
+    // Every gauge exists from the start (0), so an alert on `> 0` sees the series.
+    for ((layer, kind), n) in store.counts() {
+        metrics
+            .audit_violations
+            .with_label_values(&[layer.as_str(), kind])
+            .set(*n);
+    }
+    let mut unsynced: BTreeSet<&'static str> = watched.iter().map(|k| k.kind()).collect();
+    unsynced.insert("Namespace");
+    let shared = Shared::new(store, metrics, not_audited, unsynced, leader.is_some());
+    let auditor = Auditor {
+        shared: shared.clone(),
+    };
+    // Subscribed before anything is read: no namespace change falls in between.
+    let changes = namespaces.subscribe();
+    let run = async move {
+        wait_for_index(&namespaces).await;
+        resync(&shared, &namespaces);
+        shared.listed("Namespace");
+        if let (Some(q), Some(leader)) = (&shared.events, leader) {
+            // Events are best effort: their sender ending stops nothing else.
+            tokio::spawn(
+                q.clone()
+                    .send(client.clone(), leader, Arc::downgrade(&shared)),
+            );
+        }
+        let mut watches = tokio::task::JoinSet::new();
+        for kind in watched {
+            watches.spawn(watch_kind(
+                shared.clone(),
+                client.clone(),
+                namespaces.clone(),
+                kind,
+            ));
+        }
+        let any_watch_ended = async move {
+            match watches.join_next().await {
+                Some(_) => tracing::error!("an audit watch ended"),
+                // No kind to watch: the namespaces alone.
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = follow_namespaces(&shared, &namespaces, changes) => {}
+            () = any_watch_ended => {}
+        }
+    };
+    (auditor, run)
+}
+
+async fn wait_for_index(namespaces: &LiveNamespaces) {
+    let mut tick = tokio::time::interval(Duration::from_millis(100));
+    while !namespaces.synced() {
+        tick.tick().await;
+    }
+}
+
+fn resync(shared: &Shared, namespaces: &LiveNamespaces) {
+    let all = namespaces.all();
+    shared.change(|store| {
+        store.resync_namespaces(
+            all.iter().map(|n| (n.name(), n.label(HOST_LABEL))),
+            namespaces.apexes(),
+        )
+    });
+}
+
+async fn follow_namespaces(
+    shared: &Shared,
+    namespaces: &LiveNamespaces,
+    mut changes: tokio::sync::broadcast::Receiver<NamespaceChange>,
+) {
+    loop {
+        match changes.recv().await {
+            Ok(NamespaceChange::Applied(name)) => {
+                let meta = namespaces.cached(&name);
+                let host = meta.as_ref().and_then(|m| m.label(HOST_LABEL));
+                shared.change(|s| s.namespace(&name, meta.is_some(), host, namespaces.apexes()));
+            }
+            Ok(NamespaceChange::Deleted(name)) => {
+                shared.change(|s| s.namespace(&name, false, None, namespaces.apexes()));
+            }
+            Ok(NamespaceChange::Resynced) | Err(RecvError::Lagged(_)) => resync(shared, namespaces),
+            Err(RecvError::Closed) => {
+                tracing::error!("namespace index ended; the audit sees no more namespace changes");
+                return;
+            }
+        }
+    }
+}
+
+/// Watch `kind` once it is served, into the store.
+async fn watch_kind(
+    shared: Arc<Shared>,
+    client: Client,
+    namespaces: Arc<LiveNamespaces>,
+    kind: GuardedKind,
+) {
+    let mut told = false;
+    let resource = loop {
+        match served(&client, kind).await {
+            Ok(Some(r)) => break r,
+            Ok(None) => {
+                if !told {
+                    tracing::info!(
+                        kind = kind.kind(),
+                        "not served by the API server; audited once its CRD is installed"
+                    );
+                    lock(&shared.not_audited).insert(
+                        kind,
+                        format!(
+                            "{} {} is not served (its CRD is not installed)",
+                            kind.group(),
+                            kind.kind()
+                        ),
+                    );
+                    // Nothing to list yet.
+                    shared.listed(kind.kind());
+                    told = true;
+                }
+            }
+            Err(e) => {
+                tracing::warn!(kind = kind.kind(), error = %e, "cannot tell whether the kind is served; retrying")
+            }
+        }
+        tokio::time::sleep(CRD_RECHECK).await;
+    };
+    lock(&shared.not_audited).remove(&kind);
+    shared.store().set_version(kind, &resource.api_version);
+    // A page's text is held at once: the kinds whose objects grow with their listeners list
+    // fewer a page.
+    let page = match kind {
+        GuardedKind::Gateway
+        | GuardedKind::ListenerSet
+        | GuardedKind::XListenerSet
+        | GuardedKind::TenantGateway => cw::LARGE_OBJECT_PAGE_SIZE,
+        _ => cw::PAGE_SIZE,
+    };
+    let mut stream = std::pin::pin!(cw::guarded::<Projected>(
+        client,
+        &resource,
+        kind.kind(),
+        page
+    ));
+    let apexes = namespaces.apexes();
+    while let Some(ev) = stream.next().await {
+        match ev {
+            Event::Init => shared.store().relist_started(kind),
+            Event::InitApply(o) | Event::Apply(o) => {
+                let (ns, name) = o.key();
+                shared.change(|s| match &o.body {
+                    Ok(p) => s.apply(kind, &ns, &name, p.uid.as_deref(), &p.body, apexes),
+                    Err(e) => s.apply_unreadable(kind, &ns, &name, e),
+                });
+            }
+            Event::Delete(o) => {
+                let (ns, name) = o.key();
+                shared.change(|s| s.delete(kind, &ns, &name));
+            }
+            Event::InitDone => {
+                shared.change(|s| s.relist_done(kind));
+                shared.listed(kind.kind());
+                tracing::info!(
+                    kind = kind.kind(),
+                    audited = shared.store().len(),
+                    "audit watch listed"
+                );
+            }
+        }
+    }
+}
+
+/// The objects waiting for their Warning event.
+#[derive(Clone, Default)]
+struct EventQueue {
+    inner: Arc<QueueInner>,
+}
+
+/// `(kind, namespace, name)` of an object waiting for its event.
+type Waiting = (String, String, String);
+
+#[derive(Default)]
+struct QueueInner {
+    /// In arrival order, and the same as a set (an object waits once).
+    pending: Mutex<(VecDeque<Started>, HashSet<Waiting>)>,
+    notify: Notify,
+}
+
+impl EventQueue {
+    fn push(&self, s: Started) {
+        let mut p = lock(&self.inner.pending);
+        let key = (
+            s.object.kind.clone(),
+            s.object.namespace.clone(),
+            s.object.name.clone(),
+        );
+        if p.1.contains(&key) {
+            return;
+        }
+        if p.0.len() >= EVENT_QUEUE {
+            tracing::debug!(kind = %s.object.kind, name = %s.object.name, "audit event queue full; no event for this object");
+            return;
+        }
+        p.1.insert(key);
+        p.0.push_back(s);
+        drop(p);
+        self.inner.notify.notify_one();
+    }
+
+    fn pop(&self) -> Option<Started> {
+        let mut p = lock(&self.inner.pending);
+        let s = p.0.pop_front()?;
+        p.1.remove(&(
+            s.object.kind.clone(),
+            s.object.namespace.clone(),
+            s.object.name.clone(),
+        ));
+        Some(s)
+    }
+
+    /// Send the queued events, at most [`EVENTS_PER_SECOND`], while the Lease is held.
+    async fn send(self, client: Client, leader: Leader, shared: Weak<Shared>) {
+        let recorder = Recorder::new(
+            client,
+            Reporter {
+                controller: "tenant-gateway".into(),
+                instance: Some(crate::cluster::lease::identity()),
+            },
+        );
+        let mut pace = tokio::time::interval(Duration::from_secs(1) / EVENTS_PER_SECOND);
+        pace.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut claim = leader.watch();
+        loop {
+            let notified = self.inner.notify.notified();
+            if lock(&self.inner.pending).0.is_empty() {
+                notified.await;
+                continue;
+            }
+            if !leader.is_leader() {
+                if *claim.borrow_and_update() {
+                    // Claimed but past the last renewal's deadline: the election decides soon.
+                    tokio::time::sleep(Duration::from_secs(1)).await;
+                } else if claim.changed().await.is_err() {
+                    // The election is gone: no Lease any more, nothing will be sent.
+                    return;
+                }
+                continue;
+            }
+            pace.tick().await;
+            let Some(started) = self.pop() else { continue };
+            let Some(shared) = shared.upgrade() else {
+                return;
+            };
+            // Still violating? The event carries the current message.
+            let Some(message) = current_violation(&shared.store(), &started) else {
+                continue;
+            };
+            let ev = KubeEvent {
+                type_: EventType::Warning,
+                reason: "PolicyViolation".into(),
+                note: Some(clip_note(&message)),
+                action: "Audit".into(),
+                secondary: None,
+            };
+            if let Err(e) = recorder.publish(&ev, &reference(&started.object)).await {
+                tracing::warn!(kind = %started.object.kind, name = %started.object.name, error = %e, "cannot record the audit event");
+            }
+        }
+    }
+}
+
+/// The first message of the object's current violation, if it still violates.
+fn current_violation(store: &Store, s: &Started) -> Option<String> {
+    let o = &s.object;
+    let verdict = match GuardedKind::ALL.into_iter().find(|k| k.kind() == o.kind) {
+        Some(kind) => store.verdict(kind, &o.namespace, &o.name),
+        None => store.namespace_verdict(&o.name),
+    }?;
+    match verdict {
+        Verdict::Pass => None,
+        Verdict::Fail(m) => m.first().cloned(),
+        Verdict::Error(e) => Some(e.to_string()),
+    }
+}
+
+fn reference(o: &ObjectRef) -> ObjectReference {
+    ObjectReference {
+        api_version: Some(o.api_version.clone()),
+        kind: Some(o.kind.clone()),
+        namespace: (!o.namespace.is_empty()).then(|| o.namespace.clone()),
+        name: Some(o.name.clone()),
+        uid: o.uid.clone(),
+        ..ObjectReference::default()
+    }
+}
+
+/// An event's note is at most 1 KiB.
+fn clip_note(message: &str) -> String {
+    const MAX: usize = 1024;
+    if message.len() <= MAX {
+        return message.to_string();
+    }
+    let mut end = MAX - '…'.len_utf8();
+    while !message.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}…", &message[..end])
+}
+
+fn unix_now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX))
+}
+
+// The store's maps stay consistent through a panic in one call (each change is applied
+// whole or not at all per object), so a poisoned lock is read on.
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use futures::FutureExt;
+    use serde_json::json;
+
+    use super::*;
+    use crate::cluster::apex::ApexMap;
+
+    /// An auditor without a cluster: its store fed by hand, as the watches feed it.
+    fn detached(events: bool) -> (Auditor, Arc<Shared>) {
+        let cfg = PolicyConfig {
+            root_host: Some("example.org".into()),
+            ..PolicyConfig::default()
+        };
+        let unsynced = BTreeSet::from(["Namespace"]);
+        let shared = Shared::new(
+            Store::new(Arc::new(cfg)),
+            Metrics::new(),
+            BTreeMap::new(),
+            unsynced,
+            events,
+        );
+        (
+            Auditor {
+                shared: shared.clone(),
+            },
+            shared,
+        )
+    }
+
+    fn route(shared: &Shared, ns: &str, name: &str, hostname: &str) {
+        let apexes = ApexMap::default();
+        shared.change(|s| {
+            s.apply(
+                GuardedKind::HttpRoute,
+                ns,
+                name,
+                Some("0b1e6f36-6a43-4d1c-9d5c-0d7f3f7f9a01"),
+                &json!({"spec": {"hostnames": [hostname]}}),
+                &apexes,
+            )
+        });
+    }
+
+    fn namespace(shared: &Shared, name: &str, host: &str) {
+        let apexes = ApexMap::default();
+        shared.change(|s| s.namespace(name, true, Some(host), &apexes));
+    }
+
+    #[test]
+    fn a_feed_waits_for_the_first_listing_then_hands_out_what_changed() {
+        let (auditor, shared) = detached(false);
+        let mut feed = auditor.subscribe();
+        namespace(&shared, "tenant-a", "a.example.org");
+        namespace(&shared, "tenant-b", "b.example.org");
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert!(
+            feed.next().now_or_never().is_none(),
+            "nothing before the audit has listed everything"
+        );
+        shared.listed("Namespace");
+        assert!(auditor.synced());
+        let first = feed.next().now_or_never().expect("every namespace at once");
+        assert_eq!(
+            first,
+            BTreeSet::from(["tenant-a".into(), "tenant-b".into()])
+        );
+        assert!(
+            feed.next().now_or_never().is_none(),
+            "nothing changed since"
+        );
+        // The same projection again: no change, no wake-up.
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert!(feed.next().now_or_never().is_none());
+        route(&shared, "tenant-b", "api", "x.a.example.org");
+        assert_eq!(
+            feed.next().now_or_never(),
+            Some(BTreeSet::from(["tenant-b".into()]))
+        );
+        let results = auditor.results("tenant-b");
+        assert_eq!(results.len(), 2);
+        assert_eq!(results[1].outcome, crate::audit::Outcome::Fail);
+        // A second reader starts from everything.
+        let mut other = auditor.subscribe();
+        assert_eq!(other.next().now_or_never().map(|s| s.len()), Some(2));
+        assert_eq!(auditor.namespaces(), ["tenant-a", "tenant-b"]);
+        assert_eq!(auditor.violations().len(), 1);
+    }
+
+    #[test]
+    fn changes_set_the_gauges_and_the_last_change() {
+        let (_, shared) = detached(false);
+        let gauge = || {
+            shared
+                .metrics
+                .audit_violations
+                .with_label_values(&["route", "HTTPRoute"])
+                .get()
+        };
+        namespace(&shared, "tenant-a", "a.example.org");
+        route(&shared, "tenant-a", "web", "w.b.example.org");
+        assert_eq!(gauge(), 1);
+        assert!(shared.metrics.audit_last_change.get() > 1_700_000_000);
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert_eq!(gauge(), 0);
+    }
+
+    #[test]
+    fn an_object_waits_once_for_its_event_and_only_while_it_violates() {
+        let (_, shared) = detached(true);
+        namespace(&shared, "tenant-a", "a.example.org");
+        route(&shared, "tenant-a", "web", "w.b.example.org");
+        let q = shared.events.clone().expect("events on");
+        // Fixed and broken again before its event went out: it waits once.
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        route(&shared, "tenant-a", "web", "x.b.example.org");
+        let first = q.pop().expect("queued");
+        assert_eq!(first.object.name, "web");
+        assert!(q.pop().is_none(), "once");
+        assert_eq!(
+            current_violation(&shared.store(), &first).as_deref(),
+            Some(
+                "HTTPRoute tenant-a/web: hostname \"x.b.example.org\" is not allowed: hostnames \
+                 must equal the namespace's namespace.cozystack.io/host label or be subdomains \
+                 of it (a.example.org)"
+            ),
+            "the current message, not the one it started with"
+        );
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        assert_eq!(
+            current_violation(&shared.store(), &first),
+            None,
+            "fixed: no event"
+        );
+        // Bounded.
+        for i in 0..EVENT_QUEUE + 10 {
+            route(&shared, "tenant-a", &format!("r{i}"), "w.b.example.org");
+        }
+        let mut n = 0;
+        while q.pop().is_some() {
+            n += 1;
+        }
+        assert_eq!(n, EVENT_QUEUE);
+        // Without a Lease nothing is queued at all.
+        let (_, quiet) = detached(false);
+        namespace(&quiet, "tenant-a", "a.example.org");
+        route(&quiet, "tenant-a", "web", "w.b.example.org");
+        assert!(quiet.events.is_none());
+    }
+
+    #[test]
+    fn notes_are_clipped_to_a_kibibyte_on_a_character() {
+        assert_eq!(clip_note("short"), "short");
+        let long = "é".repeat(600);
+        let c = clip_note(&long);
+        assert!(c.len() <= 1024 && c.ends_with('…'), "{}", c.len());
+    }
+
+    #[test]
+    fn references_leave_the_namespace_out_for_cluster_scoped_objects() {
+        let o = ObjectRef {
+            api_version: "cozystack.io/v1alpha1".into(),
+            kind: "Package".into(),
+            namespace: String::new(),
+            name: "p".into(),
+            uid: Some("u".into()),
+        };
+        let r = reference(&o);
+        assert_eq!(r.namespace, None);
+        assert_eq!(r.uid.as_deref(), Some("u"));
+    }
+}
