@@ -676,6 +676,7 @@ fn start_replica(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
                 lease_name: LEASE.into(),
                 uniform_port_kinds: false,
                 scope: Scope::default(),
+                ..Options::default()
             },
         );
         Replica {
