@@ -350,7 +350,7 @@ fn per_req(cpu_ns: u64, ok: u64) -> String {
     format!("{:.1} µs", cpu_ns as f64 / ok as f64 / 1e3)
 }
 
-async fn scrape(addr: SocketAddr) -> Buckets {
+pub async fn scrape(addr: SocketAddr) -> Buckets {
     match prom::get(addr, "/metrics").await {
         Ok((200, text)) => Buckets::parse(&text, "httproutes"),
         Ok((s, _)) => panic!("GET /metrics answered {s}"),
