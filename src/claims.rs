@@ -301,8 +301,8 @@ impl SortedDemands {
     }
 
     /// `namespace`'s entry of [`listener_shares`] over these demands with its own demand
-    /// replaced by `mine`, in `budget` listeners. O(distinct demands + names before
-    /// `namespace`), no allocation.
+    /// replaced by `mine`, in `budget` listeners. O(log k + budget) for k namespaces asking
+    /// (see `fair_share_of`), no allocation.
     pub fn share_of(
         &self,
         namespace: &str,
@@ -327,7 +327,8 @@ impl SortedDemands {
 /// (`d ≤ left / rest`, that is `left ≥ d · rest`), the next one fits what is left after it
 /// (`left − d ≥ d · (rest − 1)`). So the walk needs the demands only, not their names, until
 /// the cut; there the spare slots go one each to the cut namespaces in name order, which is
-/// the one place a name is read: how many cut namespaces sort before `namespace`.
+/// the one place names are read. Every group walked before the cut was served, and each
+/// served namespace took at least one of `slots`: the walk is O(slots) groups.
 fn fair_share_of(asks: &Asks, namespace: &str, mine: usize, slots: usize) -> usize {
     if mine == 0 {
         return 0;
@@ -364,13 +365,18 @@ fn fair_share_of(asks: &Asks, namespace: &str, mine: usize, slots: usize) -> usi
             continue;
         }
         // This group and every larger one are cut, this namespace among them: `left` split
-        // evenly among the `rest`, the spare slots one each to the first in name order.
-        let before = asks
+        // evenly among the `rest`, the spare slots one each to the first in name order. It
+        // gets one when fewer than `spare` cut namespaces sort before it. The walk over the
+        // names before it stops at `spare` cut ones and skips only served ones, each of which
+        // took a slot: at most 2 × `slots` steps, however many namespaces ask.
+        let spare = left % rest;
+        let cut_before = asks
             .by_name
             .range::<str, _>((Bound::Unbounded, Bound::Excluded(namespace)))
             .filter(|&(_, &x)| x >= d)
+            .take(spare)
             .count();
-        return (left / rest + usize::from(before < left % rest)).min(mine);
+        return (left / rest + usize::from(cut_before < spare)).min(mine);
     }
 }
 
