@@ -9,7 +9,7 @@
 //!   reconcile-load add-route --kubeconfig F --routes R --metrics HOST:PORT
 //!   reconcile-load populate-hot --kubeconfig F --routes R --hosts H
 //!   reconcile-load converge --kubeconfig F --tgws 1 --expect H+1 --metrics HOST:PORT
-//!   reconcile-load churn-hot --kubeconfig F --seconds S --metrics HOST:PORT
+//!   reconcile-load churn-hot --kubeconfig F --seconds S --metrics HOST:PORT [--pause-ms P]
 //!   reconcile-load writeloop --kubeconfig F [--seconds S] [--concurrency C]
 //!   reconcile-load costs --kubeconfig F --cp-pid PID [--routes N] [--listeners L] [--concurrency C]
 //!   reconcile-load cpu-ms --kubeconfig F --cp-pid PID   (CPU ms of PID and its descendants)
@@ -37,6 +37,8 @@ struct Args {
     /// Listeners each TenantGateway's status lists once converged (`converge`; default
     /// `routes + 1`).
     expect: Option<usize>,
+    /// Pause after each change (`churn-hot`).
+    pause_ms: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -56,6 +58,7 @@ fn parse_args() -> Result<Args, String> {
         listeners: 41,
         hosts: 40,
         expect: None,
+        pause_ms: 1000,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -73,6 +76,7 @@ fn parse_args() -> Result<Args, String> {
             "--listeners" => a.listeners = num(value()?)?,
             "--hosts" => a.hosts = num(value()?)?,
             "--expect" => a.expect = Some(num(value()?)?),
+            "--pause-ms" => a.pause_ms = num(value()?)? as u64,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -424,7 +428,10 @@ async fn populate_hot(client: &Client, a: &Args) {
 
 /// Route changes on the hot Gateway for `seconds`: add a route with a hostname of its own,
 /// time until the Gateway lists its listener, delete it, wait until the listener is gone;
-/// again. Prints the listener latencies and the writes per change.
+/// again. A pause of `--pause-ms` (default 1000) after each change lets its reconcile end
+/// (the controller settles on its own writes), so each add is one route added to a quiet
+/// Gateway, not queued behind the previous change. Prints the listener latencies and the
+/// writes per change.
 async fn churn_hot(client: &Client, a: &Args) -> Result<(), String> {
     let route_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute");
     let gw_ar = ar("gateway.networking.k8s.io", "v1", "Gateway");
@@ -484,6 +491,7 @@ async fn churn_hot(client: &Client, a: &Args) -> Result<(), String> {
             } else {
                 removed.push(took)
             }
+            tokio::time::sleep(Duration::from_millis(a.pause_ms)).await;
         }
         i += 1;
     }
