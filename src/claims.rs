@@ -17,6 +17,8 @@
 
 use std::cmp::Ordering;
 use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::sync::Arc;
 
 /// One route claiming a hostname.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -170,10 +172,11 @@ pub fn listener_shares<'a>(
     shares
 }
 
-/// The demands of an http01 Gateway's namespaces, split and ordered the way
-/// [`listener_shares`] reads them, so one namespace's share ([`SortedDemands::share_of`]) is a
-/// single walk without allocating: built once per snapshot of the Gateway's routes, read by
-/// every review of a route on it.
+/// The demands of an http01 Gateway's namespaces, split the way [`listener_shares`] reads
+/// them and grouped by demand, so one namespace's share ([`SortedDemands::share_of`]) is one
+/// walk over the distinct demands without allocating, and one namespace's demand changes in
+/// O(log k) ([`SortedDemands::add`], [`SortedDemands::remove`]): kept per Gateway beside its
+/// routes and updated with them, read by every review of a route on it.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct SortedDemands {
     /// System namespaces that ask.
@@ -184,39 +187,60 @@ pub struct SortedDemands {
     system_total: usize,
 }
 
-/// Positive demands ascending by (demand, name) as [`fair_shares`] orders them, with each
-/// one's place in name order, so the walk compares integers only.
+/// Positive demands by namespace, and how many namespaces ask for each demand.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 struct Asks {
-    /// (demand, rank of the name among these names, name).
-    by_demand: Vec<(usize, usize, String)>,
-    /// Indices into `by_demand`, in name order.
-    by_name: Vec<usize>,
+    by_name: BTreeMap<Arc<str>, usize>,
+    /// Demand → namespaces asking for it.
+    by_demand: BTreeMap<usize, usize>,
 }
 
 impl Asks {
-    fn new(mut asks: Vec<(usize, usize, String)>) -> Asks {
-        asks.sort_unstable_by(|a, b| (a.0, &a.2).cmp(&(b.0, &b.2)));
-        let mut by_name: Vec<usize> = (0..asks.len()).collect();
-        by_name.sort_unstable_by(|&a, &b| asks[a].2.cmp(&asks[b].2));
-        for (rank, &i) in by_name.iter().enumerate() {
-            asks[i].1 = rank;
+    fn add(&mut self, namespace: &Arc<str>, n: usize) -> usize {
+        if n == 0 {
+            return 0;
         }
-        Asks {
-            by_demand: asks,
-            by_name,
-        }
+        let d = match self.by_name.get_mut(&**namespace) {
+            Some(d) => {
+                leave(&mut self.by_demand, *d);
+                *d += n;
+                *d
+            }
+            None => {
+                self.by_name.insert(namespace.clone(), n);
+                n
+            }
+        };
+        *self.by_demand.entry(d).or_default() += 1;
+        n
     }
 
-    /// How many names sort before `namespace`, and the index in `by_demand` of its own
-    /// entry, if any.
-    fn place(&self, namespace: &str) -> (usize, Option<usize>) {
-        match self
-            .by_name
-            .binary_search_by(|&i| self.by_demand[i].2.as_str().cmp(namespace))
-        {
-            Ok(at) => (at, Some(self.by_name[at])),
-            Err(at) => (at, None),
+    /// Lowers `namespace`'s demand by up to `n`; returns by how much it fell.
+    fn remove(&mut self, namespace: &str, n: usize) -> usize {
+        let Some(d) = self.by_name.get_mut(namespace) else {
+            return 0;
+        };
+        let fell = n.min(*d);
+        if fell == 0 {
+            return 0;
+        }
+        leave(&mut self.by_demand, *d);
+        *d -= fell;
+        if *d == 0 {
+            self.by_name.remove(namespace);
+        } else {
+            *self.by_demand.entry(*d).or_default() += 1;
+        }
+        fell
+    }
+}
+
+/// One namespace fewer asks for `d`.
+fn leave(by_demand: &mut BTreeMap<usize, usize>, d: usize) {
+    if let Some(c) = by_demand.get_mut(&d) {
+        *c -= 1;
+        if *c == 0 {
+            by_demand.remove(&d);
         }
     }
 }
@@ -226,25 +250,59 @@ impl SortedDemands {
         demands: impl IntoIterator<Item = (&'a str, usize)>,
         system_prefix: &str,
     ) -> SortedDemands {
-        let (mut system, mut tenants) = (Vec::new(), Vec::new());
-        let mut system_total = 0;
-        for (ns, d) in demands.into_iter().filter(|(_, d)| *d > 0) {
-            if is_system(ns, system_prefix) {
-                system_total += d;
-                system.push((d, 0, ns.to_string()));
-            } else {
-                tenants.push((d, 0, ns.to_string()));
-            }
+        let mut s = SortedDemands::default();
+        for (ns, d) in demands {
+            s.add(&Arc::from(ns), d, system_prefix);
         }
-        SortedDemands {
-            system: Asks::new(system),
-            tenants: Asks::new(tenants),
-            system_total,
+        s
+    }
+
+    /// `namespace` asks for `n` more listeners.
+    pub fn add(&mut self, namespace: &Arc<str>, n: usize, system_prefix: &str) {
+        if is_system(namespace, system_prefix) {
+            self.system_total += self.system.add(namespace, n);
+        } else {
+            self.tenants.add(namespace, n);
         }
     }
 
+    /// `namespace` asks for `n` fewer listeners (never below none).
+    pub fn remove(&mut self, namespace: &str, n: usize, system_prefix: &str) {
+        if is_system(namespace, system_prefix) {
+            self.system_total -= self.system.remove(namespace, n);
+        } else {
+            self.tenants.remove(namespace, n);
+        }
+    }
+
+    /// What `namespace` asks for (`None`: nothing).
+    pub fn get(&self, namespace: &str) -> Option<usize> {
+        self.system
+            .by_name
+            .get(namespace)
+            .or_else(|| self.tenants.by_name.get(namespace))
+            .copied()
+    }
+
+    /// Whether a namespace other than `except` asks for anything.
+    pub fn others_ask(&self, except: &str) -> bool {
+        let asking = self.system.by_name.len() + self.tenants.by_name.len();
+        asking > usize::from(self.get(except).is_some())
+    }
+
+    /// Every namespace that asks, with its demand (for [`share_warning`]).
+    pub fn to_map(&self) -> BTreeMap<String, usize> {
+        self.system
+            .by_name
+            .iter()
+            .chain(&self.tenants.by_name)
+            .map(|(ns, d)| (ns.to_string(), *d))
+            .collect()
+    }
+
     /// `namespace`'s entry of [`listener_shares`] over these demands with its own demand
-    /// replaced by `mine`, in `budget` listeners. O(k) in the namespaces, no allocation.
+    /// replaced by `mine`, in `budget` listeners. O(log k + budget) for k namespaces asking
+    /// (see `fair_share_of`), no allocation.
     pub fn share_of(
         &self,
         namespace: &str,
@@ -263,48 +321,62 @@ impl SortedDemands {
 }
 
 /// `namespace`'s entry of [`fair_shares`] over `asks` with its own entry, if any, replaced by
-/// `mine`: the same water-filling in one pass, with `namespace` merged in at its place.
+/// `mine`: the same water-filling, a group of equal demands at a time.
+///
+/// Equal demands are served or cut together: if the first of them fits the level
+/// (`d ≤ left / rest`, that is `left ≥ d · rest`), the next one fits what is left after it
+/// (`left − d ≥ d · (rest − 1)`). So the walk needs the demands only, not their names, until
+/// the cut; there the spare slots go one each to the cut namespaces in name order, which is
+/// the one place names are read. Every group walked before the cut was served, and each
+/// served namespace took at least one of `slots`: the walk is O(slots) groups.
 fn fair_share_of(asks: &Asks, namespace: &str, mine: usize, slots: usize) -> usize {
     if mine == 0 {
         return 0;
     }
-    // `rank`: the names before `namespace`; another name's rank below it sorts before it.
-    let (rank, own) = asks.place(namespace);
-    let mut rest = asks.by_demand.len() + 1 - usize::from(own.is_some());
-    let me = (mine, rank);
+    let own = asks.by_name.get(namespace).copied();
+    // Every ask still to serve, this namespace's (with `mine`) among them.
+    let mut rest = asks.by_name.len() - usize::from(own.is_some()) + 1;
     let mut left = slots;
-    let mut it = asks
+    let mut others = asks
         .by_demand
         .iter()
-        .enumerate()
-        .filter(|(i, _)| Some(*i) != own)
-        .map(|(_, (d, r, _))| (*d, *r))
+        .map(|(&d, &c)| (d, c - usize::from(own == Some(d))))
+        .filter(|&(_, c)| c > 0)
         .peekable();
     loop {
-        // The next ask in order: this namespace when it sorts before the next other one. Once
-        // this namespace is reached the walk ends, so it is merged in once.
-        let (d, r, is_me) = match it.peek() {
-            Some(&next) if next < me => {
-                it.next();
-                (next.0, next.1, false)
+        // The next group of equal demands; this namespace joins the one equal to `mine`,
+        // or is a group of its own before the first larger one.
+        let (d, c, with_me) = match others.peek() {
+            Some(&(d, c)) if d < mine => {
+                others.next();
+                (d, c, false)
             }
-            _ => (mine, rank, true),
+            Some(&(d, c)) if d == mine => (d, c + 1, true),
+            _ => (mine, 1, true),
         };
-        // `rest` ≥ 1: it counts this namespace and the larger ones after it, this one among
-        // them until it is reached.
+        // `rest` ≥ 1: this namespace is still to serve.
         if d <= left / rest {
-            if is_me {
+            if with_me {
                 return mine;
             }
-            left -= d;
-            rest -= 1;
+            // `c ≤ rest` and `d · rest ≤ left`: no underflow.
+            left -= d * c;
+            rest -= c;
             continue;
         }
-        // This ask and every one after it are cut, `namespace` among them (it is this one or
-        // still to come): `left` split evenly, each asking for more than that (they ascend),
-        // the spare slots one each to the cut in name order.
-        let before = usize::from(!is_me && r < rank) + it.filter(|(_, r)| *r < rank).count();
-        return (left / rest + usize::from(before < left % rest)).min(mine);
+        // This group and every larger one are cut, this namespace among them: `left` split
+        // evenly among the `rest`, the spare slots one each to the first in name order. It
+        // gets one when fewer than `spare` cut namespaces sort before it. The walk over the
+        // names before it stops at `spare` cut ones and skips only served ones, each of which
+        // took a slot: at most 2 × `slots` steps, however many namespaces ask.
+        let spare = left % rest;
+        let cut_before = asks
+            .by_name
+            .range::<str, _>((Bound::Unbounded, Bound::Excluded(namespace)))
+            .filter(|&(_, &x)| x >= d)
+            .take(spare)
+            .count();
+        return (left / rest + usize::from(cut_before < spare)).min(mine);
     }
 }
 
@@ -718,6 +790,50 @@ mod tests {
                 share_warning(gw, namespace, &published, new, budget, prefix),
                 "{round}: {namespace} +{new} of {budget} with {published:?} ({prefix:?})"
             );
+        }
+    }
+
+    /// Demands changed one namespace at a time are the demands built at once: random adds
+    /// and removes (removes past a namespace's demand among them) over system and tenant
+    /// namespaces, compared after each step.
+    #[test]
+    fn property_demands_changed_in_place_equal_demands_built_at_once() {
+        let mut rng = crate::reconcile::testing::Rng::new(22);
+        let pool = [
+            "cozy-a", "cozy-b", "a", "ns0", "ns1", "tenant-a", "tenant-b", "z",
+        ];
+        for round in 0..2_000 {
+            let prefix = if rng.below(8) == 0 { "" } else { "cozy-" };
+            let mut model: BTreeMap<String, usize> = BTreeMap::new();
+            let mut kept = SortedDemands::default();
+            for step in 0..40 {
+                let ns = pool[rng.below(pool.len())];
+                let n = rng.below(4);
+                if rng.below(3) == 0 {
+                    kept.remove(ns, n, prefix);
+                    if let Some(d) = model.get_mut(ns) {
+                        *d -= n.min(*d);
+                        if *d == 0 {
+                            model.remove(ns);
+                        }
+                    }
+                } else {
+                    kept.add(&Arc::from(ns), n, prefix);
+                    if n > 0 {
+                        *model.entry(ns.to_string()).or_default() += n;
+                    }
+                }
+                let built = SortedDemands::new(model.iter().map(|(n, d)| (n.as_str(), *d)), prefix);
+                assert_eq!(kept, built, "{round}/{step}: {model:?}");
+                assert_eq!(kept.to_map(), model, "{round}/{step}");
+                let asking = pool[rng.below(pool.len())];
+                assert_eq!(kept.get(asking), model.get(asking).copied());
+                assert_eq!(
+                    kept.others_ask(asking),
+                    model.keys().any(|k| k != asking),
+                    "{round}/{step}: {asking} {model:?}"
+                );
+            }
         }
     }
 }

@@ -170,6 +170,13 @@ pub trait ApexOwners {
     fn apex_of(&self, _namespace: &str) -> Option<String> {
         None
     }
+
+    /// A number that changes whenever [`Self::apex_of`] may answer differently for some
+    /// namespace, so what was derived from its answers can tell it is stale; an index whose
+    /// apexes never change answers 0.
+    fn generation(&self) -> u64 {
+        0
+    }
 }
 
 /// No other namespace carries any apex (tests, fuzzing, callers without an index).

@@ -108,6 +108,11 @@ struct MicroArgs {
     /// a route or two, no warning: the common case of a tenant's route).
     #[arg(long, default_value = "root", value_parser = ["root", "own"])]
     review_gateway: String,
+    /// Also measure this many reviews each after one route on the root Gateway changed
+    /// (bench/loadgen/routes.rs `Churn`): what a review pays when the Gateway's routes keep
+    /// changing, the route change included. Needs `--routes`.
+    #[arg(long, default_value_t = 0)]
+    churn: u32,
 }
 
 #[derive(Debug, Clone, Args)]
@@ -162,6 +167,11 @@ struct ThroughputArgs {
     /// Review bodies to send, in order (SPEC §8's target is for `create-4k`).
     #[arg(long = "payload", value_delimiter = ',', default_value = "create-4k")]
     payloads: Vec<payload::Shape>,
+    /// Route changes per second on the review's Gateway while the load runs, both handlers'
+    /// windows alike (one thread changes one tenant's route, bench/loadgen/routes.rs
+    /// `Churn`): the admission figures while the Gateway's routes change. Needs `--routes`.
+    #[arg(long, default_value_t = 0.0)]
+    churn: f64,
 }
 
 #[derive(Debug, Args)]
@@ -340,7 +350,7 @@ fn per_req(cpu_ns: u64, ok: u64) -> String {
     format!("{:.1} µs", cpu_ns as f64 / ok as f64 / 1e3)
 }
 
-async fn scrape(addr: SocketAddr) -> Buckets {
+pub async fn scrape(addr: SocketAddr) -> Buckets {
     match prom::get(addr, "/metrics").await {
         Ok((200, text)) => Buckets::parse(&text, "httproutes"),
         Ok((s, _)) => panic!("GET /metrics answered {s}"),
@@ -397,7 +407,12 @@ pub fn load_line(tag: &str, r: &PhaseResult) -> String {
     s
 }
 
-fn real_handler(namespaces: usize, routes: usize, metrics: Metrics) -> Admission {
+/// The real handler, and what changes a route on its route index's root Gateway.
+fn real_handler(
+    namespaces: usize,
+    routes: usize,
+    metrics: Metrics,
+) -> (Admission, Option<routes::Churn>) {
     let ns = payload::namespaces(namespaces);
     let mut snapshot = StaticNamespaces::default();
     for n in &ns {
@@ -413,11 +428,15 @@ fn real_handler(namespaces: usize, routes: usize, metrics: Metrics) -> Admission
         metrics,
     );
     if routes == 0 {
-        return admission;
+        return (admission, None);
     }
     let layout = routes::layout(routes, &ns);
     println!("{}", layout.describe());
-    admission.with_routes(Arc::new(layout.index))
+    let index = Arc::new(layout.index);
+    let churn = layout
+        .churn
+        .map(|tenant| routes::Churn::new(index.clone(), tenant));
+    (admission.with_routes(index), churn)
 }
 
 /// The warnings the real handler gives the review (printed, so a run shows that the warning
@@ -457,7 +476,7 @@ fn micro(a: MicroArgs) -> ExitCode {
         "own" => payload::review_on(payload::Shape::Create4k, payload::TENANT_NS),
         _ => payload::httproute_review(),
     };
-    let real = real_handler(a.namespaces, a.routes, Metrics::new());
+    let (real, churn) = real_handler(a.namespaces, a.routes, Metrics::new());
     let Some(given) = warnings_given(&real, &review) else {
         println!("INVALID RUN: the real handler did not allow the review");
         return ExitCode::from(1);
@@ -509,6 +528,30 @@ fn micro(a: MicroArgs) -> ExitCode {
             std::hint::black_box(v);
         },
     );
+    if let Some(churn) = churn.as_ref().filter(|_| a.churn > 0) {
+        // No warm-up of a thousand calls here: one call may summarise a 5,000-route Gateway.
+        let handle = |i: u32| {
+            churn.change(u64::from(i));
+            futures::executor::block_on(real.handle(
+                Some(tenant_gateway::admission::WebhookResource::HttpRoutes),
+                body(i),
+            ))
+        };
+        let r = handle(0);
+        ok &= r.status == 200;
+        let t = std::time::Instant::now();
+        for i in 1..=a.churn {
+            let r = handle(i);
+            ok &= r.status == 200 && payload::allowed_for(&r.body, &payload::uid(i % 64, 0));
+            std::hint::black_box(r);
+        }
+        let ns = t.elapsed().as_nanos() as f64 / f64::from(a.churn);
+        rows.push(format!(
+            "| one route on the review's Gateway changed, then Admission::handle ({} times) | {:.1} µs |",
+            a.churn,
+            ns / 1e3
+        ));
+    }
     println!(
         "payload {} bytes, {} iterations each, one thread, no TLS/HTTP, {} routes indexed, {} warning(s) per review",
         review.len(),
@@ -540,6 +583,8 @@ struct Pair {
     always_srv: InProcess,
     /// The real handler the server runs, for [`warnings_given`].
     real: Arc<Admission>,
+    /// Changes a route on the real handler's root Gateway (with `--routes`).
+    churn: Option<routes::Churn>,
 }
 
 impl Pair {
@@ -550,7 +595,8 @@ impl Pair {
         certs::write(dir.path(), &dev).expect("certificates written");
         let (cert, key) = (dir.path().join("tls.crt"), dir.path().join("tls.key"));
         let real_metrics = Metrics::new();
-        let real = Arc::new(real_handler(namespaces, load.routes, real_metrics.clone()));
+        let (real, churn) = real_handler(namespaces, load.routes, real_metrics.clone());
+        let real = Arc::new(real);
         let server_rt = runtime("server", server_threads);
         let client_rt = runtime("client", client_threads);
         let real_srv = start(&server_rt, real.clone(), real_metrics, &cert, &key);
@@ -569,7 +615,47 @@ impl Pair {
             real_srv,
             always_srv,
             real,
+            churn,
         }
+    }
+}
+
+/// Changes the root Gateway's routes `per_s` times a second on a thread of its own until
+/// dropped; counts the changes.
+struct Churning {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<std::thread::JoinHandle<u64>>,
+}
+
+impl Churning {
+    fn start(churn: routes::Churn, per_s: f64) -> Churning {
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let halt = stop.clone();
+        let thread = std::thread::spawn(move || {
+            let every = Duration::from_secs_f64(1.0 / per_s);
+            let started = std::time::Instant::now();
+            let mut k = 0u64;
+            while !halt.load(std::sync::atomic::Ordering::Relaxed) {
+                churn.change(k);
+                k += 1;
+                // On schedule, not after each change: k changes due by k · every.
+                let due = started + every.mul_f64(k as f64);
+                std::thread::sleep(due.saturating_duration_since(std::time::Instant::now()));
+            }
+            k
+        });
+        Churning {
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    /// Stop; the changes made.
+    fn stop(mut self) -> u64 {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        self.thread
+            .take()
+            .map_or(0, |t| t.join().unwrap_or_default())
     }
 }
 
@@ -582,7 +668,22 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
         real_srv,
         always_srv,
         real,
+        churn,
     } = Pair::start(&a.load, a.server_threads);
+    let churning = match churn {
+        Some(churn) if a.churn > 0.0 => {
+            println!(
+                "route changes on the review's Gateway: {} per second while the load runs",
+                a.churn
+            );
+            Some(Churning::start(churn, a.churn))
+        }
+        _ if a.churn > 0.0 => {
+            eprintln!("--churn needs --routes");
+            return ExitCode::from(2);
+        }
+        _ => None,
+    };
     let target = |w: Which| Target {
         addr: match w {
             Which::Real => real_srv.webhook,
@@ -849,6 +950,9 @@ fn throughput(a: ThroughputArgs) -> ExitCode {
 
     real_srv.shutdown(&server_rt);
     always_srv.shutdown(&server_rt);
+    if let Some(c) = churning {
+        println!("route changes made on the review's Gateway: {}", c.stop());
+    }
 
     println!();
     println!("### Peak (closed loop, {} in flight)", a.load.concurrency);
@@ -899,6 +1003,7 @@ fn sweep(a: SweepArgs) -> ExitCode {
         real_srv,
         always_srv,
         real: _,
+        churn: _,
     } = Pair::start(&a.load, a.server_threads);
     let Some(&proto) = a.load.protocols.first() else {
         eprintln!("--protocols is empty");

@@ -20,7 +20,7 @@
 
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
-use tenant_gateway::cluster::route_facts::RouteKind;
+use tenant_gateway::cluster::route_facts::{RouteFacts, RouteKind};
 use tenant_gateway::cluster::routes::{RouteIndex, project};
 use tenant_gateway::platform::CONTROLLER_NAME;
 use tenant_gateway::policy::GATEWAY_LABEL;
@@ -35,6 +35,8 @@ pub struct Layout {
     pub total: usize,
     pub on_root: usize,
     pub tenant_gateways: usize,
+    /// The tenant (namespace, apex) whose route [`Churn`] changes.
+    pub churn: Option<(String, String)>,
 }
 
 impl Layout {
@@ -73,9 +75,40 @@ fn http_route(ns: &str, name: &str, gw_ns: &str, hostnames: &[String]) -> Value 
     })
 }
 
-fn apply(index: &RouteIndex, v: Value) {
+fn project_one(v: Value) -> RouteFacts {
     let o: DynamicObject = serde_json::from_value(v).expect("a generated route is an object");
-    index.apply(project(RouteKind::HttpRoute, &o));
+    project(RouteKind::HttpRoute, &o)
+}
+
+fn apply(index: &RouteIndex, v: Value) {
+    index.apply(project_one(v));
+}
+
+/// One route of a tenant on the root Gateway, changed again and again (`--churn`): each
+/// change gives it another hostname, so the Gateway's routes change as when a tenant edits
+/// a route, and what is derived from them has to follow. The versions are projected up
+/// front: a change costs the index's update and what follows it, not building the route.
+pub struct Churn {
+    index: std::sync::Arc<RouteIndex>,
+    versions: Vec<RouteFacts>,
+}
+
+impl Churn {
+    pub fn new(index: std::sync::Arc<RouteIndex>, (namespace, apex): (String, String)) -> Churn {
+        let versions = (0..64)
+            .map(|k| {
+                let host = vec![format!("churn-{k}.{apex}")];
+                project_one(http_route(&namespace, "churn", ROOT_GATEWAY, &host))
+            })
+            .collect();
+        Churn { index, versions }
+    }
+
+    /// The `k`th change: route `churn` names another hostname than before.
+    pub fn change(&self, k: u64) {
+        let at = usize::try_from(k % self.versions.len() as u64).unwrap_or_default();
+        self.index.apply(self.versions[at].clone());
+    }
 }
 
 /// `total` routes over the tenants of `namespaces` (those with the gateway label).
@@ -99,6 +132,7 @@ pub fn layout(total: usize, namespaces: &[Ns]) -> Layout {
             total: 0,
             on_root: 0,
             tenant_gateways: 0,
+            churn: None,
         };
     }
     let system = [
@@ -135,6 +169,7 @@ pub fn layout(total: usize, namespaces: &[Ns]) -> Layout {
         index,
         on_root,
         tenant_gateways: gateways.len(),
+        churn: Some((tenants[0].0.to_string(), tenants[0].1.clone())),
     }
 }
 

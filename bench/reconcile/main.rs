@@ -7,6 +7,9 @@
 //!   reconcile-load populate --kubeconfig F --tgws N --routes R --namespaces M
 //!   reconcile-load converge --kubeconfig F --tgws N --routes R --metrics HOST:PORT
 //!   reconcile-load add-route --kubeconfig F --routes R --metrics HOST:PORT
+//!   reconcile-load populate-hot --kubeconfig F --routes R --hosts H
+//!   reconcile-load converge --kubeconfig F --tgws 1 --expect H+1 --metrics HOST:PORT
+//!   reconcile-load churn-hot --kubeconfig F --seconds S --metrics HOST:PORT [--pause-ms P]
 //!   reconcile-load writeloop --kubeconfig F [--seconds S] [--concurrency C]
 //!   reconcile-load costs --kubeconfig F --cp-pid PID [--routes N] [--listeners L] [--concurrency C]
 //!   reconcile-load cpu-ms --kubeconfig F --cp-pid PID   (CPU ms of PID and its descendants)
@@ -29,6 +32,13 @@ struct Args {
     concurrency: usize,
     cp_pid: u32,
     listeners: usize,
+    /// Hostnames the hot Gateway's routes share (`populate-hot`).
+    hosts: usize,
+    /// Listeners each TenantGateway's status lists once converged (`converge`; default
+    /// `routes + 1`).
+    expect: Option<usize>,
+    /// Pause after each change (`churn-hot`).
+    pause_ms: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -46,6 +56,9 @@ fn parse_args() -> Result<Args, String> {
         concurrency: 64,
         cp_pid: 0,
         listeners: 41,
+        hosts: 40,
+        expect: None,
+        pause_ms: 1000,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -61,6 +74,9 @@ fn parse_args() -> Result<Args, String> {
             "--concurrency" => a.concurrency = num(value()?)?,
             "--cp-pid" => a.cp_pid = num(value()?)? as u32,
             "--listeners" => a.listeners = num(value()?)?,
+            "--hosts" => a.hosts = num(value()?)?,
+            "--expect" => a.expect = Some(num(value()?)?),
+            "--pause-ms" => a.pause_ms = num(value()?)? as u64,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -249,7 +265,7 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .filter(|n| **n == a.routes + 1)
+            .filter(|n| **n == a.expect.unwrap_or(a.routes + 1))
             .count();
         // Every TenantGateway reconciled by this process at least once (a resync run starts
         // with a converged world).
@@ -347,6 +363,162 @@ async fn add_route(client: &Client, a: &Args) -> Result<(), String> {
         listener_at.unwrap_or(-1.0),
         cert_at.unwrap_or(-1.0),
         after - before
+    );
+    Ok(())
+}
+
+/// The namespace, TenantGateway and Gateway of the hot world (`populate-hot`): the root
+/// tenant, whose Gateway the load generator's review names.
+const HOT: &str = "tenant-root";
+
+/// One TenantGateway (`tenant-root/tenant-root`, http01, apex `example.org`) with `routes`
+/// HTTPRoutes in its namespace sharing `hosts` hostnames (so its Gateway has `hosts + 1`
+/// listeners, room left under 64), and the namespace of the load generator's review.
+async fn populate_hot(client: &Client, a: &Args) {
+    let ns_ar = ar("", "v1", "Namespace");
+    let tgw_ar = ar("gateway.cozystack.io", "v1alpha1", "TenantGateway");
+    let route_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let t0 = Instant::now();
+    let mut namespaces = Vec::new();
+    for (name, labels) in [
+        (
+            HOT,
+            serde_json::json!({"namespace.cozystack.io/host": "example.org"}),
+        ),
+        (
+            "tenant-alice",
+            serde_json::json!({"namespace.cozystack.io/host": "alice.example.org",
+                               "namespace.cozystack.io/gateway": HOT}),
+        ),
+    ] {
+        let mut o = obj(&ns_ar, None, name, serde_json::json!({}));
+        o.metadata.labels = serde_json::from_value(labels).ok();
+        namespaces.push((ns_ar.clone(), o));
+    }
+    create_all(client, namespaces).await;
+    let mut rest = vec![(
+        tgw_ar.clone(),
+        obj(
+            &tgw_ar,
+            Some(HOT),
+            HOT,
+            serde_json::json!({"spec": {"apex": "example.org"}}),
+        ),
+    )];
+    for r in 0..a.routes {
+        rest.push((
+            route_ar.clone(),
+            obj(
+                &route_ar,
+                Some(HOT),
+                &format!("r{r:05}"),
+                serde_json::json!({"spec": {
+                    "parentRefs": [{"name": HOT}],
+                    "hostnames": [format!("h{:02}.example.org", r % a.hosts.max(1))],
+                    "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+            ),
+        ));
+    }
+    let made = create_all(client, rest).await;
+    eprintln!(
+        "hot Gateway: {made} objects in {:.1}s",
+        t0.elapsed().as_secs_f64()
+    );
+}
+
+/// Route changes on the hot Gateway for `seconds`: add a route with a hostname of its own,
+/// time until the Gateway lists its listener, delete it, wait until the listener is gone;
+/// again. A pause of `--pause-ms` (default 1000) after each change lets its reconcile end
+/// (the controller settles on its own writes), so each add is one route added to a quiet
+/// Gateway, not queued behind the previous change. Prints the listener latencies and the
+/// writes per change.
+async fn churn_hot(client: &Client, a: &Args) -> Result<(), String> {
+    let route_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute");
+    let gw_ar = ar("gateway.networking.k8s.io", "v1", "Gateway");
+    let routes: Api<DynamicObject> = Api::namespaced_with(client.clone(), HOT, &route_ar);
+    let gws: Api<DynamicObject> = Api::namespaced_with(client.clone(), HOT, &gw_ar);
+    let has_listener = |gw: &DynamicObject, name: &str| {
+        gw.data["spec"]["listeners"]
+            .as_array()
+            .is_some_and(|l| l.iter().any(|x| x["name"] == name))
+    };
+    let before = metric(&a.metrics, "tenant_gateway_reconcile_writes_total")
+        .await
+        .ok_or("no /metrics")?;
+    let started = Instant::now();
+    let (mut added, mut removed) = (Vec::new(), Vec::new());
+    let mut i = 0;
+    while started.elapsed() < Duration::from_secs(a.seconds) {
+        let name = format!("new-{i:03}");
+        let listener = format!("https-{name}");
+        let route = obj(
+            &route_ar,
+            Some(HOT),
+            &name,
+            serde_json::json!({"spec": {
+                "parentRefs": [{"name": HOT}],
+                "hostnames": [format!("{name}.example.org")],
+                "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]}}),
+        );
+        for present in [true, false] {
+            let t = Instant::now();
+            if present {
+                routes
+                    .create(&PostParams::default(), &route)
+                    .await
+                    .map_err(|e| format!("create {name}: {e}"))?;
+            } else {
+                routes
+                    .delete(&name, &Default::default())
+                    .await
+                    .map_err(|e| format!("delete {name}: {e}"))?;
+            }
+            loop {
+                // A GET every 20 ms: the latency is up to one poll late.
+                if let Ok(gw) = gws.get(HOT).await
+                    && has_listener(&gw, &listener) == present
+                {
+                    break;
+                }
+                if t.elapsed() > Duration::from_secs(a.timeout) {
+                    return Err(format!("{listener} present={present}: not at the deadline"));
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            let took = t.elapsed().as_secs_f64();
+            if present {
+                added.push(took)
+            } else {
+                removed.push(took)
+            }
+            tokio::time::sleep(Duration::from_millis(a.pause_ms)).await;
+        }
+        i += 1;
+    }
+    let after = quiet_writes(&a.metrics, Instant::now() + Duration::from_secs(60))
+        .await
+        .unwrap_or(-1.0);
+    let stats = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        let q = |p: f64| {
+            v.get(((v.len() as f64 - 1.0) * p).round() as usize)
+                .copied()
+                .unwrap_or(-1.0)
+        };
+        format!(
+            "{{\"n\": {}, \"min_s\": {:.3}, \"p50_s\": {:.3}, \"max_s\": {:.3}}}",
+            v.len(),
+            q(0.0),
+            q(0.5),
+            q(1.0)
+        )
+    };
+    let first = added.first().copied().unwrap_or(-1.0);
+    println!(
+        "{{\"first_listener_s\": {first:.3}, \"added\": {}, \"removed\": {}, \"writes_per_change\": {:.2}}}",
+        stats(&mut added),
+        stats(&mut removed),
+        (after - before) / (2 * i).max(1) as f64
     );
     Ok(())
 }
@@ -775,6 +947,8 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "populate" => populate(&client, &a).await,
         "converge" => converge(&client, &a).await?,
         "add-route" => add_route(&client, &a).await?,
+        "populate-hot" => populate_hot(&client, &a).await,
+        "churn-hot" => churn_hot(&client, &a).await?,
         "writeloop" => writeloop(&client, &a).await?,
         "costs" => costs(&client, &a).await?,
         "cpu-ms" => println!("{}", tree_cpu_ms(a.cp_pid)),

@@ -71,9 +71,9 @@ pub struct Admission {
     routes: Arc<RouteIndex>,
     /// A route index is attached ([`Admission::with_routes`]): route warnings are looked for.
     warns: bool,
-    /// What each Gateway's current snapshot in `routes` claims (per review: a lookup per
-    /// hostname, not a scan of the Gateway's routes).
-    summaries: route_warnings::SummaryCache,
+    /// What each Gateway's routes in `routes` claim, following the index (per review: a
+    /// lookup per hostname, not a scan of the Gateway's routes); with a route index only.
+    summaries: Option<Arc<route_warnings::SummaryCache>>,
 }
 
 impl Admission {
@@ -85,15 +85,19 @@ impl Admission {
             metrics,
             routes: Arc::default(),
             warns: false,
-            summaries: route_warnings::SummaryCache::default(),
+            summaries: None,
         }
     }
 
     /// Warn from this route index (the reconciler's, or a `--routes` snapshot).
     pub fn with_routes(mut self, routes: Arc<RouteIndex>) -> Admission {
+        self.summaries = Some(route_warnings::SummaryCache::following(
+            routes.clone(),
+            &self.cfg.system_prefix,
+            Arc::new(self.namespaces.clone()),
+        ));
         self.routes = routes;
         self.warns = true;
-        self.summaries = route_warnings::SummaryCache::default();
         self
     }
 

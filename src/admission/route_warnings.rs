@@ -7,9 +7,16 @@
 //! `reconcile::routes::analyse` does: only an HTTPRoute parentRef without a sectionName or
 //! naming an `https…` listener claims a hostname; the winner of a hostname claimed from
 //! several namespaces is [`claims::winner_for`], the function the reconciler's analysis
-//! calls, with each namespace's apex from the namespace index (a summary is kept per route
-//! snapshot, so a host label changed since the Gateway's routes last changed is seen with
-//! the next route change; the reconciler, not the warning, decides).
+//! calls, with each namespace's apex from the namespace index.
+//!
+//! The server reads each Gateway through a [`SummaryCache`]: a [`GatewaySummary`] of the
+//! Gateway's routes (what they claim, per hostname), kept for Gateways of 8 routes and more
+//! and changed with the index one route at a time ([`GatewaySummary::change`], told by the
+//! index as a `RouteFollower`), so a review costs a few lookups per hostname and a route
+//! changing on a Gateway of thousands costs that route's hostnames, not a new summary
+//! (SPEC §8). A host label changed since a summary read it is seen at the next review of
+//! the Gateway (the namespace index counts its changes); the reconciler, not the warning,
+//! decides.
 //!
 //! A route in the index counts as published on a Gateway when a parentRef targets it *and*
 //! it carries our status entry for it: the reconciler writes that entry only for routes that
@@ -36,7 +43,8 @@
 //! decides, not the published routes.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock, Weak};
 
 use crate::claims::{
     self, ApexClaimant, Claimant, MAX_LISTENERS, SortedDemands, section_claims_https,
@@ -45,7 +53,8 @@ use crate::claims::{
 use crate::cluster::route_facts::{
     HttpsListeners, ParentRef, PassthroughListener, RouteFacts, RouteKind,
 };
-use crate::cluster::routes::{GatewayRoutes, RouteIndex};
+use crate::cluster::routes::{GatewayRoutes, RouteFollower, RouteIndex};
+use crate::cluster::watch::Key;
 use crate::hostname;
 use crate::platform::{ApexOwners, GATEWAY_API_GROUP};
 
@@ -203,17 +212,14 @@ pub fn warnings(
 ) -> Vec<RouteWarning> {
     warnings_from(
         route,
-        |ns, name| {
+        |ns, name, f| {
             let routes = snapshot(ns, name);
-            let summary = Arc::new(GatewaySummary::of(
-                &routes,
-                ns,
-                name,
-                None,
-                system_prefix,
-                apexes,
-            ));
-            (routes, summary)
+            let summary = GatewaySummary::of(&routes, ns, name, system_prefix, apexes);
+            f(GatewayView {
+                routes: &routes,
+                summary: &summary,
+                listeners: None,
+            })
         },
         system_prefix,
         publishes_through,
@@ -221,18 +227,19 @@ pub fn warnings(
     )
 }
 
-/// [`warnings`] from each Gateway's snapshot and its [`GatewaySummary`]: a few lookups per
-/// hostname of `route`, whatever the number of routes on the Gateway.
+/// [`warnings`] from each Gateway's routes and their [`GatewaySummary`]: `gateway(namespace,
+/// name, f)` hands `f` the Gateway ([`SummaryCache::with`]). A few lookups per hostname of
+/// `route`, whatever the number of routes on the Gateway.
 pub fn warnings_from(
     route: &RouteFacts,
-    summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
+    gateway: impl Fn(&str, &str, &mut dyn FnMut(GatewayView<'_>)),
     system_prefix: &str,
     publishes_through: Option<&str>,
     apexes: &dyn ApexOwners,
 ) -> Vec<RouteWarning> {
     warnings_for(
         &Admitted::of(route),
-        summary,
+        gateway,
         system_prefix,
         publishes_through,
         apexes,
@@ -242,7 +249,7 @@ pub fn warnings_from(
 /// [`warnings_from`] for a borrowed route (the server's path: `read_admitted`).
 pub fn warnings_for(
     route: &Admitted<'_>,
-    summary: impl Fn(&str, &str) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>),
+    gateway: impl Fn(&str, &str, &mut dyn FnMut(GatewayView<'_>)),
     system_prefix: &str,
     publishes_through: Option<&str>,
     apexes: &dyn ApexOwners,
@@ -252,23 +259,16 @@ pub fn warnings_for(
         if *gw_ns != *route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
-        let (routes, summary) = summary(gw_ns, gw_name);
         let on = Gateway {
             namespace: gw_ns,
             name: gw_name,
         };
-        match route.kind {
-            RouteKind::HttpRoute => http_route(
-                route,
-                &on,
-                &routes,
-                &summary,
-                system_prefix,
-                apexes,
-                &mut out,
-            ),
-            RouteKind::TlsRoute => tls_route(route, &summary, &on, &mut out),
-        }
+        gateway(gw_ns, gw_name, &mut |view| match route.kind {
+            RouteKind::HttpRoute => {
+                http_route(route, &on, view, system_prefix, apexes, &mut out);
+            }
+            RouteKind::TlsRoute => tls_route(route, view.summary, &on, &mut out),
+        });
     }
     for w in &mut out {
         // Within the bound in bytes is within it in characters: no copy.
@@ -341,104 +341,124 @@ pub fn passthrough_hostname_warnings(
 /// short keys (bench/RESULTS.md, the 20,000-route profile).
 type HostMap<V> = HashMap<String, V, foldhash::fast::RandomState>;
 
-/// What the published routes of one Gateway claim, from one snapshot of its routes: what a
-/// review needs, gathered once instead of scanning every route on the Gateway per review.
-#[derive(Debug, Default)]
+/// Namespaces in name order, each with how many routes of it are counted there.
+type Namespaces = Vec<(Arc<str>, usize)>;
+
+/// The apex of each claiming namespace (`None`: no host label), with how many (hostname,
+/// route) claims of it a summary holds.
+type Apexes = HashMap<Arc<str>, (Option<String>, usize), foldhash::fast::RandomState>;
+
+/// What the published routes of one Gateway claim: what a review needs, gathered from the
+/// routes once ([`GatewaySummary::of`]) and then changed with them one route at a time
+/// ([`GatewaySummary::change`]), instead of scanning every route on the Gateway per review.
+#[derive(Debug, Clone, Default, PartialEq)]
 pub struct GatewaySummary {
     /// Hostnames (as written) of the published HTTPRoutes that claim HTTPS listeners here.
     https: HostMap<HostClaims>,
     /// How many of those hostnames get a listener (valid, not a wildcard).
     listenable: usize,
     /// Those listenable hostnames by the namespace of their winning claimant (the fair
-    /// share's demands, SPEC §3.3).
-    per_namespace: BTreeMap<String, usize>,
-    /// Those demands ordered for one namespace's share, so a review does not recompute
-    /// every namespace's.
+    /// share's demands, SPEC §3.3), grouped for one namespace's share.
     demands: SortedDemands,
-    /// The apex of each claiming namespace (`None`: no host label), as the conflict order
-    /// reads it.
-    apex: HashMap<String, Option<String>>,
-    /// Distinct `tls-…` sections published TLSRoutes name here (one listener each).
-    passthrough: usize,
-    /// How the Gateway lists its HTTPS listeners, when the index saw its TenantGateway.
-    listeners: Option<HttpsListeners>,
-    /// Hostnames of published TLSRoutes: one route per namespace passing each through, by
-    /// namespace.
-    tls: HostMap<Vec<Arc<RouteFacts>>>,
+    /// The apex of each claiming namespace, as the conflict order reads it. Read when the
+    /// namespace's first claim here comes and kept while it has one, so `ranked` stays in
+    /// the order it was sorted in; [`GatewaySummary::apexes_hold`] tells when it is stale.
+    apex: Apexes,
+    /// The `tls-…` sections published TLSRoutes name here (one listener each), with how many
+    /// of them name each.
+    sections: BTreeMap<Box<str>, usize>,
+    /// Hostnames of published TLSRoutes: the namespaces passing each through.
+    tls: HostMap<Namespaces>,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug, Clone, Default, PartialEq)]
 struct HostClaims {
     /// The claiming routes, each once, in [`claims::compare_for`] order (the winner first).
     ranked: Vec<Arc<RouteFacts>>,
-    /// One claiming route per namespace, by namespace.
-    namespaces: Vec<Arc<RouteFacts>>,
+    /// The claiming namespaces.
+    namespaces: Namespaces,
 }
 
 /// `r` as the conflict order reads it, with its namespace's apex from `apex`.
-fn apex_claimant<'a>(
-    r: &'a RouteFacts,
-    apex: &'a HashMap<String, Option<String>>,
-) -> ApexClaimant<'a> {
+fn apex_claimant<'a>(r: &'a RouteFacts, apex: &'a Apexes) -> ApexClaimant<'a> {
     ApexClaimant {
         namespace: &r.namespace,
         name: &r.name,
-        apex: apex.get(&*r.namespace).and_then(|a| a.as_deref()),
+        apex: apex.get(&*r.namespace).and_then(|a| a.0.as_deref()),
     }
 }
 
-fn same_route(a: &RouteFacts, b: &RouteFacts) -> bool {
-    (a.kind, &a.namespace, &a.name) == (b.kind, &b.namespace, &b.name)
+/// Its hostnames, each once: a route listing a hostname twice claims it once.
+fn distinct(hosts: &[String]) -> impl Iterator<Item = &String> {
+    hosts
+        .iter()
+        .enumerate()
+        .filter(|(i, h)| !hosts[..*i].contains(h))
+        .map(|(_, h)| h)
 }
 
-/// Sorted by namespace, one route per namespace.
-fn by_namespace(mut v: Vec<Arc<RouteFacts>>) -> Vec<Arc<RouteFacts>> {
-    v.sort_by(|a, b| a.namespace.cmp(&b.namespace));
-    v.dedup_by(|a, b| a.namespace == b.namespace);
-    v
+/// Namespaces counted: in name order, with how often each came.
+fn tally(mut namespaces: Vec<Arc<str>>) -> Namespaces {
+    namespaces.sort_unstable();
+    let mut out: Namespaces = Vec::new();
+    for ns in namespaces {
+        match out.last_mut() {
+            Some((last, n)) if *last == ns => *n += 1,
+            _ => out.push((ns, 1)),
+        }
+    }
+    out
+}
+
+fn count_in(namespaces: &mut Namespaces, ns: &Arc<str>) {
+    match namespaces.binary_search_by(|(n, _)| (**n).cmp(&**ns)) {
+        Ok(i) => namespaces[i].1 += 1,
+        Err(i) => namespaces.insert(i, (ns.clone(), 1)),
+    }
+}
+
+fn count_out(namespaces: &mut Namespaces, ns: &str) {
+    if let Ok(i) = namespaces.binary_search_by(|(n, _)| (**n).cmp(ns)) {
+        namespaces[i].1 -= 1;
+        if namespaces[i].1 == 0 {
+            namespaces.remove(i);
+        }
+    }
 }
 
 impl GatewaySummary {
-    /// The summary of `routes`, the snapshot of Gateway `namespace/name`, which lists its
-    /// HTTPS listeners as `listeners` says (`None`: not known).
+    /// The summary of `routes`, the routes of Gateway `namespace/name`.
     pub fn of(
         routes: &GatewayRoutes,
         namespace: &str,
         name: &str,
-        listeners: Option<HttpsListeners>,
         system_prefix: &str,
         apexes: &dyn ApexOwners,
     ) -> GatewaySummary {
         let on = Gateway { namespace, name };
         let mut https: HostMap<Vec<Arc<RouteFacts>>> = HostMap::default();
-        let mut tls: HostMap<Vec<Arc<RouteFacts>>> = HostMap::default();
-        let mut sections: BTreeSet<&str> = BTreeSet::new();
+        let mut tls: HostMap<Vec<Arc<str>>> = HostMap::default();
+        let mut sections: BTreeMap<Box<str>, usize> = BTreeMap::new();
+        let mut apex = Apexes::default();
         for r in routes.values().filter(|r| on.published_by(r)) {
             match r.kind {
                 RouteKind::HttpRoute => {
                     if on.claimed_by(r) {
-                        for h in &r.hostnames {
+                        for h in distinct(&r.hostnames) {
                             https.entry(h.clone()).or_default().push(r.clone());
+                            apex.entry(r.namespace.clone())
+                                .or_insert_with(|| (apexes.apex_of(&r.namespace), 0))
+                                .1 += 1;
                         }
                     }
                 }
                 RouteKind::TlsRoute => {
-                    sections.extend(
-                        on.targeted_by(r)
-                            .flatten()
-                            .filter(|s| s.starts_with("tls-")),
-                    );
-                    for h in &r.hostnames {
-                        tls.entry(h.clone()).or_default().push(r.clone());
+                    for s in on.tls_sections(r) {
+                        *sections.entry(s.into()).or_default() += 1;
                     }
-                }
-            }
-        }
-        let mut apex: HashMap<String, Option<String>> = HashMap::new();
-        for rs in https.values() {
-            for r in rs {
-                if !apex.contains_key(&*r.namespace) {
-                    apex.insert(r.namespace.to_string(), apexes.apex_of(&r.namespace));
+                    for h in distinct(&r.hostnames) {
+                        tls.entry(h.clone()).or_default().push(r.namespace.clone());
+                    }
                 }
             }
         }
@@ -453,38 +473,235 @@ impl GatewaySummary {
                         system_prefix,
                     )
                 });
-                // A route listing a hostname twice is one claimant.
-                ranked.dedup_by(|a, b| same_route(a, b));
-                let namespaces = by_namespace(ranked.clone());
+                let namespaces = tally(ranked.iter().map(|r| r.namespace.clone()).collect());
                 (h, HostClaims { ranked, namespaces })
             })
             .collect();
         let mut listenable_count = 0;
-        let mut per_namespace: BTreeMap<String, usize> = BTreeMap::new();
+        let mut won: HashMap<Arc<str>, usize> = HashMap::new();
         for (h, c) in &https {
             if !listenable(h) {
                 continue;
             }
             listenable_count += 1;
             if let Some(w) = c.ranked.first() {
-                *per_namespace.entry(w.namespace.to_string()).or_default() += 1;
+                *won.entry(w.namespace.clone()).or_default() += 1;
             }
         }
-        let demands = SortedDemands::new(
-            per_namespace.iter().map(|(ns, d)| (ns.as_str(), *d)),
-            system_prefix,
-        );
+        let mut demands = SortedDemands::default();
+        for (ns, d) in &won {
+            demands.add(ns, *d, system_prefix);
+        }
         GatewaySummary {
             https,
             listenable: listenable_count,
-            per_namespace,
             demands,
             apex,
-            passthrough: sections.len(),
-            listeners,
-            tls: tls.into_iter().map(|(h, v)| (h, by_namespace(v))).collect(),
+            sections,
+            tls: tls.into_iter().map(|(h, v)| (h, tally(v))).collect(),
         }
     }
+
+    /// On this Gateway, `namespace/name`, route `old` (counted here; `None`: it was not)
+    /// became `new` (`None`: gone): the summary becomes that of the routes after the change.
+    /// O(h · log n) for routes of h hostnames among n claims (plus moving the n pointers of
+    /// one hostname's claimants when many routes claim it).
+    pub fn change(
+        &mut self,
+        namespace: &str,
+        name: &str,
+        old: Option<&Arc<RouteFacts>>,
+        new: Option<&Arc<RouteFacts>>,
+        system_prefix: &str,
+        apexes: &dyn ApexOwners,
+    ) {
+        let on = Gateway { namespace, name };
+        if let Some(r) = old.filter(|r| on.published_by(r)) {
+            self.remove(&on, r, system_prefix);
+        }
+        if let Some(r) = new.filter(|r| on.published_by(r)) {
+            self.add(&on, r, system_prefix, apexes);
+        }
+    }
+
+    fn add(
+        &mut self,
+        on: &Gateway<'_>,
+        r: &Arc<RouteFacts>,
+        system_prefix: &str,
+        apexes: &dyn ApexOwners,
+    ) {
+        match r.kind {
+            RouteKind::HttpRoute => {
+                if on.claimed_by(r) {
+                    for h in distinct(&r.hostnames) {
+                        self.claim(h, r, system_prefix, apexes);
+                    }
+                }
+            }
+            RouteKind::TlsRoute => {
+                for s in on.tls_sections(r) {
+                    *self.sections.entry(s.into()).or_default() += 1;
+                }
+                for h in distinct(&r.hostnames) {
+                    match self.tls.get_mut(h.as_str()) {
+                        Some(v) => count_in(v, &r.namespace),
+                        None => {
+                            self.tls.insert(h.clone(), vec![(r.namespace.clone(), 1)]);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    fn remove(&mut self, on: &Gateway<'_>, r: &Arc<RouteFacts>, system_prefix: &str) {
+        match r.kind {
+            RouteKind::HttpRoute => {
+                if on.claimed_by(r) {
+                    for h in distinct(&r.hostnames) {
+                        self.unclaim(h, r, system_prefix);
+                    }
+                }
+            }
+            RouteKind::TlsRoute => {
+                for s in on.tls_sections(r) {
+                    if let Some(n) = self.sections.get_mut(s) {
+                        *n -= 1;
+                        if *n == 0 {
+                            self.sections.remove(s);
+                        }
+                    }
+                }
+                for h in distinct(&r.hostnames) {
+                    if let Some(v) = self.tls.get_mut(h.as_str()) {
+                        count_out(v, &r.namespace);
+                        if v.is_empty() {
+                            self.tls.remove(h.as_str());
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// Route `r` claims `h` here.
+    fn claim(
+        &mut self,
+        h: &str,
+        r: &Arc<RouteFacts>,
+        system_prefix: &str,
+        apexes: &dyn ApexOwners,
+    ) {
+        let GatewaySummary {
+            https,
+            listenable: listenable_count,
+            demands,
+            apex,
+            ..
+        } = self;
+        apex.entry(r.namespace.clone())
+            .or_insert_with(|| (apexes.apex_of(&r.namespace), 0))
+            .1 += 1;
+        let Some(c) = https.get_mut(h) else {
+            https.insert(
+                h.to_string(),
+                HostClaims {
+                    ranked: vec![r.clone()],
+                    namespaces: vec![(r.namespace.clone(), 1)],
+                },
+            );
+            if listenable(h) {
+                *listenable_count += 1;
+                demands.add(&r.namespace, 1, system_prefix);
+            }
+            return;
+        };
+        let me = apex_claimant(r, apex);
+        let at = match c.ranked.binary_search_by(|x| {
+            claims::compare_for(h, &apex_claimant(x, apex), &me, system_prefix)
+        }) {
+            // Counted already (a change hands the old version over first): keep the newer.
+            Ok(at) => {
+                c.ranked[at] = r.clone();
+                if let Some(a) = apex.get_mut(&*r.namespace) {
+                    a.1 -= 1;
+                }
+                return;
+            }
+            Err(at) => at,
+        };
+        let was_winning = (at == 0).then(|| c.ranked[0].namespace.clone());
+        c.ranked.insert(at, r.clone());
+        count_in(&mut c.namespaces, &r.namespace);
+        if let Some(lost) = was_winning
+            && *lost != *r.namespace
+            && listenable(h)
+        {
+            demands.remove(&lost, 1, system_prefix);
+            demands.add(&r.namespace, 1, system_prefix);
+        }
+    }
+
+    /// Route `r` no longer claims `h` here.
+    fn unclaim(&mut self, h: &str, r: &Arc<RouteFacts>, system_prefix: &str) {
+        let GatewaySummary {
+            https,
+            listenable: listenable_count,
+            demands,
+            apex,
+            ..
+        } = self;
+        let Some(c) = https.get_mut(h) else {
+            return;
+        };
+        let me = apex_claimant(r, apex);
+        let Ok(at) = c.ranked.binary_search_by(|x| {
+            claims::compare_for(h, &apex_claimant(x, apex), &me, system_prefix)
+        }) else {
+            return;
+        };
+        c.ranked.remove(at);
+        count_out(&mut c.namespaces, &r.namespace);
+        let next_winner = c.ranked.first().map(|w| w.namespace.clone());
+        if c.ranked.is_empty() {
+            https.remove(h);
+            if listenable(h) {
+                *listenable_count -= 1;
+                demands.remove(&r.namespace, 1, system_prefix);
+            }
+        } else if let Some(next) = next_winner
+            && at == 0
+            && *next != *r.namespace
+            && listenable(h)
+        {
+            demands.remove(&r.namespace, 1, system_prefix);
+            demands.add(&next, 1, system_prefix);
+        }
+        // A namespace's apex is forgotten with its last claim here.
+        if let Some(a) = apex.get_mut(&*r.namespace) {
+            a.1 -= 1;
+            if a.1 == 0 {
+                apex.remove(&*r.namespace);
+            }
+        }
+    }
+
+    /// Whether every apex this summary read is still the namespace's (`apexes` changed).
+    fn apexes_hold(&self, apexes: &dyn ApexOwners) -> bool {
+        self.apex
+            .iter()
+            .all(|(ns, (apex, _))| apexes.apex_of(ns) == *apex)
+    }
+}
+
+/// One Gateway as a review reads it: its routes, their summary, and how it lists its HTTPS
+/// listeners when the index saw its TenantGateway.
+#[derive(Debug, Clone, Copy)]
+pub struct GatewayView<'a> {
+    pub routes: &'a GatewayRoutes,
+    pub summary: &'a GatewaySummary,
+    pub listeners: Option<HttpsListeners>,
 }
 
 /// A hostname that gets an HTTPS listener of its own under http01.
@@ -492,21 +709,20 @@ fn listenable(h: &str) -> bool {
     !hostname::is_wildcard(h) && hostname::validate(h).is_ok()
 }
 
-/// How many namespaces `routes` (one route per namespace, by namespace) has other than
-/// `except`.
-fn count_except(routes: &[Arc<RouteFacts>], except: &str) -> usize {
-    let mine = routes
-        .binary_search_by(|r| (*r.namespace).cmp(except))
+/// How many of `namespaces` are not `except`.
+fn count_except(namespaces: &[(Arc<str>, usize)], except: &str) -> usize {
+    let mine = namespaces
+        .binary_search_by(|(ns, _)| (**ns).cmp(except))
         .is_ok();
-    routes.len() - usize::from(mine)
+    namespaces.len() - usize::from(mine)
 }
 
 /// Those `n` namespaces ([`count_except`]) named: "a", "a and b", "a and 2 more". Only a
 /// warning that names them builds it.
-fn names_except(routes: &[Arc<RouteFacts>], except: &str, n: usize) -> String {
-    let mut it = routes
+fn names_except(namespaces: &[(Arc<str>, usize)], except: &str, n: usize) -> String {
+    let mut it = namespaces
         .iter()
-        .map(|r| &*r.namespace)
+        .map(|(ns, _)| &**ns)
         .filter(|ns| *ns != except);
     match (it.next(), it.next()) {
         (None, _) => String::new(),
@@ -526,30 +742,31 @@ fn concat(parts: &[&str]) -> String {
     s
 }
 
-/// Summaries of the Gateways that reviews asked about, each kept with a weak handle on the
-/// index snapshot it was computed from. The index replaces a Gateway's snapshot (copy on
-/// write, `Arc::make_mut`) whenever one of its routes changes, so a summary is reused exactly
-/// as long as its snapshot is the current one and the Gateway's certMode is the one it was
-/// computed with: the same answers as summarising on every review. The weak handle keeps the old snapshot's allocation, so a newer snapshot never
-/// gets its address, and it makes the index move a snapshot it changes rather than clone it.
+/// The summaries of the Gateways that reviews ask about, for Gateways of [`CACHE_FROM`]
+/// routes and more, each changed with its Gateway's routes: the cache follows the index
+/// ([`RouteFollower`]), so a route changing on a Gateway of thousands costs the summary that
+/// route's hostnames ([`GatewaySummary::change`]), not a summary of every route on it.
+/// Reviews read a summary with the routes it summarises under the index's read lock
+/// ([`RouteIndex::read_gateway`]): the same answers as summarising on every review.
+///
+/// A summary reads each claiming namespace's apex once; when the namespace index's apexes
+/// change ([`ApexOwners::generation`]), the next review of the Gateway checks the ones it
+/// read and summarises the routes afresh if one changed.
 ///
 /// One cache per [`super::Admission`]: summaries depend on its `system_prefix`.
-#[derive(Debug, Default)]
 pub struct SummaryCache {
-    entries: Mutex<CacheEntries>,
-}
-
-type Cached = (Weak<GatewayRoutes>, Arc<GatewaySummary>);
-
-#[derive(Debug, Default)]
-struct CacheEntries {
+    index: Arc<RouteIndex>,
+    system_prefix: String,
+    apexes: Arc<dyn ApexOwners + Send + Sync>,
     /// By Gateway namespace, then name: looked up without building a key, with foldhash
     /// (every review with warnings on looks its Gateways up here).
-    by_gateway: HostMap<HostMap<Cached>>,
-    /// Entries in `by_gateway`.
-    len: usize,
-    /// At this many entries, the summaries of snapshots that are gone are dropped.
-    sweep_at: usize,
+    kept: RwLock<HostMap<HostMap<Kept>>>,
+}
+
+struct Kept {
+    summary: GatewaySummary,
+    /// The apexes' generation the summary was last known to agree with.
+    generation: AtomicU64,
 }
 
 /// Gateways with fewer routes are summarised on each review, which keeps the thousands of
@@ -559,71 +776,138 @@ struct CacheEntries {
 const CACHE_FROM: usize = 8;
 
 impl SummaryCache {
-    fn lock(&self) -> std::sync::MutexGuard<'_, CacheEntries> {
-        // Plain maps survive a panicking holder.
-        self.entries.lock().unwrap_or_else(|p| p.into_inner())
+    /// A cache of the summaries of `index`'s Gateways, following the index.
+    pub fn following(
+        index: Arc<RouteIndex>,
+        system_prefix: &str,
+        apexes: Arc<dyn ApexOwners + Send + Sync>,
+    ) -> Arc<SummaryCache> {
+        let cache = Arc::new(SummaryCache {
+            index,
+            system_prefix: system_prefix.to_string(),
+            apexes,
+            kept: RwLock::default(),
+        });
+        let follower: Weak<SummaryCache> = Arc::downgrade(&cache);
+        cache.index.follow(follower);
+        cache
     }
 
-    /// Gateway `namespace/name`'s current snapshot in `index`, with its summary.
-    pub fn get(
-        &self,
-        index: &RouteIndex,
-        namespace: &str,
-        name: &str,
-        system_prefix: &str,
-        apexes: &dyn ApexOwners,
-    ) -> (Arc<GatewayRoutes>, Arc<GatewaySummary>) {
-        let (routes, listeners) = index.gateway(namespace, name);
-        if routes.len() < CACHE_FROM {
-            let summary =
-                GatewaySummary::of(&routes, namespace, name, listeners, system_prefix, apexes);
-            return (routes, Arc::new(summary));
-        }
-        if let Some((seen, summary)) = self
-            .lock()
-            .by_gateway
-            .get(namespace)
-            .and_then(|m| m.get(name))
-            && std::ptr::eq(seen.as_ptr(), Arc::as_ptr(&routes))
-            && summary.listeners == listeners
-        {
-            return (routes, summary.clone());
-        }
-        // Computed without the lock; reviews racing on a new snapshot each compute it once.
-        let summary = Arc::new(GatewaySummary::of(
-            &routes,
-            namespace,
-            name,
-            listeners,
-            system_prefix,
-            apexes,
-        ));
-        let mut g = self.lock();
-        if g.len >= g.sweep_at {
-            g.by_gateway.retain(|_, m| {
-                m.retain(|_, (seen, _)| seen.strong_count() > 0);
-                !m.is_empty()
-            });
-            g.len = g.by_gateway.values().map(HostMap::len).sum();
-            g.sweep_at = (2 * g.len).max(64);
-        }
-        let added = g
-            .by_gateway
-            .entry(namespace.to_string())
-            .or_default()
-            .insert(name.to_string(), (Arc::downgrade(&routes), summary.clone()))
-            .is_none();
-        g.len += usize::from(added);
-        (routes, summary)
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, HostMap<HostMap<Kept>>> {
+        // Plain maps survive a panicking holder.
+        self.kept.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, HostMap<HostMap<Kept>>> {
+        self.kept.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// `f` of Gateway `namespace/name` as the index holds it now.
+    pub fn with<R>(&self, namespace: &str, name: &str, f: impl FnOnce(GatewayView<'_>) -> R) -> R {
+        self.index
+            .read_gateway(namespace, name, |routes, listeners| {
+                // Read before the apexes are: a change after it is seen by the next review.
+                let generation = self.apexes.generation();
+                let kept = self.read();
+                if let Some(k) = kept.get(namespace).and_then(|m| m.get(name)) {
+                    if k.generation.load(Ordering::Relaxed) == generation
+                        || k.summary.apexes_hold(&*self.apexes)
+                    {
+                        k.generation.store(generation, Ordering::Relaxed);
+                        return f(GatewayView {
+                            routes,
+                            summary: &k.summary,
+                            listeners,
+                        });
+                    }
+                } else if routes.len() < CACHE_FROM {
+                    drop(kept);
+                    let summary = GatewaySummary::of(
+                        routes,
+                        namespace,
+                        name,
+                        &self.system_prefix,
+                        &*self.apexes,
+                    );
+                    return f(GatewayView {
+                        routes,
+                        summary: &summary,
+                        listeners,
+                    });
+                }
+                drop(kept);
+                // Built under the index's read lock, so no change is missed meanwhile; reviews
+                // racing on it each build it once.
+                let summary =
+                    GatewaySummary::of(routes, namespace, name, &self.system_prefix, &*self.apexes);
+                let mut kept = self.write();
+                let slot = kept
+                    .entry(namespace.to_string())
+                    .or_default()
+                    .entry(name.to_string())
+                    .insert_entry(Kept {
+                        summary,
+                        generation: AtomicU64::new(generation),
+                    })
+                    .into_mut();
+                f(GatewayView {
+                    routes,
+                    summary: &slot.summary,
+                    listeners,
+                })
+            })
     }
 
     /// Gateways with a summary kept (for tests and metrics).
     pub fn len(&self) -> usize {
-        self.lock().len
+        self.read().values().map(HostMap::len).sum()
     }
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+
+    /// The summary kept for Gateway `namespace/name`, if any (for tests).
+    #[cfg(test)]
+    fn kept(&self, namespace: &str, name: &str) -> Option<GatewaySummary> {
+        self.read()
+            .get(namespace)
+            .and_then(|m| m.get(name))
+            .map(|k| k.summary.clone())
+    }
+}
+
+impl RouteFollower for SummaryCache {
+    fn changed(
+        &self,
+        gateway: &Key,
+        old: Option<&Arc<RouteFacts>>,
+        new: Option<&Arc<RouteFacts>>,
+        routes: &GatewayRoutes,
+    ) {
+        let (namespace, name) = (gateway.0.as_str(), gateway.1.as_str());
+        let mut kept = self.write();
+        let Some(m) = kept.get_mut(namespace) else {
+            return;
+        };
+        if routes.is_empty() {
+            // The Gateway is gone from the index: so is its summary.
+            m.remove(name);
+            if m.is_empty() {
+                kept.remove(namespace);
+            }
+            return;
+        }
+        if let Some(k) = m.get_mut(name) {
+            k.summary.change(
+                namespace,
+                name,
+                old,
+                new,
+                &self.system_prefix,
+                &*self.apexes,
+            );
+        }
     }
 }
 
@@ -643,6 +927,15 @@ impl Gateway<'_> {
     /// Its parentRefs claim HTTPS listeners here (an HTTPRoute, as the reconciler judges).
     fn claimed_by(&self, r: &RouteFacts) -> bool {
         r.kind == RouteKind::HttpRoute && self.targeted_by(r).any(section_claims_https)
+    }
+
+    /// The distinct `tls-…` sections its parentRefs name here (a TLSRoute's passthrough
+    /// listeners).
+    fn tls_sections<'r>(&self, r: &'r RouteFacts) -> BTreeSet<&'r str> {
+        self.targeted_by(r)
+            .flatten()
+            .filter(|s| s.starts_with("tls-"))
+            .collect()
     }
 
     fn published_by(&self, r: &RouteFacts) -> bool {
@@ -677,8 +970,7 @@ fn valid_hostnames<'a>(r: &Admitted<'a>) -> Vec<&'a str> {
 fn http_route<'g>(
     route: &Admitted<'_>,
     on: &Gateway<'_>,
-    routes: &GatewayRoutes,
-    summary: &'g GatewaySummary,
+    view: GatewayView<'g>,
     system_prefix: &str,
     apexes: &dyn ApexOwners,
     out: &mut Vec<RouteWarning>,
@@ -687,6 +979,11 @@ fn http_route<'g>(
         // sectionName `http` or `tls-…`: no HTTPS listener, no hostname claimed.
         return;
     }
+    let GatewayView {
+        routes,
+        summary,
+        listeners,
+    } = view;
     let me = route.claimant();
     let is_me = |r: &RouteFacts| route.is(r);
     // The summary counts the route itself when an earlier version of it is published here;
@@ -765,7 +1062,7 @@ fn http_route<'g>(
             text,
         });
     }
-    if summary.listeners == Some(HttpsListeners::PerApex) {
+    if listeners == Some(HttpsListeners::PerApex) {
         // dns01/existingSecret: a wildcard listener per apex serves every hostname, so no
         // hostname needs a listener of its own and there is no budget to run out of.
         return;
@@ -790,7 +1087,8 @@ fn http_route<'g>(
         .listenable
         .saturating_sub(own_only)
         .min(MAX_LISTENERS);
-    let in_use = 1 + summary.passthrough + with_listener;
+    let passthrough = summary.sections.len();
+    let in_use = 1 + passthrough + with_listener;
     let left = MAX_LISTENERS.saturating_sub(in_use);
     let new = mine
         .iter()
@@ -803,7 +1101,7 @@ fn http_route<'g>(
     // version wins a hostname, the best other claimant's namespace would hold it instead.
     // Only this namespace's count and the (few) namespaces that gain are tracked; the others
     // publish what the summary counts.
-    let mut mine_published = summary.per_namespace.get(me.namespace).copied();
+    let mut mine_published = summary.demands.get(me.namespace);
     let mut others_gain: Vec<&str> = Vec::new();
     if let Some(old) = routes
         .get(&(route.kind, route.namespace.into(), route.name.into()))
@@ -834,18 +1132,14 @@ fn http_route<'g>(
             }
         }
     }
-    let others_publish = !others_gain.is_empty()
-        || summary
-            .per_namespace
-            .iter()
-            .any(|(ns, n)| ns.as_str() != me.namespace && *n > 0);
+    let others_publish = !others_gain.is_empty() || summary.demands.others_ask(me.namespace);
     if new == left || !others_publish {
         // Alone on the Gateway (or taking exactly what is left) the share is the whole
         // budget: the plain count says it.
         out.push(budget_warning(on, left, new));
         return;
     }
-    let budget = MAX_LISTENERS.saturating_sub(1 + summary.passthrough);
+    let budget = MAX_LISTENERS.saturating_sub(1 + passthrough);
     // Within its share the route takes its listeners from a namespace over its share, and
     // that namespace's routes are the ones cut: nothing to warn this one about.
     let warning = if others_gain.is_empty() {
@@ -861,7 +1155,7 @@ fn http_route<'g>(
     } else {
         // An update whose published version wins hostnames another namespace claims too:
         // those namespaces' demands change, so the shares are counted in full.
-        let mut published = summary.per_namespace.clone();
+        let mut published = summary.demands.to_map();
         match mine_published {
             Some(n) => {
                 published.insert(me.namespace.to_string(), n);
@@ -979,7 +1273,10 @@ impl super::Admission {
         // reconciler, `--namespaces` mode): no work on the hot path. Without an index
         // attached, not even the index's lock: both server threads taking it on every review
         // bounce its cache line.
-        if !self.warns || self.routes.knows_nothing() {
+        let Some(summaries) = self.summaries.as_deref() else {
+            return Vec::new();
+        };
+        if self.routes.knows_nothing() {
             return Vec::new();
         }
         let fallback;
@@ -1002,7 +1299,7 @@ impl super::Admission {
         let apexes = self.namespaces.apex_owners();
         let mut found = warnings_for(
             &route,
-            |ns, name| self.summaries.get(&self.routes, ns, name, prefix, apexes),
+            |ns, name, f| summaries.with(ns, name, f),
             prefix,
             publishes_through,
             apexes,

@@ -9,6 +9,7 @@
 //! namespace is never "another" owner; two namespaces carrying the same apex both own it.
 
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use crate::platform::{ApexOwners, HOST_LABEL};
@@ -31,11 +32,11 @@ pub struct ApexMap {
 }
 
 impl ApexMap {
-    /// Record `name`'s labels (a create or an update).
-    pub fn set(&mut self, name: &str, labels: &BTreeMap<String, String>) {
+    /// Record `name`'s labels (a create or an update); true when its apex changed.
+    pub fn set(&mut self, name: &str, labels: &BTreeMap<String, String>) -> bool {
         let new = apex_key(labels);
         if self.apex_of.get(name) == new.as_ref() {
-            return;
+            return false;
         }
         self.remove(name);
         if let Some(apex) = new {
@@ -43,12 +44,13 @@ impl ApexMap {
             owners.push(name.to_string());
             self.apex_of.insert(name.to_string(), apex);
         }
+        true
     }
 
-    /// Forget `name` (deleted, or its host label removed).
-    pub fn remove(&mut self, name: &str) {
+    /// Forget `name` (deleted, or its host label removed); true when it had an apex.
+    pub fn remove(&mut self, name: &str) -> bool {
         let Some(apex) = self.apex_of.remove(name) else {
-            return;
+            return false;
         };
         if let Some(owners) = self.owners.get_mut(&apex) {
             owners.retain(|n| n != name);
@@ -56,6 +58,7 @@ impl ApexMap {
                 self.owners.remove(&apex);
             }
         }
+        true
     }
 
     /// True when a namespace other than `except` carries exactly `apex` (lowercase).
@@ -97,15 +100,21 @@ impl ApexOwners for ApexMap {
 pub struct LiveApexIndex {
     current: RwLock<ApexMap>,
     rebuilding: Mutex<Option<ApexMap>>,
+    /// Counts the changes of `current` (an apex set, changed or removed; a relist swapped in).
+    generation: AtomicU64,
 }
 
 impl LiveApexIndex {
     pub fn apply(&self, name: &str, labels: &BTreeMap<String, String>) {
-        write(&self.current).set(name, labels);
+        if write(&self.current).set(name, labels) {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
     }
 
     pub fn delete(&self, name: &str) {
-        write(&self.current).remove(name);
+        if write(&self.current).remove(name) {
+            self.generation.fetch_add(1, Ordering::Release);
+        }
     }
 
     pub fn relist_started(&self) {
@@ -121,6 +130,7 @@ impl LiveApexIndex {
     pub fn relist_done(&self) {
         if let Some(map) = lock(&self.rebuilding).take() {
             *write(&self.current) = map;
+            self.generation.fetch_add(1, Ordering::Release);
         }
     }
 
@@ -149,6 +159,10 @@ impl ApexOwners for LiveApexIndex {
             .apex_of
             .get(namespace)
             .cloned()
+    }
+
+    fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 }
 
@@ -236,5 +250,45 @@ mod tests {
         idx.delete("tenant-new");
         assert!(!idx.owned_by_other("new.io", "x"));
         assert!(idx.owners("new.io").is_empty());
+    }
+
+    /// What was derived from the apexes can tell when they changed: every change moves the
+    /// generation, and nothing else does.
+    #[test]
+    fn the_generation_moves_with_every_apex_change() {
+        let idx = LiveApexIndex::default();
+        let mut last = idx.generation();
+        let mut step = |what: &str, changes: bool, f: &dyn Fn(&LiveApexIndex)| {
+            f(&idx);
+            let now = idx.generation();
+            assert_eq!(now != last, changes, "{what}");
+            last = now;
+        };
+        step("an apex set", true, &|i| {
+            i.apply("tenant-a", &labels(Some("a.io")))
+        });
+        step("the same again", false, &|i| {
+            i.apply("tenant-a", &labels(Some("A.io")))
+        });
+        step("no host label", false, &|i| {
+            i.apply("tenant-b", &labels(None))
+        });
+        step("changed", true, &|i| {
+            i.apply("tenant-a", &labels(Some("b.io")))
+        });
+        step("label removed", true, &|i| {
+            i.apply("tenant-a", &labels(None))
+        });
+        step("deleted without an apex", false, &|i| i.delete("tenant-a"));
+        step("set again", true, &|i| {
+            i.apply("tenant-a", &labels(Some("a.io")))
+        });
+        step("deleted", true, &|i| i.delete("tenant-a"));
+        step("a relist started", false, &|i| i.relist_started());
+        step("a relist item", false, &|i| {
+            i.relist_item("tenant-c", &labels(Some("c.io")))
+        });
+        step("a relist swapped in", true, &|i| i.relist_done());
+        step("a stray InitDone", false, &|i| i.relist_done());
     }
 }

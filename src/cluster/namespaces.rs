@@ -60,6 +60,22 @@ impl NamespaceSource {
     }
 }
 
+/// The apexes of [`NamespaceSource::apex_owners`], for a holder that outlives a borrow
+/// (admission's route summaries, updated as routes change).
+impl ApexOwners for NamespaceSource {
+    fn owned_by_other(&self, apex: &str, except: &str) -> bool {
+        self.apex_owners().owned_by_other(apex, except)
+    }
+
+    fn apex_of(&self, namespace: &str) -> Option<String> {
+        self.apex_owners().apex_of(namespace)
+    }
+
+    fn generation(&self) -> u64 {
+        self.apex_owners().generation()
+    }
+}
+
 /// A metadata-only watch of all Namespaces into a compact index, plus a live GET for misses.
 pub struct LiveNamespaces {
     store: Arc<NamespaceStore>,

@@ -1,17 +1,22 @@
 //! The route index (SPEC §3.3, §3.4): HTTPRoutes and TLSRoutes kept as projected facts, not
 //! whole objects, grouped by the Gateway they reference (or carry our status entry for).
-//! Copy-on-write per Gateway: a reader (a reconcile, later the webhook's warnings) takes the
-//! `Arc` of one Gateway's routes and never blocks the watch; an update clones only the map of
-//! the Gateways it touches. Beside each Gateway's routes, how it lists its HTTPS listeners
+//! Copy-on-write per Gateway: a reconcile takes the `Arc` of one Gateway's routes and never
+//! blocks the watch; an update clones only the map of the Gateways it touches. Beside each Gateway's routes, how it lists its HTTPS listeners
 //! when its TenantGateway was seen (its certMode: the listener-budget warning counts only
 //! per-hostname listeners).
+//!
+//! Whoever keeps something derived from a Gateway's routes (admission's per-Gateway route
+//! summaries) follows the index ([`RouteFollower`]): it is told each route that changed on
+//! each Gateway, under the index's write lock, and reads the routes with what it keeps under
+//! the read lock ([`RouteIndex::read_gateway`]), so the two never disagree and one change
+//! costs the follower that change, not a rebuild from every route on the Gateway.
 //!
 //! The facts (`route_facts`) are what the reconciler reads as its input and the admission
 //! warnings compare against: the projection is written once, never converted.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::hash::BuildHasher;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, Weak};
 
 use hashbrown::hash_table::{Entry, HashTable};
 
@@ -36,6 +41,24 @@ pub type RouteKey = (RouteKind, Arc<str>, Arc<str>);
 
 /// One Gateway's routes.
 pub type GatewayRoutes = BTreeMap<RouteKey, Arc<RouteFacts>>;
+
+/// The routes of a Gateway the index has none for.
+static NO_ROUTES: GatewayRoutes = BTreeMap::new();
+
+/// Keeps something derived from Gateways' routes, changed with them ([`RouteIndex::follow`]).
+pub trait RouteFollower: Send + Sync {
+    /// On Gateway `gateway`, route `old` (indexed there before; `None`: it was not) became
+    /// `new` (indexed there now; `None`: gone from it); `routes` are the Gateway's routes
+    /// after the change. Called under the index's write lock, in the order of the changes:
+    /// it must not call the index.
+    fn changed(
+        &self,
+        gateway: &Key,
+        old: Option<&Arc<RouteFacts>>,
+        new: Option<&Arc<RouteFacts>>,
+        routes: &GatewayRoutes,
+    );
+}
 
 /// The parts of a route the projection reads, decoded straight from its JSON: everything
 /// else (rules, managedFields, annotations) is skipped without being built.
@@ -317,6 +340,24 @@ struct Inner {
     /// declares some (`route_facts::http01_passthrough`): their hostnames get no HTTPS
     /// listener (SPEC §3.10).
     passthrough: hashbrown::HashMap<Key, Arc<[PassthroughListener]>, foldhash::fast::RandomState>,
+    /// Told of each change to a Gateway's routes.
+    followers: Vec<Weak<dyn RouteFollower>>,
+}
+
+impl Inner {
+    /// Tell the followers that on Gateway `gw` route `old` became `new`.
+    fn notify(&self, gw: &Key, old: Option<&Arc<RouteFacts>>, new: Option<&Arc<RouteFacts>>) {
+        if self.followers.is_empty() {
+            return;
+        }
+        let routes = self
+            .by_gateway
+            .get(gw)
+            .map_or(&NO_ROUTES, |routes| &**routes);
+        for f in self.followers.iter().filter_map(Weak::upgrade) {
+            f.changed(gw, old, new, routes);
+        }
+    }
 }
 
 /// Each Gateway's routes. Every review with warnings on looks its Gateways up here, so the
@@ -379,6 +420,28 @@ impl RouteIndex {
         let key = GatewayOf(namespace, name);
         let routes = g.by_gateway.get(&key).cloned().unwrap_or_default();
         (routes, g.listeners.get(&key).copied())
+    }
+
+    /// Gateway `namespace/name`'s routes and how it lists its HTTPS listeners
+    /// ([`Self::gateway`]), read by `f` under the index's read lock: what a follower keeps
+    /// of the Gateway is then that of these routes. `f` must not call the index.
+    pub fn read_gateway<R>(
+        &self,
+        namespace: &str,
+        name: &str,
+        f: impl FnOnce(&GatewayRoutes, Option<HttpsListeners>) -> R,
+    ) -> R {
+        let g = self.inner.read().unwrap_or_else(|p| p.into_inner());
+        let key = GatewayOf(namespace, name);
+        let routes = g.by_gateway.get(&key).map_or(&NO_ROUTES, |r| &**r);
+        f(routes, g.listeners.get(&key).copied())
+    }
+
+    /// Tell `follower` of every later change to a Gateway's routes, until it is dropped.
+    pub fn follow(&self, follower: Weak<dyn RouteFollower>) {
+        let mut g = self.write();
+        g.followers.retain(|f| f.strong_count() > 0);
+        g.followers.push(follower);
     }
 
     /// Record how Gateway `namespace/name` lists its HTTPS listeners, from its TenantGateway
@@ -491,10 +554,13 @@ impl RouteIndex {
         let after = gateways_of(&facts);
         for gw in before.difference(&after) {
             unindex(&mut g.by_gateway, gw, &key);
+            g.notify(gw, old.as_ref(), None);
         }
         for gw in &after {
             let m = g.by_gateway.entry(gw.clone()).or_default();
             Arc::make_mut(m).insert(key.clone(), facts.clone());
+            let was_here = old.as_ref().filter(|_| before.contains(gw));
+            g.notify(gw, was_here, Some(&facts));
         }
         before.union(&after).cloned().collect()
     }
@@ -513,6 +579,7 @@ impl RouteIndex {
         let gws = gateways_of(&old);
         for gw in &gws {
             unindex(&mut g.by_gateway, gw, &key);
+            g.notify(gw, Some(&old), None);
         }
         gws
     }
@@ -726,6 +793,82 @@ mod tests {
         assert_eq!(idx.for_gateway("n", "gw2").len(), 1);
         assert_eq!(idx.delete(RouteKind::HttpRoute, "n", "r").len(), 1);
         assert!(idx.is_empty());
+    }
+
+    /// What a follower is told, per change and Gateway: (Gateway, old route's hostnames,
+    /// new route's hostnames, routes on the Gateway after the change).
+    type Told = (String, Option<Vec<String>>, Option<Vec<String>>, usize);
+
+    #[derive(Default)]
+    struct Recorder(std::sync::Mutex<Vec<Told>>);
+
+    impl RouteFollower for Recorder {
+        fn changed(
+            &self,
+            gateway: &Key,
+            old: Option<&Arc<RouteFacts>>,
+            new: Option<&Arc<RouteFacts>>,
+            routes: &GatewayRoutes,
+        ) {
+            let hosts = |r: Option<&Arc<RouteFacts>>| r.map(|r| r.hostnames.to_vec());
+            self.0.lock().expect("not poisoned").push((
+                gateway.1.clone(),
+                hosts(old),
+                hosts(new),
+                routes.len(),
+            ));
+        }
+    }
+
+    /// A follower is told each change on each Gateway, in order, with the Gateway's routes
+    /// after it; nothing when nothing changed; nothing once it is dropped.
+    #[test]
+    fn followers_are_told_each_change_per_gateway() {
+        let idx = RouteIndex::default();
+        let rec = Arc::new(Recorder::default());
+        let follower: Weak<Recorder> = Arc::downgrade(&rec);
+        idx.follow(follower);
+        let on = |gw: &str, host: &str| {
+            let mut r = project(
+                RouteKind::HttpRoute,
+                &route("n", "r", serde_json::json!({"name": gw}), Value::Null),
+            );
+            r.hostnames = vec![host.to_string()].into();
+            r
+        };
+        let told = || std::mem::take(&mut *rec.0.lock().expect("not poisoned"));
+        let h = |s: &str| Some(vec![s.to_string()]);
+        idx.apply(on("gw1", "a"));
+        assert_eq!(told(), [("gw1".into(), None, h("a"), 1)]);
+        idx.apply(on("gw1", "a"));
+        assert_eq!(told(), [], "the same facts: no change");
+        idx.apply(on("gw1", "b"));
+        assert_eq!(told(), [("gw1".into(), h("a"), h("b"), 1)]);
+        idx.apply(on("gw2", "c"));
+        assert_eq!(
+            told(),
+            [
+                ("gw1".into(), h("b"), None, 0),
+                ("gw2".into(), None, h("c"), 1)
+            ],
+            "moved: gone from one Gateway, new on the other"
+        );
+        idx.read_gateway("n", "gw2", |routes, listeners| {
+            assert_eq!((routes.len(), listeners), (1, None));
+        });
+        idx.read_gateway("n", "gw1", |routes, _| assert!(routes.is_empty()));
+        idx.delete(RouteKind::HttpRoute, "n", "r");
+        assert_eq!(told(), [("gw2".into(), h("c"), None, 0)]);
+        let gone = Arc::downgrade(&rec);
+        drop(rec);
+        idx.apply(on("gw1", "a"));
+        assert!(gone.upgrade().is_none());
+        idx.follow(Weak::<Recorder>::new());
+        assert_eq!(
+            idx.inner.read().expect("not poisoned").followers.len(),
+            1,
+            "dropped followers are forgotten"
+        );
     }
 
     #[test]

@@ -6,6 +6,7 @@
 use super::*;
 use crate::cluster::routes::{RouteIndex, project};
 use crate::platform::CONTROLLER_NAME;
+use crate::platform::NoApexOwners;
 use kube::api::DynamicObject;
 use serde_json::{Value, json};
 use std::collections::BTreeMap;
@@ -829,15 +830,20 @@ fn summaries_answer_as_the_naive_scan_does() {
         let size = [0, 3, 30, 60, 200, 1000][rng.usize(0..6)];
         let size = if seed == 39 { 5000 } else { size };
         let hosts = [5, 40, 62, 70, 400][rng.usize(0..5)];
-        let idx = RouteIndex::default();
+        let idx = Arc::new(RouteIndex::default());
+        let prefix = ["cozy-", ""][rng.usize(0..2)];
+        // Following the index from the start: the Gateway's summary, once kept, is changed
+        // route by route as the rest are indexed.
+        let cache = SummaryCache::following(idx.clone(), prefix, Arc::new(apexes.clone()));
         let mut indexed = Vec::new();
-        for _ in 0..size {
+        for k in 0..size {
             let r = random_route(&mut rng, hosts);
             indexed.push(r.clone());
             idx.apply(r);
+            if k == size / 2 {
+                cache.with(GW.0, GW.1, |_| ());
+            }
         }
-        let cache = SummaryCache::default();
-        let prefix = ["cozy-", ""][rng.usize(0..2)];
         for i in 0..24 {
             let mut route = random_route(&mut rng, hosts);
             if i % 3 == 0 && !indexed.is_empty() {
@@ -873,7 +879,7 @@ fn summaries_answer_as_the_naive_scan_does() {
                 assert_eq!(got, want, "seed {seed}, review {i}: {route:?}");
                 let cached = warnings_from(
                     &route,
-                    |ns, n| cache.get(&idx, ns, n, prefix, &apexes),
+                    |ns, n, f| cache.with(ns, n, f),
                     prefix,
                     through,
                     &apexes,
@@ -894,6 +900,163 @@ fn summaries_answer_as_the_naive_scan_does() {
     ] {
         let n = warned.get(&reason).copied().unwrap_or(0);
         assert!(n >= 20, "{reason:?}: {n} in {compared} reviews");
+    }
+}
+
+/// Issue 22 item 4: a kept summary changed route by route is the summary built from the
+/// routes afresh, and gives the same warnings, whatever the changes: random adds, updates
+/// (other hostnames, sectionNames, kind, Gateways, published or not) and deletes over
+/// several namespaces sharing hostnames, on two Gateways, with certMode switches and apex
+/// changes of claiming namespaces (a summary reads each apex once).
+#[test]
+fn kept_summaries_equal_summaries_built_afresh() {
+    use crate::cluster::apex::LiveApexIndex;
+    use crate::cluster::route_facts::HttpsListeners;
+    let labels = |apex: Option<&str>| {
+        apex.map(|a| (crate::platform::HOST_LABEL.to_string(), a.to_string()))
+            .into_iter()
+            .collect::<BTreeMap<String, String>>()
+    };
+    const APEXES: &[Option<&str>] = &[
+        None,
+        Some("example.org"),
+        Some("h1.example.org"),
+        Some("h2.example.org"),
+        Some("h3.example.org"),
+    ];
+    const NS: &[&str] = &[
+        "cozy-a",
+        "tenant-root",
+        "tenant-alice",
+        "tenant-bob",
+        "tenant-c",
+    ];
+    let (mut kept_compared, mut changes) = (0usize, 0usize);
+    let mut warned: BTreeMap<Reason, usize> = BTreeMap::new();
+    for seed in 0..24u64 {
+        let mut rng = fastrand::Rng::with_seed(2200 + seed);
+        let prefix = ["cozy-", "cozy-", ""][rng.usize(0..3)];
+        let hosts = [3, 40, 70, 120][rng.usize(0..4)];
+        let apexes = Arc::new(LiveApexIndex::default());
+        for (ns, apex) in [
+            ("tenant-root", "example.org"),
+            ("tenant-bob", "h1.example.org"),
+            ("tenant-c", "h2.example.org"),
+            ("cozy-a", "h3.example.org"),
+        ] {
+            apexes.apply(ns, &labels(Some(apex)));
+        }
+        let idx = Arc::new(RouteIndex::default());
+        let cache = SummaryCache::following(idx.clone(), prefix, apexes.clone());
+        let mut indexed: Vec<RouteFacts> = Vec::new();
+        // Most Gateways start with routes (listener budgets near or past 64), summarised at
+        // the first review; the changes below are then made to that summary.
+        for _ in 0..[0, 150, 400, 400][rng.usize(0..4)] {
+            let r = random_route(&mut rng, hosts);
+            indexed.retain(|o| (o.kind, &o.namespace, &o.name) != (r.kind, &r.namespace, &r.name));
+            indexed.push(r.clone());
+            idx.apply(r);
+        }
+        for step in 0..300 {
+            match rng.u8(0..20) {
+                0..=11 => {
+                    let r = random_route(&mut rng, hosts);
+                    indexed.retain(|o| {
+                        (o.kind, &o.namespace, &o.name) != (r.kind, &r.namespace, &r.name)
+                    });
+                    indexed.push(r.clone());
+                    idx.apply(r);
+                }
+                12..=15 if !indexed.is_empty() => {
+                    // The same route changed: hostnames, sections, Gateways, published or not.
+                    let at = rng.usize(0..indexed.len());
+                    let mut r = random_route(&mut rng, hosts);
+                    (r.kind, r.namespace, r.name) = (
+                        indexed[at].kind,
+                        indexed[at].namespace.clone(),
+                        indexed[at].name.clone(),
+                    );
+                    indexed[at] = r.clone();
+                    idx.apply(r);
+                }
+                16..=17 if !indexed.is_empty() => {
+                    let r = indexed.swap_remove(rng.usize(0..indexed.len()));
+                    idx.delete(r.kind, &r.namespace, &r.name);
+                }
+                18 => {
+                    let listeners = [
+                        None,
+                        Some(HttpsListeners::PerHostname),
+                        Some(HttpsListeners::PerApex),
+                    ][rng.usize(0..3)];
+                    idx.set_listeners(GW.0, [GW.1, "gw2"][rng.usize(0..2)], listeners);
+                }
+                _ => {
+                    let ns = NS[rng.usize(0..NS.len())];
+                    apexes.apply(ns, &labels(APEXES[rng.usize(0..APEXES.len())]));
+                }
+            }
+            changes += 1;
+            if step % 3 != 0 {
+                continue;
+            }
+            let mut admitted = random_route(&mut rng, hosts);
+            if rng.bool() && !indexed.is_empty() {
+                admitted = indexed[rng.usize(0..indexed.len())].clone();
+            }
+            for through in [None, Some("tenant-root"), Some("")] {
+                let got = warnings_from(
+                    &admitted,
+                    |ns, n, f| cache.with(ns, n, f),
+                    prefix,
+                    through,
+                    &*apexes,
+                );
+                let afresh = warnings_from(
+                    &admitted,
+                    |ns, n, f| {
+                        idx.read_gateway(ns, n, |routes, listeners| {
+                            let summary = GatewaySummary::of(routes, ns, n, prefix, &*apexes);
+                            f(GatewayView {
+                                routes,
+                                summary: &summary,
+                                listeners,
+                            })
+                        })
+                    },
+                    prefix,
+                    through,
+                    &*apexes,
+                );
+                assert_eq!(got, afresh, "seed {seed}, step {step}: {admitted:?}");
+                for w in &got {
+                    *warned.entry(w.reason).or_default() += 1;
+                }
+            }
+            for gw in [GW.1, "gw2"] {
+                // A review of the Gateway first: it checks the apexes the summary read.
+                cache.with(GW.0, gw, |_| ());
+                if let Some(kept) = cache.kept(GW.0, gw) {
+                    let routes = idx.for_gateway(GW.0, gw);
+                    let afresh = GatewaySummary::of(&routes, GW.0, gw, prefix, &*apexes);
+                    assert!(
+                        kept == afresh,
+                        "seed {seed}, step {step}, Gateway {gw}: the kept summary is not the \
+                         summary of the routes:\n{kept:?}\n{afresh:?}"
+                    );
+                    kept_compared += 1;
+                }
+            }
+        }
+    }
+    // Kept summaries were changed in place and compared throughout, and every warning came.
+    assert!(
+        kept_compared > 2_000,
+        "{kept_compared} compared, {changes} changes"
+    );
+    for reason in Reason::ALL {
+        let n = warned.get(&reason).copied().unwrap_or(0);
+        assert!(n >= 20, "{reason:?}: {n}");
     }
 }
 
@@ -1036,54 +1199,57 @@ fn an_update_does_not_count_its_own_listeners() {
     );
 }
 
-/// A summary is reused while the Gateway's snapshot is current and recomputed once a
-/// route on it changes: the answers follow the index.
+/// A kept summary changes with the index: the answers follow each route added or deleted,
+/// without summarising the Gateway again.
 #[test]
 fn the_cache_follows_the_index() {
-    let idx = RouteIndex::default();
+    let idx = Arc::new(RouteIndex::default());
     for r in filled(40) {
         idx.apply(r);
     }
-    let cache = SummaryCache::default();
+    let cache = SummaryCache::following(idx.clone(), "cozy-", Arc::new(NoApexOwners));
     let h = "dashboard.alice.example.org";
     let route = http("tenant-alice", "web", &[h]);
     let run = || {
         warnings_from(
             &route,
-            |ns, n| cache.get(&idx, ns, n, "cozy-", &crate::platform::NoApexOwners),
+            |ns, n, f| cache.with(ns, n, f),
             "cozy-",
             None,
-            &crate::platform::NoApexOwners,
+            &NoApexOwners,
         )
     };
     assert!(run().is_empty());
-    let (first, _) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
-    let (_, s1) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
-    let (_, s2) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
-    assert!(
-        Arc::ptr_eq(&s1, &s2),
-        "the same snapshot reuses its summary"
-    );
-    drop(first);
+    assert_eq!(cache.len(), 1, "40 routes: the summary is kept");
+    let rebuilt = |idx: &RouteIndex| {
+        GatewaySummary::of(
+            &idx.for_gateway(GW.0, GW.1),
+            GW.0,
+            GW.1,
+            "cozy-",
+            &NoApexOwners,
+        )
+    };
     idx.apply(http("cozy-dashboard", "dashboard", &[h]));
+    assert_eq!(
+        cache.kept(GW.0, GW.1),
+        Some(rebuilt(&idx)),
+        "changed in place"
+    );
     let got = run();
     assert_eq!(got.len(), 1, "{got:?}");
     assert!(got[0].text.contains("from cozy-dashboard, which wins"));
-    let (_, s3) = cache.get(&idx, GW.0, GW.1, "cozy-", &crate::platform::NoApexOwners);
-    assert!(
-        !Arc::ptr_eq(&s1, &s3),
-        "a changed Gateway gets a new summary"
-    );
     idx.delete(RouteKind::HttpRoute, "cozy-dashboard", "dashboard");
+    assert_eq!(cache.kept(GW.0, GW.1), Some(rebuilt(&idx)));
     assert!(run().is_empty());
     assert_eq!(cache.len(), 1);
 }
 
-/// Summaries of Gateways that are gone from the index are dropped once the cache has
-/// grown to twice what it kept at its last sweep.
+/// The summary of a Gateway whose routes are all gone from the index is dropped with them;
+/// Gateways of fewer than [`CACHE_FROM`] routes are summarised per review, never kept.
 #[test]
 fn the_cache_drops_gateways_that_are_gone() {
-    let idx = RouteIndex::default();
+    let idx = Arc::new(RouteIndex::default());
     let on = |gw: usize, i: usize| {
         let mut r = http("tenant-root", &format!("r{gw}-{i}"), &["a.example.org"]);
         let name = format!("gw{gw}");
@@ -1091,39 +1257,34 @@ fn the_cache_drops_gateways_that_are_gone() {
         r.our_status[0].parent_ref.name = name;
         r
     };
-    let cache = SummaryCache::default();
+    let cache = SummaryCache::following(idx.clone(), "cozy-", Arc::new(NoApexOwners));
     for gw in 0..70 {
         for i in 0..CACHE_FROM {
             idx.apply(on(gw, i));
         }
-        cache.get(
-            &idx,
-            "tenant-root",
-            &format!("gw{gw}"),
-            "cozy-",
-            &crate::platform::NoApexOwners,
-        );
+        cache.with("tenant-root", &format!("gw{gw}"), |_| ());
     }
-    assert_eq!(cache.len(), 70);
-    for gw in 0..70 {
+    for i in 0..CACHE_FROM - 1 {
+        idx.apply(on(70, i));
+    }
+    cache.with("tenant-root", "gw70", |v| {
+        assert_eq!(v.summary.listenable, 1)
+    });
+    assert_eq!(cache.len(), 70, "the small Gateway is not kept");
+    for gw in 0..30 {
         for i in 0..CACHE_FROM {
             idx.delete(RouteKind::HttpRoute, "tenant-root", &format!("r{gw}-{i}"));
         }
     }
-    for gw in 100..200 {
-        for i in 0..CACHE_FROM {
-            idx.apply(on(gw, i));
-        }
-        cache.get(
-            &idx,
-            "tenant-root",
-            &format!("gw{gw}"),
-            "cozy-",
-            &crate::platform::NoApexOwners,
-        );
+    assert_eq!(cache.len(), 40);
+    // One route left on a Gateway keeps its summary, still in step with the index.
+    for i in 1..CACHE_FROM {
+        idx.delete(RouteKind::HttpRoute, "tenant-root", &format!("r40-{i}"));
     }
-    // Swept at 128 entries (twice the 64 of the first sweep): the 70 gone ones left.
-    assert_eq!(cache.len(), 100);
+    assert_eq!(cache.len(), 40);
+    idx.delete(RouteKind::HttpRoute, "tenant-root", "r40-0");
+    assert_eq!(cache.len(), 39);
+    assert_eq!(cache.kept("tenant-root", "gw40"), None);
 }
 
 /// The oracle: every review's warnings computed by scanning all the Gateway's routes, with
@@ -1392,8 +1553,8 @@ mod cert_modes {
     const EXISTING_SECRET: Option<&str> = Some("existingSecret");
     const UNKNOWN: Option<&str> = None;
 
-    fn index(routes: &[RouteFacts], cert_mode: Option<&str>) -> RouteIndex {
-        let idx = RouteIndex::default();
+    fn index(routes: &[RouteFacts], cert_mode: Option<&str>) -> Arc<RouteIndex> {
+        let idx = Arc::new(RouteIndex::default());
         for r in routes {
             idx.apply(r.clone());
         }
@@ -1404,10 +1565,10 @@ mod cert_modes {
     }
 
     /// The server's path: the summaries through the cache, with the certMode the index knows.
-    fn judge(idx: &RouteIndex, cache: &SummaryCache, route: &RouteFacts) -> Vec<RouteWarning> {
+    fn judge(cache: &SummaryCache, route: &RouteFacts) -> Vec<RouteWarning> {
         warnings_from(
             route,
-            |ns, n| cache.get(idx, ns, n, "cozy-", &NoApexOwners),
+            |ns, n, f| cache.with(ns, n, f),
             "cozy-",
             None,
             &NoApexOwners,
@@ -1566,7 +1727,8 @@ mod cert_modes {
         ];
         for (what, routes, cert_mode, route, want) in cases {
             let idx = index(&routes, cert_mode);
-            let got = judge(&idx, &SummaryCache::default(), &route);
+            let cache = SummaryCache::following(idx, "cozy-", Arc::new(NoApexOwners));
+            let got = judge(&cache, &route);
             let got: Vec<(Reason, &str)> =
                 got.iter().map(|w| (w.reason, w.text.as_str())).collect();
             assert_eq!(got, want, "{what}");
@@ -1585,10 +1747,10 @@ mod cert_modes {
     #[test]
     fn the_cache_follows_a_certmode_switch() {
         let idx = index(&filled(63), UNKNOWN);
-        let cache = SummaryCache::default();
+        let cache = SummaryCache::following(idx.clone(), "cozy-", Arc::new(NoApexOwners));
         let route = http("tenant-root", "x", &["new.example.org"]);
         let budget = |w: Vec<RouteWarning>| w.iter().any(|w| w.reason == Reason::ListenerBudget);
-        assert!(budget(judge(&idx, &cache, &route)), "no TenantGateway seen");
+        assert!(budget(judge(&cache, &route)), "no TenantGateway seen");
         for (cert_mode, warned) in [
             (DNS01, false),
             (HTTP01, true),
@@ -1600,9 +1762,9 @@ mod cert_modes {
                 GW.1,
                 cert_mode.and_then(|m| HttpsListeners::of_cert_mode(Some(m))),
             );
-            assert_eq!(budget(judge(&idx, &cache, &route)), warned, "{cert_mode:?}");
+            assert_eq!(budget(judge(&cache, &route)), warned, "{cert_mode:?}");
         }
-        assert_eq!(cache.len(), 1, "one Gateway, its summary replaced");
+        assert_eq!(cache.len(), 1, "one Gateway, its summary kept");
     }
 }
 
