@@ -63,6 +63,7 @@ pub struct Metrics {
     pub audit_last_change: IntGauge,
     /// labels: state (pending|failing|foreign): namespaces whose PolicyReport waits for a
     /// write, whose last write failed, or whose `tenant-gateway` report is another tool's.
+    /// Meaningful on the Lease holder: a replica without it keeps its namespaces pending.
     pub policy_report_namespaces: IntGaugeVec,
     /// labels: verb (apply|delete)
     pub policy_report_writes: IntCounterVec,
@@ -183,7 +184,7 @@ impl Metrics {
             ),
             policy_report_namespaces: gauge_vec(
                 "tenant_gateway_policy_report_namespaces",
-                "Namespaces whose PolicyReport waits for a write (pending), whose last write failed and is retried (failing), or whose tenant-gateway report belongs to another tool (foreign).",
+                "Namespaces whose PolicyReport waits for a write (pending; a replica without the Lease keeps them pending), whose last write failed and is retried (failing), or whose tenant-gateway report belongs to another tool (foreign).",
                 &["state"],
             ),
             policy_report_writes: counter_vec(
