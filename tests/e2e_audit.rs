@@ -218,8 +218,11 @@ fn versions(r: &Reports) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// A report's expected results: `(kind, name, result)`.
+type Want = &'static [(&'static str, &'static str, &'static str)];
+
 /// `namespace → [(kind, name, result)]`, as `reports` gives them.
-fn expect(items: &[(&str, &[(&str, &str, &str)])]) -> BTreeMap<String, Vec<Line>> {
+fn expect(items: &[(&str, Want)]) -> BTreeMap<String, Vec<Line>> {
     items
         .iter()
         .map(|(ns, lines)| {
@@ -457,14 +460,14 @@ fn audit_of_objects_stored_before_the_webhook() {
     // The reports: one per namespace with results, each judged object once, exactly the
     // violators failing. The Package (cluster-scoped) has no report; cozy-dashboard is
     // outside tenant scope (no result); tenant-root's apex is the root itself.
-    let alice_ok: &[(&str, &str, &str)] = &[
+    let alice_ok: Want = &[
         ("HTTPRoute", "hijack", "fail"),
         ("HTTPRoute", "shop", "pass"),
         ("Ingress", "web", "pass"),
         ("Namespace", "tenant-alice", "pass"),
         ("TenantGateway", "gw", "pass"),
     ];
-    let bob_as_stored: &[(&str, &str, &str)] = &[
+    let bob_as_stored: Want = &[
         ("GRPCRoute", "catchall", "fail"),
         ("Gateway", "manual", "fail"),
         ("Ingress", "snippet", "fail"),
@@ -473,12 +476,12 @@ fn audit_of_objects_stored_before_the_webhook() {
         ("TLSRoute", "api", "pass"),
         ("TenantGateway", "gw", "fail"),
     ];
-    let others: [(&str, &[(&str, &str, &str)]); 3] = [
+    let others: [(&str, Want); 3] = [
         ("tenant-cust", &[("Namespace", "tenant-cust", "fail")]),
         ("tenant-nolabel", &[("Namespace", "tenant-nolabel", "fail")]),
         ("tenant-root", &[("Namespace", "tenant-root", "pass")]),
     ];
-    let with = |alice: &'static [(&'static str, &'static str, &'static str)]| {
+    let with = |alice: Want| {
         let mut items = vec![("tenant-alice", alice), ("tenant-bob", bob_as_stored)];
         items.extend(others);
         expect(&items)
@@ -553,7 +556,7 @@ fn audit_of_objects_stored_before_the_webhook() {
     // An apex relabel turns tenant-alice's stored objects wrong: followed within seconds.
     let relabelled = Instant::now();
     relabel(&cp, "tenant-alice", "alice2.example.org");
-    let alice_relabelled: &[(&str, &str, &str)] = &[
+    let alice_relabelled: Want = &[
         ("HTTPRoute", "hijack", "fail"),
         ("HTTPRoute", "shop", "fail"),
         ("Ingress", "web", "fail"),
@@ -615,7 +618,7 @@ fn audit_of_objects_stored_before_the_webhook() {
         "hijack",
         json!(["shop2.alice.example.org"]),
     ));
-    let alice_fixed: &[(&str, &str, &str)] = &[
+    let alice_fixed: Want = &[
         ("HTTPRoute", "hijack", "pass"),
         ("HTTPRoute", "shop", "pass"),
         ("Ingress", "web", "pass"),
@@ -707,7 +710,7 @@ fn audit_of_objects_stored_before_the_webhook() {
     let (found, report) = violators(&out);
     assert!(found.is_empty(), "{report:#}");
     assert_eq!(out.status.code(), Some(0), "{report:#}");
-    let mut all_pass: Vec<(&str, &[(&str, &str, &str)])> = vec![
+    let mut all_pass: Vec<(&str, Want)> = vec![
         ("tenant-alice", alice_fixed),
         (
             "tenant-bob",
