@@ -9,13 +9,13 @@
 //! metrics/health port closes after it, and the other parts are stopped.
 //!
 //! [`run`] wires the parts in one sequence, the webhook one optional part of it: the flags
-//! checked (`webhook_flags`) → where namespaces come from (`namespaces`: a snapshot, or a
-//! cluster connection and the live index) → the cluster parts (`cluster_parts`: the
-//! reconciler, the self-managed certificate, the replicator; `start_audit`: the continuous
-//! audit and, with `--policy-reports`, its PolicyReport writer) → the ports bound
-//! (`start_webhook`, or `health_alone` under `--no-webhook`) → the metrics/health server →
-//! `finish`. Adding a part: start it in the step it belongs to and hand its future to
-//! [`Tasks::spawn`].
+//! checked (`webhook_flags`, `audit_flags`) → where namespaces come from (`namespaces`: a
+//! snapshot, or a cluster connection and the live index) → the cluster parts
+//! (`cluster_parts`: the reconciler, the self-managed certificate, the replicator;
+//! `start_audit`: the continuous audit and, with `--policy-reports`, its PolicyReport
+//! writer) → the ports bound (`start_webhook`, or `health_alone` under `--no-webhook`) → the
+//! metrics/health server → `finish`. Adding a part: start it in the step it belongs to and
+//! hand its future to [`Tasks::spawn`].
 
 use std::collections::HashMap;
 use std::future::Future;
