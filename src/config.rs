@@ -401,9 +401,9 @@ pub struct ServeArgs {
     pub uniform_port_kinds: bool,
 
     /// Publish the audit's results as one wgpolicyk8s.io/v1alpha2 PolicyReport per
-    /// namespace, named tenant-gateway (SPEC §3.9), written by the reconciler's Lease holder.
-    /// Needs the PolicyReport CRD installed (the chart's audit.installPolicyReportCRD, or
-    /// Kyverno's).
+    /// namespace, named tenant-gateway (SPEC §3.9), written by the reconciler's Lease holder
+    /// (refused with --no-audit, --no-controller or --namespaces). Needs the PolicyReport CRD
+    /// installed (the chart's audit.installPolicyReportCRD, or Kyverno's).
     #[arg(long, env = "TENANT_GATEWAY_POLICY_REPORTS")]
     pub policy_reports: bool,
     /// Where a dns01/existingSecret TenantGateway's TLS-passthrough listeners go: `shared`

@@ -61,6 +61,14 @@ pub struct Metrics {
     pub audit_violations: IntGaugeVec,
     /// Unix time of the last change of the audit's results.
     pub audit_last_change: IntGauge,
+    /// labels: state (pending|failing|foreign): namespaces whose PolicyReport waits for a
+    /// write, whose last write failed, or whose `tenant-gateway` report is another tool's.
+    /// Meaningful on the Lease holder: a replica without it keeps its namespaces pending.
+    pub policy_report_namespaces: IntGaugeVec,
+    /// labels: verb (apply|delete)
+    pub policy_report_writes: IntCounterVec,
+    /// 1 once the PolicyReport CRD is served and the reports are listed (writes may go out).
+    pub policy_report_synced: IntGauge,
 }
 
 impl Metrics {
@@ -174,6 +182,20 @@ impl Metrics {
                 "tenant_gateway_audit_last_change_timestamp_seconds",
                 "Unix time of the last change of the audit's results.",
             ),
+            policy_report_namespaces: gauge_vec(
+                "tenant_gateway_policy_report_namespaces",
+                "Namespaces whose PolicyReport waits for a write (pending; a replica without the Lease keeps them pending), whose last write failed and is retried (failing), or whose tenant-gateway report belongs to another tool (foreign).",
+                &["state"],
+            ),
+            policy_report_writes: counter_vec(
+                "tenant_gateway_policy_report_writes_total",
+                "PolicyReport writes by verb (apply: created or updated; delete).",
+                &["verb"],
+            ),
+            policy_report_synced: gauge(
+                "tenant_gateway_policy_report_synced",
+                "1 once the PolicyReport CRD is served and the reports are listed (writes may go out), 0 while it is not.",
+            ),
         };
         m.register_all();
         m
@@ -203,6 +225,9 @@ impl Metrics {
             Box::new(self.wildcard_hold.clone()),
             Box::new(self.audit_violations.clone()),
             Box::new(self.audit_last_change.clone()),
+            Box::new(self.policy_report_namespaces.clone()),
+            Box::new(self.policy_report_writes.clone()),
+            Box::new(self.policy_report_synced.clone()),
         ];
         for c in collectors {
             r.register(c).expect("metric names are unique");

@@ -1,19 +1,21 @@
 //! `serve`: every part of the process as a named task (SPEC §1, §6, §9).
 //!
 //! The parts: the webhook server, the metrics/health server, the TLS certificate reload, the
-//! namespace index, the TenantGateway reconciler (leader election and controller) and the
-//! self-managed certificate. [`Tasks`] runs them; a part that ends before SIGTERM/SIGINT ends
+//! namespace index, the TenantGateway reconciler (leader election and controller), the
+//! self-managed certificate, the wildcard-Secret replicator, the continuous audit and the
+//! PolicyReport writer. [`Tasks`] runs them; a part that ends before SIGTERM/SIGINT ends
 //! the process with a message naming it (exit 1) so that it restarts, rather than serving on
 //! with a part missing. On the signal, the webhook drains within the grace period, the
 //! metrics/health port closes after it, and the other parts are stopped.
 //!
 //! [`run`] wires the parts in one sequence, the webhook one optional part of it: the flags
-//! checked (`webhook_flags`) → where namespaces come from (`namespaces`: a snapshot, or a
-//! cluster connection and the live index) → the cluster parts (`cluster_parts`: the
-//! reconciler, the self-managed certificate, the replicator) → the ports bound
-//! (`start_webhook`, or `health_alone` under `--no-webhook`) → the metrics/health server →
-//! `finish`. Adding a part: start it in the step it belongs to and hand its future to
-//! [`Tasks::spawn`].
+//! checked (`webhook_flags`, `audit_flags`) → where namespaces come from (`namespaces`: a
+//! snapshot, or a cluster connection and the live index) → the cluster parts
+//! (`cluster_parts`: the reconciler, the self-managed certificate, the replicator;
+//! `start_audit`: the continuous audit and, with `--policy-reports`, its PolicyReport
+//! writer) → the ports bound (`start_webhook`, or `health_alone` under `--no-webhook`) → the
+//! metrics/health server → `finish`. Adding a part: start it in the step it belongs to and
+//! hand its future to [`Tasks::spawn`].
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -174,6 +176,7 @@ impl Tasks {
 pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCode> {
     let cfg = policy.policy_config()?;
     let webhook = webhook_flags(&serve, &policy)?;
+    audit_flags(&serve, &policy)?;
     let shared = Shared {
         metrics: Metrics::new(),
         readiness: Arc::new(match webhook {
@@ -186,8 +189,7 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
     let self_cert = webhook.as_ref().and_then(|w| w.self_cert.as_ref());
     let (routes, leader) =
         cluster_parts(&mut tasks, &serve, &policy, &namespaces, self_cert, &shared).await?;
-    // The audit's results, for the parts that read them.
-    let _auditor = start_audit(&mut tasks, &serve, &namespaces, &cfg, leader, &shared);
+    start_audit(&mut tasks, &serve, &namespaces, &cfg, leader, &shared);
     let limits = Limits {
         max_inflight_bytes: serve.max_inflight_bytes,
         h2_max_concurrent_streams: serve.max_concurrent_streams,
@@ -281,6 +283,30 @@ fn webhook_flags(serve: &ServeArgs, policy: &PolicyArgs) -> anyhow::Result<Optio
         key,
         self_cert,
     }))
+}
+
+/// `--policy-reports` publishes the continuous audit's results from the reconciler's Lease
+/// holder: refused without either, or without a cluster.
+fn audit_flags(serve: &ServeArgs, policy: &PolicyArgs) -> anyhow::Result<()> {
+    if !serve.policy_reports {
+        return Ok(());
+    }
+    if serve.no_audit {
+        anyhow::bail!(
+            "--policy-reports publishes the continuous audit's results: drop --no-audit (or --policy-reports)"
+        );
+    }
+    if serve.no_controller {
+        anyhow::bail!(
+            "--policy-reports needs the reconciler's leader Lease (only its holder writes the reports): drop --no-controller (or --policy-reports)"
+        );
+    }
+    if policy.namespaces.is_some() {
+        anyhow::bail!(
+            "--policy-reports needs a cluster to audit and write to: drop --namespaces (or --policy-reports)"
+        );
+    }
+    Ok(())
 }
 
 /// Where the webhook reads namespaces from.
@@ -386,7 +412,8 @@ async fn cluster_parts(
 
 /// On a cluster, unless `--no-audit`: the continuous audit of the stored objects (SPEC §3.9)
 /// on the live namespace index, its Warning events on the reconciler's Lease (none without
-/// one).
+/// one); with `--policy-reports` (checked by `audit_flags`: the Lease is there) the
+/// PolicyReport writer fed by it.
 fn start_audit(
     tasks: &mut Tasks,
     serve: &ServeArgs,
@@ -394,25 +421,42 @@ fn start_audit(
     cfg: &PolicyConfig,
     leader: Option<Leader>,
     shared: &Shared,
-) -> Option<Auditor> {
+) {
     let Namespaces::Live { client, index } = namespaces else {
-        return None;
+        return;
     };
     if serve.no_audit {
-        return None;
+        return;
     }
     let (auditor, run) = crate::audit::live::start(
         client.clone(),
         index.clone(),
         Arc::new(cfg.clone()),
         shared.metrics.clone(),
-        leader,
+        leader.clone(),
     );
     tasks.spawn("continuous audit", async move {
         run.await;
         anyhow::bail!("its namespace changes or a watch ended")
     });
-    Some(auditor)
+    if let (true, Some(leader)) = (serve.policy_reports, leader) {
+        spawn_policy_reports(tasks, client.clone(), leader, auditor, &shared.metrics);
+    }
+}
+
+/// The PolicyReport writer as one part, fed by the audit's results.
+fn spawn_policy_reports(
+    tasks: &mut Tasks,
+    client: Client,
+    leader: Leader,
+    auditor: Auditor,
+    metrics: &Metrics,
+) {
+    let run = crate::audit::policy_report::feed::run(client, leader, auditor, metrics.clone());
+    tasks.spawn("PolicyReport writer", async move {
+        run.await?;
+        anyhow::bail!("its input ended")
+    });
 }
 
 /// When the metrics/health port closes, once shutdown has begun.
@@ -781,6 +825,48 @@ mod tests {
                 part: "self-managed certificate"
             }
         ));
+    }
+
+    #[test]
+    fn policy_reports_are_refused_without_the_audit_the_lease_or_a_cluster() {
+        #[derive(clap::Parser)]
+        struct Flags {
+            #[command(flatten)]
+            serve: ServeArgs,
+            #[command(flatten)]
+            policy: PolicyArgs,
+        }
+        // (flags, the error's advice; None: accepted)
+        let cases: [(&[&str], Option<&str>); 5] = [
+            (&["--policy-reports"], None),
+            (&["--no-controller"], None),
+            (&["--policy-reports", "--no-audit"], Some("drop --no-audit")),
+            (
+                &["--policy-reports", "--no-controller"],
+                Some("drop --no-controller"),
+            ),
+            (
+                &["--policy-reports", "--namespaces", "ns.yaml"],
+                Some("drop --namespaces"),
+            ),
+        ];
+        for (flags, want) in cases {
+            let f = <Flags as clap::Parser>::try_parse_from(
+                ["serve", "--root-host", "example.org"].iter().chain(flags),
+            )
+            .expect("the flags parse");
+            let got = audit_flags(&f.serve, &f.policy)
+                .err()
+                .map(|e| e.to_string());
+            match (want, got) {
+                (None, None) => {}
+                (Some(advice), Some(e)) => {
+                    assert!(e.contains(advice), "{flags:?}: {e}");
+                    assert!(e.starts_with("--policy-reports "), "{flags:?}: {e}");
+                }
+                (want, got) => panic!("{flags:?}: want {want:?}, got {got:?}"),
+            }
+        }
     }
 
     #[tokio::test]

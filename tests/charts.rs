@@ -1337,6 +1337,17 @@ fn install_chart_value_sets_that_must_fail() {
                 "--set",
                 "rootHost=x.org",
                 "--set",
+                "audit.policyReports=true",
+                "--set",
+                "audit.enabled=false",
+            ],
+            vec!["audit.policyReports needs audit.enabled"],
+        ),
+        (
+            vec![
+                "--set",
+                "rootHost=x.org",
+                "--set",
                 "certificates.mode=vault",
             ],
             vec!["certificates.mode=vault: unsupported"],
@@ -1673,6 +1684,10 @@ fn served_metric_names() -> BTreeSet<String> {
     m.audit_violations
         .with_label_values(&["route", "HTTPRoute"])
         .set(0);
+    m.policy_report_namespaces
+        .with_label_values(&["pending"])
+        .set(0);
+    m.policy_report_writes.with_label_values(&["apply"]).inc();
     let mut names = BTreeSet::new();
     for line in m.render().lines() {
         if line.starts_with('#') || line.is_empty() {
@@ -1757,6 +1772,8 @@ fn dashboard_and_alerts_use_only_metrics_that_exist() {
         "tenant_gateway_hostname_conflicts",
         "tenant_gateway_audit_violations",
         "tenant_gateway_audit_last_change_timestamp_seconds",
+        "tenant_gateway_policy_report_writes_total",
+        "tenant_gateway_policy_report_namespaces",
     ] {
         assert!(used.contains(m), "the dashboard does not show {m}");
     }

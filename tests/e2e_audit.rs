@@ -2,14 +2,17 @@
 //! the tests/k8s harness and no webhook registered, so violating objects are stored as they
 //! were before tenant-gateway was installed. `tenant-gateway audit --kubeconfig` must find
 //! exactly the violators (exit 1; 2 once an object cannot be judged; 0 once all are fixed);
-//! `serve` must show the same in its metrics, send a Warning event to a violator, follow an
-//! apex relabel and its fix within seconds, and write nothing while nothing changes.
+//! `serve --policy-reports` must show the same in its metrics and in one PolicyReport per
+//! namespace (the PolicyReport CRD of `tenant-gateway crd --policy-report` installed; exactly
+//! the violators fail, every other judged object passes), send a Warning event to a
+//! violator, follow an apex relabel and its fix within seconds (metrics and reports), and
+//! write nothing while nothing changes, nor after a restart.
 //!
 //! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
 
 mod support;
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -119,6 +122,135 @@ fn audit_events(cp: &ControlPlane) -> Vec<(String, String, String, i64)> {
         .collect()
 }
 
+/// The PolicyReport CRD as `tenant-gateway crd --policy-report` prints it (the chart's
+/// optional template is the same text, tests/charts.rs).
+fn install_policy_report_crd(cp: &ControlPlane) {
+    let crd = Command::new(env!("CARGO_BIN_EXE_tenant-gateway"))
+        .args(["crd", "--policy-report"])
+        .output()
+        .expect("tenant-gateway crd runs");
+    assert!(
+        crd.status.success(),
+        "tenant-gateway crd --policy-report failed"
+    );
+    cp.kubectl_ok(
+        &["apply", "--server-side", "-f", "-"],
+        Some(&String::from_utf8_lossy(&crd.stdout)),
+    );
+    cp.kubectl_ok(
+        &[
+            "wait",
+            "--for",
+            "condition=established",
+            "--timeout=60s",
+            "crd/policyreports.wgpolicyk8s.io",
+        ],
+        None,
+    );
+}
+
+/// One result of a report: (kind, name, result), as the report names its object.
+type Line = (String, String, String);
+
+/// Our PolicyReports (named tenant-gateway): namespace → (resourceVersion, its results
+/// sorted, the summary's (pass, fail, error)).
+type Reports = BTreeMap<String, (String, Vec<Line>, (i64, i64, i64))>;
+
+fn reports(cp: &ControlPlane) -> Reports {
+    let o = cp.kubectl_ok(
+        &["get", "policyreports.wgpolicyk8s.io", "-A", "-o", "json"],
+        None,
+    );
+    let v: Value = serde_json::from_str(&o.stdout).expect("reports as JSON");
+    v["items"]
+        .as_array()
+        .expect("items")
+        .iter()
+        .filter(|r| r["metadata"]["name"] == "tenant-gateway")
+        .map(|r| {
+            let text = |v: &Value| v.as_str().unwrap_or("").to_string();
+            let mut lines: Vec<Line> = r["results"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|x| {
+                    let o = &x["resources"][0];
+                    (text(&o["kind"]), text(&o["name"]), text(&x["result"]))
+                })
+                .collect();
+            lines.sort();
+            let s = &r["summary"];
+            let n = |k: &str| s[k].as_i64().unwrap_or(0);
+            (
+                text(&r["metadata"]["namespace"]),
+                (
+                    text(&r["metadata"]["resourceVersion"]),
+                    lines,
+                    (n("pass"), n("fail"), n("error")),
+                ),
+            )
+        })
+        .collect()
+}
+
+/// What the reconciler renders for tenant-alice's TenantGateway while serve runs: judged
+/// like everything else, but made and changed by the reconciler, not by this test.
+const RECONCILED: [(&str, &str); 2] = [("Gateway", "gw"), ("HTTPRoute", "gw-http-redirect")];
+
+fn reconciled(l: &Line) -> bool {
+    RECONCILED.contains(&(l.0.as_str(), l.1.as_str()))
+}
+
+/// The reports' results without their resourceVersions, and without the reconciler's
+/// objects.
+fn contents(r: &Reports) -> BTreeMap<String, Vec<Line>> {
+    r.iter()
+        .map(|(ns, (_, l, _))| {
+            let mine = l.iter().filter(|l| !reconciled(l)).cloned().collect();
+            (ns.clone(), mine)
+        })
+        .collect()
+}
+
+fn versions(r: &Reports) -> BTreeMap<String, String> {
+    r.iter()
+        .map(|(ns, (v, ..))| (ns.clone(), v.clone()))
+        .collect()
+}
+
+/// A report's expected results: `(kind, name, result)`.
+type Want = &'static [(&'static str, &'static str, &'static str)];
+
+/// `namespace → [(kind, name, result)]`, as `reports` gives them.
+fn expect(items: &[(&str, Want)]) -> BTreeMap<String, Vec<Line>> {
+    items
+        .iter()
+        .map(|(ns, lines)| {
+            let mut l: Vec<Line> = lines
+                .iter()
+                .map(|(k, n, r)| (k.to_string(), n.to_string(), r.to_string()))
+                .collect();
+            l.sort();
+            (ns.to_string(), l)
+        })
+        .collect()
+}
+
+/// Wait until the reports hold `want` (results only), within `within`.
+fn wait_reports(
+    cp: &ControlPlane,
+    want: &BTreeMap<String, Vec<Line>>,
+    within: Duration,
+    what: &str,
+) -> Reports {
+    let mut last = Reports::new();
+    try_poll(within, Duration::from_millis(200), || {
+        last = reports(cp);
+        (contents(&last) == *want).then(|| last.clone())
+    })
+    .unwrap_or_else(|| panic!("{what}: want {want:#?}\ngot {:#?}", contents(&last)))
+}
+
 fn relabel(cp: &ControlPlane, ns: &str, host: &str) {
     cp.kubectl_ok(
         &[
@@ -180,6 +312,7 @@ fn audit_of_objects_stored_before_the_webhook() {
         return;
     };
     cp.install_crds();
+    install_policy_report_crd(&cp);
     // examples/namespaces.yaml: tenant-nolabel has no apex, tenant-cust's (customer1.io) is
     // outside the root: the apex table's two findings.
     cp.create_tenant_namespaces();
@@ -288,12 +421,14 @@ fn audit_of_objects_stored_before_the_webhook() {
     assert_eq!(found, with_broken);
     cp.kubectl_ok(&["delete", "package", "broken"], None);
 
-    // serve: the same findings in its metrics, a Warning event on a violator.
-    let hook = Webhook::start_with(
-        &cp,
-        "audit",
-        &["--no-replicator", "--leader-election-namespace", "default"],
-    );
+    // serve: the same findings in its metrics and reports, a Warning event on a violator.
+    let serve_args = [
+        "--no-replicator",
+        "--leader-election-namespace",
+        "default",
+        "--policy-reports",
+    ];
+    let hook = Webhook::start_with(&cp, "audit", &serve_args);
     for (layer, kind, n) in [
         ("route", "HTTPRoute", 1.0),
         ("route", "GRPCRoute", 1.0),
@@ -322,9 +457,128 @@ fn audit_of_objects_stored_before_the_webhook() {
         "no event for a passing route"
     );
 
+    // The reports: one per namespace with results, each judged object once, exactly the
+    // violators failing. The Package (cluster-scoped) has no report; cozy-dashboard is
+    // outside tenant scope (no result); tenant-root's apex is the root itself.
+    let alice_ok: Want = &[
+        ("HTTPRoute", "hijack", "fail"),
+        ("HTTPRoute", "shop", "pass"),
+        ("Ingress", "web", "pass"),
+        ("Namespace", "tenant-alice", "pass"),
+        ("TenantGateway", "gw", "pass"),
+    ];
+    let bob_as_stored: Want = &[
+        ("GRPCRoute", "catchall", "fail"),
+        ("Gateway", "manual", "fail"),
+        ("Ingress", "snippet", "fail"),
+        ("ListenerSet", "extra", "pass"),
+        ("Namespace", "tenant-bob", "pass"),
+        ("TLSRoute", "api", "pass"),
+        ("TenantGateway", "gw", "fail"),
+    ];
+    let others: [(&str, Want); 3] = [
+        ("tenant-cust", &[("Namespace", "tenant-cust", "fail")]),
+        ("tenant-nolabel", &[("Namespace", "tenant-nolabel", "fail")]),
+        ("tenant-root", &[("Namespace", "tenant-root", "pass")]),
+    ];
+    let with = |alice: Want| {
+        let mut items = vec![("tenant-alice", alice), ("tenant-bob", bob_as_stored)];
+        items.extend(others);
+        expect(&items)
+    };
+    let first = wait_reports(&cp, &with(alice_ok), WAIT, "the first reports");
+    assert_eq!(first["tenant-bob"].2, (3, 4, 0), "the summary counts");
+    // The reconciler's own output passes its own audit.
+    let made: Vec<&Line> = first["tenant-alice"]
+        .1
+        .iter()
+        .filter(|l| reconciled(l))
+        .collect();
+    assert!(
+        made.len() == RECONCILED.len() && made.iter().all(|l| l.2 == "pass"),
+        "{made:?}"
+    );
+    let alice = cp
+        .get_json(
+            "policyreports.wgpolicyk8s.io",
+            "tenant-alice",
+            "tenant-gateway",
+        )
+        .expect("tenant-alice's report");
+    assert_eq!(
+        alice["metadata"]["labels"]["app.kubernetes.io/managed-by"],
+        "tenant-gateway"
+    );
+    let line = |name: &str| {
+        alice["results"]
+            .as_array()
+            .expect("results")
+            .iter()
+            .find(|r| r["resources"][0]["name"] == name)
+            .unwrap_or_else(|| panic!("{name} in {alice:#}"))
+            .clone()
+    };
+    let hijacked = line("hijack");
+    assert_eq!(
+        (
+            &hijacked["source"],
+            &hijacked["policy"],
+            &hijacked["rule"],
+            &hijacked["properties"]["layer"]
+        ),
+        (
+            &json!("tenant-gateway"),
+            &json!("tenant-gateway-route-hostnames"),
+            &json!("route-hostnames-within-apex"),
+            &json!("7")
+        ),
+        "{hijacked:#}"
+    );
+    assert_eq!(
+        hijacked["resources"][0],
+        json!({"apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "namespace": "tenant-alice", "name": "hijack", "uid": hijack_uid}),
+    );
+    assert!(
+        hijacked["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("hostnames must equal the namespace's namespace.cozystack.io/host label or be subdomains of it (alice.example.org)"),
+        "admission's message: {hijacked:#}"
+    );
+    let own = line("tenant-alice");
+    assert_eq!(
+        own["resources"][0],
+        json!({"apiVersion": "v1", "kind": "Namespace", "name": "tenant-alice"}),
+        "a Namespace is cluster-scoped"
+    );
+
     // An apex relabel turns tenant-alice's stored objects wrong: followed within seconds.
     let relabelled = Instant::now();
     relabel(&cp, "tenant-alice", "alice2.example.org");
+    let alice_relabelled: Want = &[
+        ("HTTPRoute", "hijack", "fail"),
+        ("HTTPRoute", "shop", "fail"),
+        ("Ingress", "web", "fail"),
+        ("Namespace", "tenant-alice", "pass"),
+        ("TenantGateway", "gw", "fail"),
+    ];
+    let r = wait_reports(
+        &cp,
+        &with(alice_relabelled),
+        FOLLOW,
+        "tenant-alice's report after the relabel",
+    );
+    eprintln!("apex relabel in the report in {:?}", relabelled.elapsed());
+    let untouched = |r: &Reports| {
+        versions(r)
+            .into_iter()
+            .filter(|(ns, _)| ns != "tenant-alice")
+    };
+    assert!(
+        untouched(&r).eq(untouched(&first)),
+        "only tenant-alice's report was written"
+    );
     wait_violations(&hook, "ingress", "Ingress", 2.0, FOLLOW);
     poll(
         FOLLOW,
@@ -348,29 +602,81 @@ fn audit_of_objects_stored_before_the_webhook() {
     // And the fix.
     let fixed = Instant::now();
     relabel(&cp, "tenant-alice", "alice.example.org");
+    wait_reports(
+        &cp,
+        &with(alice_ok),
+        FOLLOW,
+        "tenant-alice's report relabelled back",
+    );
     wait_violations(&hook, "ingress", "Ingress", 1.0, FOLLOW);
     wait_violations(&hook, "route", "HTTPRoute", 1.0, FOLLOW);
     wait_violations(&hook, "tenantgateway", "TenantGateway", 1.0, FOLLOW);
+    let route_fixed = Instant::now();
     cp.apply_json(&route(
         "HTTPRoute",
         "tenant-alice",
         "hijack",
         json!(["shop2.alice.example.org"]),
     ));
+    let alice_fixed: Want = &[
+        ("HTTPRoute", "hijack", "pass"),
+        ("HTTPRoute", "shop", "pass"),
+        ("Ingress", "web", "pass"),
+        ("Namespace", "tenant-alice", "pass"),
+        ("TenantGateway", "gw", "pass"),
+    ];
+    wait_reports(
+        &cp,
+        &with(alice_fixed),
+        FOLLOW,
+        "tenant-alice's report fixed",
+    );
+    eprintln!("route fix in the report in {:?}", route_fixed.elapsed());
     wait_violations(&hook, "route", "HTTPRoute", 0.0, FOLLOW);
     eprintln!("fix followed in {:?}", fixed.elapsed());
 
-    // At rest: no event written, no result changed.
+    // At rest: no event or report written, no result changed.
     let last_change = hook
         .metric("tenant_gateway_audit_last_change_timestamp_seconds")
         .expect("the audit's last change");
     let events = audit_events(&cp);
+    let at_rest = versions(&reports(&cp));
     let moved = try_poll(REST, Duration::from_millis(500), || {
         let now = audit_events(&cp);
         let change = hook.metric("tenant_gateway_audit_last_change_timestamp_seconds");
-        (now != events || change != Some(last_change)).then_some((now, change))
+        let written = versions(&reports(&cp));
+        (now != events || change != Some(last_change) || written != at_rest)
+            .then_some((now, change, written))
     });
     assert_eq!(moved, None, "the audit wrote or changed something at rest");
+
+    // A restart: the new process judges everything again, takes the Lease over once the old
+    // one's runs out, plans every report, and writes none (their results did not change).
+    drop(hook);
+    let hook = Webhook::start_with(&cp, "audit-restarted", &serve_args);
+    let writes = |verb: &str| {
+        hook.metric(&format!(
+            "tenant_gateway_policy_report_writes_total{{verb=\"{verb}\"}}"
+        ))
+    };
+    poll(
+        WAIT,
+        "the restarted writer, leading, to have planned every report",
+        || {
+            (hook.metric("tenant_gateway_leader") == Some(1.0)
+                && hook.metric("tenant_gateway_policy_report_synced") == Some(1.0)
+                && hook.metric("tenant_gateway_policy_report_namespaces{state=\"pending\"}")
+                    == Some(0.0))
+            .then_some(())
+        },
+    );
+    assert_eq!(
+        (writes("apply"), writes("delete")),
+        (Some(0.0), Some(0.0)),
+        "{}",
+        hook.log()
+    );
+    assert_eq!(versions(&reports(&cp)), at_rest, "no report written");
 
     // Everything fixed: the command finds nothing (exit 0), serve shows no violation.
     for o in [
@@ -404,5 +710,24 @@ fn audit_of_objects_stored_before_the_webhook() {
     let (found, report) = violators(&out);
     assert!(found.is_empty(), "{report:#}");
     assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let mut all_pass: Vec<(&str, Want)> = vec![
+        ("tenant-alice", alice_fixed),
+        (
+            "tenant-bob",
+            &[
+                ("GRPCRoute", "catchall", "pass"),
+                ("Gateway", "manual", "pass"),
+                ("Ingress", "snippet", "pass"),
+                ("ListenerSet", "extra", "pass"),
+                ("Namespace", "tenant-bob", "pass"),
+                ("TLSRoute", "api", "pass"),
+                ("TenantGateway", "gw", "pass"),
+            ],
+        ),
+        ("tenant-cust", &[("Namespace", "tenant-cust", "pass")]),
+        ("tenant-nolabel", &[("Namespace", "tenant-nolabel", "pass")]),
+    ];
+    all_pass.push(others[2]);
+    wait_reports(&cp, &expect(&all_pass), FOLLOW, "every report passing");
     assert!(hook.running(), "{}", hook.log());
 }

@@ -5,7 +5,8 @@
 //! by URL through `webhook.url` with `certificates.mode=manual`. `kubectl auth can-i --as`
 //! the ServiceAccount confirms every verb the code needs and denies samples it must not have;
 //! the reconciler then works with exactly that RBAC, its guarded label write passing its own
-//! webhook.
+//! webhook, and so do the replicator and the PolicyReport writer (`audit.policyReports` with
+//! the chart's CRD, `audit.installPolicyReportCRD`).
 //!
 //! Set TENANT_GATEWAY_SKIP_E2E=1 to skip (said loudly).
 
@@ -213,6 +214,10 @@ fn helm_install_then_run_with_the_charts_rbac() {
         "certificates.manual.secretName=tg-serving".to_string(),
         "--set".to_string(),
         format!("certificates.manual.caBundle={ca_b64}"),
+        "--set".to_string(),
+        "audit.policyReports=true".to_string(),
+        "--set".to_string(),
+        "audit.installPolicyReportCRD=true".to_string(),
     ];
     let helm = |args: &[&str]| cp.helm(args);
 
@@ -250,6 +255,7 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ("clusterrolebinding", None, SA),
         ("validatingwebhookconfiguration", None, SA),
         ("crd", None, "tenantgateways.gateway.cozystack.io"),
+        ("crd", None, "policyreports.wgpolicyk8s.io"),
     ] {
         let mut a = vec![kind, name];
         if let Some(ns) = ns {
@@ -372,6 +378,25 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ("create", "secrets", Some("tenant-alice")),
         ("patch", "secrets", Some("tenant-alice")),
         ("delete", "secrets", Some("tenant-alice")),
+        // The PolicyReport writer (audit.policyReports): its watch by name, server-side
+        // apply and delete of the reports named tenant-gateway.
+        ("list", "policyreports.wgpolicyk8s.io/tenant-gateway", None),
+        ("watch", "policyreports.wgpolicyk8s.io/tenant-gateway", None),
+        (
+            "create",
+            "policyreports.wgpolicyk8s.io",
+            Some("tenant-alice"),
+        ),
+        (
+            "patch",
+            "policyreports.wgpolicyk8s.io/tenant-gateway",
+            Some("tenant-alice"),
+        ),
+        (
+            "delete",
+            "policyreports.wgpolicyk8s.io/tenant-gateway",
+            Some("tenant-alice"),
+        ),
         ("create", "leases.coordination.k8s.io", Some(NS)),
         ("get", "leases.coordination.k8s.io/tenant-gateway", Some(NS)),
         (
@@ -416,6 +441,17 @@ fn helm_install_then_run_with_the_charts_rbac() {
         ("create", "pods", Some(NS)),
         ("patch", "validatingwebhookconfigurations", None),
         ("create", "packages.cozystack.io", None),
+        // Other tools' PolicyReports.
+        (
+            "patch",
+            "policyreports.wgpolicyk8s.io/polr-kyverno",
+            Some("tenant-alice"),
+        ),
+        (
+            "delete",
+            "policyreports.wgpolicyk8s.io/polr-kyverno",
+            Some("tenant-alice"),
+        ),
     ];
     for (verb, res, ns) in denied {
         assert!(
@@ -503,6 +539,21 @@ fn helm_install_then_run_with_the_charts_rbac() {
     wait_logged(&serve, "the Gateway", WAIT, || {
         get(&cp, &["gateway", "gw", "-n", "tenant-alice"])
     });
+    // The PolicyReport writer with the chart's flag, CRD and RBAC: tenant-nolabel (no apex)
+    // fails the apex table, tenant-alice passes it.
+    for (ns, result) in [("tenant-nolabel", "fail"), ("tenant-alice", "pass")] {
+        wait_logged(&serve, &format!("{ns}'s PolicyReport"), WAIT, || {
+            let r = get(
+                &cp,
+                &["policyreports.wgpolicyk8s.io", "tenant-gateway", "-n", ns],
+            )?;
+            r["results"]
+                .as_array()?
+                .iter()
+                .any(|x| x["resources"][0]["name"] == ns && x["result"] == result)
+                .then_some(())
+        });
+    }
     wait_logged(&serve, "the Issuer", WAIT, || {
         get(&cp, &["issuer", "gw-gateway", "-n", "tenant-alice"])
     });

@@ -114,7 +114,7 @@ pub(crate) fn apply_mode_for(
             warnings,
         };
     }
-    let message = combine(&findings.violations);
+    let message = policy::combine_violations(&findings.violations);
     match mode {
         Mode::Deny => Decision {
             allowed: false,
@@ -147,33 +147,6 @@ pub(crate) fn apply_mode_for(
         },
         Mode::Off => Decision::allow(Some(layer)),
     }
-}
-
-/// One message for all of an object's problems (SPEC §2.4: list them all): when each names
-/// the same object, it is named once and the problems are numbered after it.
-pub(crate) fn combine(violations: &[String]) -> String {
-    let [first, rest @ ..] = violations else {
-        return String::new();
-    };
-    if rest.is_empty() {
-        return first.clone();
-    }
-    if let Some((object, _)) = first.split_once(": ") {
-        let head = format!("{object}: ");
-        if violations.iter().all(|v| v.starts_with(&head)) {
-            let problems: Vec<String> = violations
-                .iter()
-                .enumerate()
-                .map(|(i, v)| format!("({}) {}", i + 1, &v[head.len()..]))
-                .collect();
-            return format!(
-                "{object}: {} problems: {}",
-                violations.len(),
-                problems.join("; ")
-            );
-        }
-    }
-    violations.join("; ")
 }
 
 /// Cut `w` to at most [`MAX_WARNING_LEN`] characters (`crate::warning::clip`).
@@ -286,26 +259,6 @@ mod tests {
         assert_eq!(cut.chars().count(), MAX_WARNING_LEN);
         assert!(cut.ends_with('…'));
         assert_eq!(truncate_warning("short"), "short");
-    }
-
-    #[test]
-    fn several_problems_name_the_object_once() {
-        let one = vec!["HTTPRoute a/b: hostname \"x\" is not allowed".to_string()];
-        assert_eq!(combine(&one), one[0]);
-        let two = vec![
-            "HTTPRoute a/b: hostname \"x\" is not allowed".to_string(),
-            "HTTPRoute a/b: hostname \"y\" is invalid".to_string(),
-        ];
-        let m = combine(&two);
-        assert_eq!(m.matches("HTTPRoute a/b").count(), 1, "{m}");
-        assert_eq!(
-            m,
-            "HTTPRoute a/b: 2 problems: (1) hostname \"x\" is not allowed; (2) hostname \"y\" is invalid"
-        );
-        // Different objects (never from one layer today): joined as they are.
-        let mixed = vec!["A x: p".to_string(), "B y: q".to_string()];
-        assert_eq!(combine(&mixed), "A x: p; B y: q");
-        assert_eq!(combine(&[]), "");
     }
 
     #[test]

@@ -652,6 +652,66 @@ mod tests {
         assert_eq!(auditor.violations().len(), 1);
     }
 
+    /// The PolicyReport writer's input: nothing before the first listing (a half-judged
+    /// cluster would delete reports), then every namespace, then what each change touched.
+    #[tokio::test]
+    async fn the_policy_report_feed_follows_changes_and_relabels() {
+        use crate::audit::policy_report::Outcome as R;
+        use futures::poll;
+        let (auditor, shared) = detached(false);
+        namespace(&shared, "tenant-a", "a.example.org");
+        namespace(&shared, "tenant-b", "b.example.org");
+        route(&shared, "tenant-a", "web", "w.a.example.org");
+        let (tx, mut rx) = tokio::sync::watch::channel(None);
+        // Polled by hand: each poll runs the feed until it waits again.
+        let mut follow = std::pin::pin!(crate::audit::policy_report::feed::follow(
+            auditor.clone(),
+            tx
+        ));
+        assert!(poll!(follow.as_mut()).is_pending());
+        assert!(
+            !rx.has_changed().expect("open"),
+            "nothing before the audit has listed everything"
+        );
+
+        shared.listed("Namespace");
+        assert!(poll!(follow.as_mut()).is_pending());
+        assert!(rx.has_changed().expect("open"), "the first full map");
+        let first = rx.borrow_and_update().clone().expect("judged");
+        let outcomes = |m: &crate::audit::policy_report::ReportInput, ns: &str| -> Vec<R> {
+            m.get(ns)
+                .map(|r| r.iter().map(|r| r.outcome).collect())
+                .unwrap_or_default()
+        };
+        assert_eq!(outcomes(&first, "tenant-a"), [R::Pass, R::Pass]);
+        assert_eq!(outcomes(&first, "tenant-b"), [R::Pass]);
+        // Nothing changed: nothing sent.
+        assert!(poll!(follow.as_mut()).is_pending());
+        assert!(!rx.has_changed().expect("open"));
+
+        // A route in tenant-b: tenant-b's entry alone is new.
+        route(&shared, "tenant-b", "api", "x.a.example.org");
+        assert!(poll!(follow.as_mut()).is_pending());
+        let second = rx.borrow_and_update().clone().expect("judged");
+        assert_eq!(outcomes(&second, "tenant-b"), [R::Pass, R::Fail]);
+        assert!(Arc::ptr_eq(&first["tenant-a"], &second["tenant-a"]));
+
+        // tenant-a relabelled: its stored route turns wrong, then right again.
+        namespace(&shared, "tenant-a", "a2.example.org");
+        assert!(poll!(follow.as_mut()).is_pending());
+        let relabelled = rx.borrow_and_update().clone().expect("judged");
+        assert_eq!(outcomes(&relabelled, "tenant-a"), [R::Pass, R::Fail]);
+        assert!(
+            relabelled["tenant-a"][1].message.contains("a2.example.org"),
+            "{:?}",
+            relabelled["tenant-a"][1]
+        );
+        namespace(&shared, "tenant-a", "a.example.org");
+        assert!(poll!(follow.as_mut()).is_pending());
+        let fixed = rx.borrow_and_update().clone().expect("judged");
+        assert_eq!(outcomes(&fixed, "tenant-a"), [R::Pass, R::Pass]);
+    }
+
     #[test]
     fn changes_set_the_gauges_and_the_last_change() {
         let (_, shared) = detached(false);

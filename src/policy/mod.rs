@@ -286,6 +286,34 @@ impl Findings {
     }
 }
 
+/// One message for all of an object's problems (SPEC §2.4: list them all): when each names
+/// the same object, it is named once and the problems are numbered after it. Admission's
+/// denial message and the audit's report message are this one.
+pub fn combine_violations(violations: &[String]) -> String {
+    let [first, rest @ ..] = violations else {
+        return String::new();
+    };
+    if rest.is_empty() {
+        return first.clone();
+    }
+    if let Some((object, _)) = first.split_once(": ") {
+        let head = format!("{object}: ");
+        if violations.iter().all(|v| v.starts_with(&head)) {
+            let problems: Vec<String> = violations
+                .iter()
+                .enumerate()
+                .map(|(i, v)| format!("({}) {}", i + 1, &v[head.len()..]))
+                .collect();
+            return format!(
+                "{object}: {} problems: {}",
+                violations.len(),
+                problems.join("; ")
+            );
+        }
+    }
+    violations.join("; ")
+}
+
 /// The object does not have the shape of its kind (e.g. `spec.hostnames` is a string).
 /// Always a denial, whatever the enforcement mode: we cannot tell what it would publish.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -339,5 +367,30 @@ pub fn evaluate_with(
         Layer::Route => route::evaluate(review, ns, cfg),
         Layer::Ingress => ingress::evaluate_with(review, ns, others, cfg),
         Layer::TenantGateway => tenantgateway::evaluate(review, ns, cfg),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn several_problems_name_the_object_once() {
+        let one = vec!["HTTPRoute a/b: hostname \"x\" is not allowed".to_string()];
+        assert_eq!(combine_violations(&one), one[0]);
+        let two = vec![
+            "HTTPRoute a/b: hostname \"x\" is not allowed".to_string(),
+            "HTTPRoute a/b: hostname \"y\" is invalid".to_string(),
+        ];
+        let m = combine_violations(&two);
+        assert_eq!(m.matches("HTTPRoute a/b").count(), 1, "{m}");
+        assert_eq!(
+            m,
+            "HTTPRoute a/b: 2 problems: (1) hostname \"x\" is not allowed; (2) hostname \"y\" is invalid"
+        );
+        // Different objects (never from one layer today): joined as they are.
+        let mixed = vec!["A x: p".to_string(), "B y: q".to_string()];
+        assert_eq!(combine_violations(&mixed), "A x: p; B y: q");
+        assert_eq!(combine_violations(&[]), "");
     }
 }

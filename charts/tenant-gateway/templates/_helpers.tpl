@@ -100,6 +100,9 @@ on them, so `helm template -s` of one file fails too.
 {{- if and .Values.audit.policyReports (not .Values.controller.enabled) -}}
 {{- fail "audit.policyReports needs controller.enabled: the reconciler's leader Lease gates who writes the PolicyReports" -}}
 {{- end -}}
+{{- if and .Values.audit.policyReports (not .Values.audit.enabled) -}}
+{{- fail "audit.policyReports needs audit.enabled: the reports publish the continuous audit's results" -}}
+{{- end -}}
 {{- if and (eq .Values.certificates.mode "manual") .Values.webhook.enabled (not .Values.certificates.manual.caBundle) -}}
 {{- fail "certificates.manual.caBundle (base64 of the CA PEM that signed certificates.manual.secretName) is required when certificates.mode is manual" -}}
 {{- end -}}
