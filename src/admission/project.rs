@@ -368,6 +368,23 @@ mod tests {
     use super::*;
     use serde_json::json;
 
+    /// The audit keeps its own projection of stored objects (`audit::kinds`, which may not
+    /// import admission): every field it keeps for a layer is one the webhook's projection
+    /// keeps for that layer, so a field a layer starts reading is not added to one list only.
+    #[test]
+    fn the_audit_keeps_only_fields_the_layers_read() {
+        for kind in crate::audit::kinds::GuardedKind::ALL {
+            let ours = layer_paths(kind.layer());
+            for path in kind.paths() {
+                assert!(
+                    ours.contains(path),
+                    "{kind}: the audit keeps {path:?}, which layer {} does not read here",
+                    kind.layer()
+                );
+            }
+        }
+    }
+
     #[test]
     fn layer_paths_fit() {
         for layer in Layer::ALL {
