@@ -27,8 +27,8 @@ use serde::Deserialize;
 
 use super::intern::intern;
 use super::route_facts::{
-    HttpsListeners, ParentRef, ParentsLayout, PassthroughListener, RouteFacts, RouteKind,
-    RouteParentStatus, SharedRef,
+    Conditions, HttpsListeners, ParentRef, ParentsLayout, PassthroughListener, RouteFacts,
+    RouteKind, RouteParentStatus, SharedRef,
 };
 use super::watch::{FromWatch, Key, Lenient};
 use crate::platform::{
@@ -168,7 +168,7 @@ impl<'de> Deserialize<'de> for EntryView {
                 .map(|parent_ref| RouteParentStatus {
                     parent_ref,
                     // Conditions that do not decode are rewritten by the next status write.
-                    conditions: e.conditions.ok().unwrap_or_default().into(),
+                    conditions: Conditions::observed(&e.conditions.ok().unwrap_or_default()),
                 }),
         ))
     }
@@ -681,7 +681,18 @@ mod tests {
         assert_eq!(f.parent_refs[0].section_name.as_deref(), Some("https-a"));
         assert_eq!(f.our_status.len(), 1, "only our well-formed entries");
         assert_eq!(f.our_status[0].parent_ref.name, "gw2");
-        assert_eq!(f.our_status[0].conditions.to_vec()[0].reason, "Accepted");
+        let accepted: Condition = serde_json::from_value(serde_json::json!({"type": "Accepted",
+            "status": "True", "reason": "Accepted", "message": "m",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}))
+        .expect("a condition");
+        assert_eq!(
+            f.our_status[0].conditions,
+            Conditions::new(std::slice::from_ref(&accepted))
+        );
+        assert_eq!(
+            f.our_status[0].conditions.accepted_since(true),
+            Some(accepted.last_transition_time.clone())
+        );
         assert_eq!(f.resource_version.as_deref(), Some("7"));
         let gws = gateways_of(&f);
         assert_eq!(
@@ -903,9 +914,11 @@ mod tests {
             "equal facts: nothing to do"
         );
         let mut status_changed = a.clone();
-        let mut c = status_changed.our_status[0].conditions.to_vec();
-        c[0].reason = "HostnameConflict".into();
-        status_changed.our_status[0].conditions = c.into();
+        let changed: Condition = serde_json::from_value(serde_json::json!({"type": "Accepted",
+            "status": "True", "reason": "HostnameConflict", "message": "m",
+            "lastTransitionTime": "2026-01-01T00:00:00Z"}))
+        .expect("a condition");
+        status_changed.our_status[0].conditions = vec![changed].into();
         assert_eq!(
             idx.apply(status_changed).len(),
             1,
