@@ -453,7 +453,7 @@ mod tests {
             message: message.into(),
             observed_generation: Some(2),
             last_transition_time: Time(
-                k8s_openapi::jiff::Timestamp::new(at, 250_000_000).expect("a time"),
+                k8s_openapi::jiff::Timestamp::from_second(at).expect("a time"),
             ),
         }
     }
@@ -546,6 +546,15 @@ mod tests {
             Some(at(7)),
             "written ones too"
         );
+        for t in [
+            k8s_openapi::jiff::Timestamp::new(1_800_000_000, 250_000_000),
+            k8s_openapi::jiff::Timestamp::new(-1, -1),
+            k8s_openapi::jiff::Timestamp::new(0, 0),
+        ] {
+            let t = Time(t.expect("a time"));
+            assert_eq!(Since::of(&t).time(), Some(t), "kept exactly");
+        }
+        assert_eq!(Since::NONE.time(), None);
     }
 
     #[test]
