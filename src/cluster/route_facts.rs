@@ -286,15 +286,16 @@ pub struct Conditions {
     fingerprint: u64,
     /// The lastTransitionTime of the first Accepted condition with status "True" / "False".
     accepted_since: [Since; 2],
-    /// The conditions themselves, for an entry to be written.
-    text: Option<KeptJson<Vec<Condition>>>,
+    /// The conditions themselves, for an entry to be written (boxed: observed entries, the
+    /// many, have none).
+    text: Option<Box<KeptJson<Vec<Condition>>>>,
 }
 
 impl Conditions {
     /// Conditions to write.
     pub fn new(conditions: &[Condition]) -> Conditions {
         let mut c = Conditions::observed(conditions);
-        c.text = Some(KeptJson::of_text(Conditions::text_of(conditions)));
+        c.text = Some(Box::new(KeptJson::of_text(Conditions::text_of(conditions))));
         c
     }
 
