@@ -87,12 +87,15 @@ fn synth_certificate(i: usize, r: usize) -> String {
     .to_string()
 }
 
+/// Makes object `r` of TenantGateway `i`.
+type Synth = fn(usize, usize) -> String;
+
 fn synth(sizes: &str) {
     let _profiler = dhat::Profiler::builder().testing().build();
     println!("| routes | cache | MiB | bytes/route | blocks/route |");
     println!("|---:|---|---:|---:|---:|");
     let mut last: [Option<(u64, u64, u64)>; 2] = [None, None];
-    let kinds: [(Kind, fn(usize, usize) -> String, &str); 2] = [
+    let kinds: [(Kind, Synth, &str); 2] = [
         (Kind::HttpRoute, synth_route, "route index"),
         (Kind::Certificate, synth_certificate, "Certificates"),
     ];

@@ -508,7 +508,7 @@ mod tests {
             let observed = Conditions::observed(c);
             assert_eq!(observed == Conditions::new(&base), *equal, "{what}");
             assert_eq!(Conditions::new(&base) == observed, *equal, "{what}");
-            assert_eq!(observed == Conditions::new(c), true, "{what}: itself");
+            assert!(observed == Conditions::new(c), "{what}: itself");
             assert_eq!(observed.written(), None, "{what}: no text kept");
         }
         assert_ne!(
