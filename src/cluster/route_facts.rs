@@ -558,6 +558,14 @@ mod tests {
         assert_eq!(Since::NONE.time(), None);
     }
 
+    /// Each route keeps its status entries in a list of their own: an observed entry is the
+    /// parentRef, the fingerprint and the two times, with no room for text it does not keep.
+    #[test]
+    fn an_observed_status_entry_stays_small() {
+        let size = std::mem::size_of::<RouteParentStatus>();
+        assert!(size <= 56, "RouteParentStatus takes {size} bytes");
+    }
+
     #[test]
     fn equal_parent_refs_share_one_allocation() {
         let p = |name: &str, section: Option<&str>| ParentRef {
