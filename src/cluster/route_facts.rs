@@ -346,7 +346,7 @@ impl PartialEq for Conditions {
     }
 }
 
-/// An optional timestamp in 12 bytes (an `Option<Time>` takes 24).
+/// An optional timestamp in 16 bytes, its absence a nanosecond no timestamp has.
 #[derive(Clone, Copy, PartialEq, Eq)]
 struct Since {
     second: i64,
