@@ -5,6 +5,10 @@
 //!
 //!   reconcile-heap DIR   (DIR holds namespaces.json, httproutes.json, certificates.json,
 //!                         gateways.json, issuers.json, tenantgateways.json)
+//!   reconcile-heap --synth N1,N2,…   (the route index alone, filled with N routes shaped as
+//!                         `bench/reconcile/run` writes them, 40 per TenantGateway, each with
+//!                         the status entry the reconciler gives it; the marginal bytes of a
+//!                         route are the difference of two sizes, measured in one process)
 
 use std::path::Path;
 
@@ -31,7 +35,110 @@ fn mib(b: u64) -> f64 {
     b as f64 / (1024.0 * 1024.0)
 }
 
+/// An HTTPRoute of `bench/reconcile/run`'s world as the API server holds it once reconciled:
+/// route `r` of TenantGateway `i` (namespace `tenant-b{i}`, apex `b{i}.example.org`).
+fn synth_route(i: usize, r: usize) -> String {
+    let ns = format!("tenant-b{i:04}");
+    let host = format!("h{r:02}.b{i:04}.example.org");
+    serde_json::json!({
+        "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+        "metadata": {"name": format!("r{r:02}"), "namespace": ns, "generation": 1,
+            "resourceVersion": format!("{}", 100_000 + i * 40 + r),
+            "creationTimestamp": "2026-12-01T15:15:00Z",
+            "uid": format!("7c3a1e52-0b4d-4f8e-9a6b-{:012x}", i * 40 + r)},
+        "spec": {"parentRefs": [{"group": "gateway.networking.k8s.io", "kind": "Gateway",
+                "name": "gw"}],
+            "hostnames": [host.clone()],
+            "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]},
+        "status": {"parents": [{
+            "controllerName": tenant_gateway::platform::CONTROLLER_NAME,
+            "parentRef": {"group": "gateway.networking.k8s.io", "kind": "Gateway", "name": "gw"},
+            "conditions": [{"type": "Accepted", "status": "True", "reason": "Accepted",
+                "observedGeneration": 1, "lastTransitionTime": "2026-12-01T15:16:02Z",
+                "message": format!("hostname(s) \"{host}\" served by TenantGateway {ns}/gw")}]
+        }]}
+    })
+    .to_string()
+}
+
+/// The Certificate of that route's hostname, as the reconciler writes it and cert-manager
+/// reports it ready.
+fn synth_certificate(i: usize, r: usize) -> String {
+    use tenant_gateway::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_API_VERSION, TGW_KIND};
+    let ns = format!("tenant-b{i:04}");
+    let name = format!("gw-h{r:02}-tls");
+    serde_json::json!({
+        "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
+        "metadata": {"name": name, "namespace": ns, "generation": 1,
+            "resourceVersion": format!("{}", 200_000 + i * 40 + r),
+            "uid": format!("5d0c9f1a-3e2b-4c7d-8f6a-{:012x}", i * 40 + r),
+            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
+            "ownerReferences": [{"apiVersion": TGW_API_VERSION, "kind": TGW_KIND, "name": "gw",
+                "uid": format!("0a1b2c3d-4e5f-4a6b-8c7d-{i:012x}"), "controller": true,
+                "blockOwnerDeletion": true}]},
+        "spec": {"secretName": name, "dnsNames": [format!("h{r:02}.b{i:04}.example.org")],
+            "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": "gw"}},
+        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
+                "message": "Certificate is up to date and has not expired",
+                "lastTransitionTime": "2026-12-01T15:16:40Z", "observedGeneration": 1}],
+            "notAfter": "2027-03-01T15:16:39Z", "notBefore": "2026-12-01T15:16:39Z",
+            "renewalTime": "2027-01-30T15:16:39Z", "revision": 1}
+    })
+    .to_string()
+}
+
+/// Makes object `r` of TenantGateway `i`.
+type Synth = fn(usize, usize) -> String;
+
+fn synth(sizes: &str) {
+    let _profiler = dhat::Profiler::builder().testing().build();
+    println!("| routes | cache | MiB | bytes/route | blocks/route |");
+    println!("|---:|---|---:|---:|---:|");
+    let mut last: [Option<(u64, u64, u64)>; 2] = [None, None];
+    let kinds: [(Kind, Synth, &str); 2] = [
+        (Kind::HttpRoute, synth_route, "route index"),
+        (Kind::Certificate, synth_certificate, "Certificates"),
+    ];
+    for n in sizes
+        .split(',')
+        .filter_map(|n| n.trim().parse::<usize>().ok())
+    {
+        for (c, (kind, make, what)) in kinds.iter().enumerate() {
+            let texts: Vec<String> = (0..n).map(|k| make(k / 40, k % 40)).collect();
+            let before = dhat::HeapStats::get();
+            let caches = Holder::default();
+            for t in &texts {
+                caches.take(*kind, t);
+            }
+            let after = dhat::HeapStats::get();
+            let held = (after.curr_bytes - before.curr_bytes) as u64;
+            let blocks = (after.curr_blocks - before.curr_blocks) as u64;
+            println!(
+                "| {n} | {what} | {:.2} | {} | {:.1} |",
+                mib(held),
+                held / n as u64,
+                blocks as f64 / n as f64
+            );
+            if let Some((m, h, b)) = last[c] {
+                let dn = (n as u64).saturating_sub(m).max(1);
+                println!(
+                    "| {m} → {n} | {what}, marginal | | {} | {:.1} |",
+                    held.saturating_sub(h) / dn,
+                    blocks.saturating_sub(b) as f64 / dn as f64
+                );
+            }
+            last[c] = Some((n as u64, held, blocks));
+            drop(caches);
+        }
+    }
+}
+
 fn main() {
+    let mut args = std::env::args().skip(1);
+    if let Some("--synth") = args.next().as_deref() {
+        synth(&args.next().unwrap_or_else(|| "10000,20000".into()));
+        return;
+    }
     let dir = std::env::args()
         .nth(1)
         .expect("usage: reconcile-heap DIR (the kubectl dumps)");

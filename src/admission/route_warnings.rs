@@ -1072,7 +1072,7 @@ fn http_route<'g>(
     // The budget, as http01 counts it: hostnames only this route's published version claims
     // are the ones it would take over, not listeners in use by others.
     let own_only = routes
-        .get(&(route.kind, route.namespace.into(), route.name.into()))
+        .get(route.kind, route.namespace, route.name)
         .filter(|r| on.published_by(r) && on.claimed_by(r))
         .map_or(0, |r| {
             r.hostnames
@@ -1104,7 +1104,7 @@ fn http_route<'g>(
     let mut mine_published = summary.demands.get(me.namespace);
     let mut others_gain: Vec<&str> = Vec::new();
     if let Some(old) = routes
-        .get(&(route.kind, route.namespace.into(), route.name.into()))
+        .get(route.kind, route.namespace, route.name)
         .filter(|r| on.published_by(r) && on.claimed_by(r))
     {
         let hosts: BTreeSet<&str> = old

@@ -149,7 +149,20 @@ const FRAGMENTS: &[&str] = &[
     "\"reason\":\"Accepted\"",
     "\"message\":\"hostname(s) \\\"",
     "\\\" served by TenantGateway ",
+    // cert-manager's message for a ready Certificate.
+    "Certificate is up to date and has not expired",
 ];
+
+/// The bytes a fragment starts with: a packed text is scanned for fragments only there.
+const FRAGMENT_STARTS: [bool; 256] = {
+    let mut starts = [false; 256];
+    let mut i = 0;
+    while i < FRAGMENTS.len() {
+        starts[FRAGMENTS[i].as_bytes()[0] as usize] = true;
+        i += 1;
+    }
+    starts
+};
 
 const PACK_MARK: u8 = 0xFF;
 
@@ -164,9 +177,13 @@ impl Packed {
         let mut out = Vec::with_capacity(b.len());
         let mut i = 0;
         while i < b.len() {
-            let hit = FRAGMENTS
-                .iter()
-                .position(|f| b[i..].starts_with(f.as_bytes()));
+            let hit = if FRAGMENT_STARTS[usize::from(b[i])] {
+                FRAGMENTS
+                    .iter()
+                    .position(|f| b[i..].starts_with(f.as_bytes()))
+            } else {
+                None
+            };
             match hit.and_then(|k| u8::try_from(k).ok().map(|k8| (k, k8))) {
                 Some((k, k8)) => {
                     out.extend([PACK_MARK, k8]);
@@ -644,6 +661,47 @@ mod tests {
         put(&c, "a", "x", 1);
         c.apply(k("a", "x"), None);
         assert!(c.is_empty());
+    }
+
+    #[test]
+    fn packing_scans_only_where_a_fragment_can_start() {
+        // The scan without the first-byte filter, for reference.
+        let full = |text: &str| {
+            let b = text.as_bytes();
+            let (mut out, mut i) = (Vec::new(), 0);
+            while i < b.len() {
+                match FRAGMENTS
+                    .iter()
+                    .position(|f| b[i..].starts_with(f.as_bytes()))
+                {
+                    Some(k) => {
+                        out.extend([PACK_MARK, u8::try_from(k).expect("few fragments")]);
+                        i += FRAGMENTS[k].len();
+                    }
+                    None => {
+                        out.push(b[i]);
+                        i += 1;
+                    }
+                }
+            }
+            out
+        };
+        let every: String = FRAGMENTS.iter().map(|f| format!("x{f}y")).collect();
+        let ready = r#"[{"dnsNames":["a.example.org"],"issuerRef":{"group":"cert-manager.io","kind":"Issuer","name":"gw"},"secretName":"gw-a-tls"},{"conditions":[{"message":"Certificate is up to date and has not expired","reason":"Ready","status":"True","type":"Ready"}]}]"#;
+        for t in [
+            every.as_str(),
+            ready,
+            "Certificate is up to date",
+            "CCertificate",
+        ] {
+            assert_eq!(&*Packed::new(t).0, &full(t)[..], "{t:?}");
+            assert_eq!(Packed::new(t).text().as_deref(), Ok(t), "{t:?}");
+        }
+        assert!(
+            Packed::new(ready).0.len() < 100,
+            "a ready Certificate packs its message: {} bytes",
+            Packed::new(ready).0.len()
+        );
     }
 
     #[test]

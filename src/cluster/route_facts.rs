@@ -265,28 +265,132 @@ pub struct RouteParentStatus {
     pub conditions: Conditions,
 }
 
-/// The conditions of one of our route status entries, held as their JSON text with its
-/// common fragments packed ([`KeptJson`]): the route index keeps one entry per
-/// route, tens of thousands of them, and a decoded condition is ~250 bytes of struct and
-/// small strings where its packed text is about half that. Read by decoding
-/// ([`Conditions::to_vec`]); equal exactly when the conditions are (the text is a function of
-/// them).
-#[derive(Clone, PartialEq)]
-pub struct Conditions(KeptJson<Vec<Condition>>);
+/// The condition type of our route status entries (SPEC §3.7).
+pub const ACCEPTED: &str = "Accepted";
+
+/// The conditions of one of our route status entries.
+///
+/// The route index keeps one observed entry per route, tens of thousands of them, and the
+/// planner reads an observed entry for two things only: is it equal to the entry it wants
+/// (compared as a whole), and since when has its Accepted condition had the status it plans
+/// (to keep that lastTransitionTime). So an observed entry ([`Conditions::observed`]) keeps a
+/// fingerprint of its conditions and those two times, not their text; an entry the planner
+/// builds to write ([`Conditions::new`]) keeps the text too (packed, [`KeptJson`]), as the
+/// write sends it.
+///
+/// The fingerprint is a SipHash of the conditions' JSON text (`serde_json`'s, a function of
+/// the conditions) under keys drawn once per process: a tenant can write its route's status,
+/// and without the keys it cannot make a stale entry look like the wanted one.
+#[derive(Clone)]
+pub struct Conditions {
+    fingerprint: u64,
+    /// The lastTransitionTime of the first Accepted condition with status "True" / "False".
+    accepted_since: [Since; 2],
+    /// The conditions themselves, for an entry to be written (boxed: observed entries, the
+    /// many, have none).
+    text: Option<Box<KeptJson<Vec<Condition>>>>,
+}
 
 impl Conditions {
+    /// Conditions to write.
     pub fn new(conditions: &[Condition]) -> Conditions {
-        Conditions(KeptJson::of_text(
-            // Cannot fail: a Condition is strings, an integer and a timestamp.
-            serde_json::to_string(conditions).unwrap_or_else(|_| "[]".to_string()),
-        ))
+        let mut c = Conditions::observed(conditions);
+        c.text = Some(Box::new(KeptJson::of_text(Conditions::text_of(conditions))));
+        c
     }
 
-    /// The conditions; none when the kept text does not decode (logged; only a bug can cause
-    /// it, and the entry is then rewritten as any changed entry is).
-    pub fn to_vec(&self) -> Vec<Condition> {
-        self.0.get().unwrap_or_default()
+    /// Conditions as watched: what the planner compares with and keeps times from, without
+    /// their text.
+    pub fn observed(conditions: &[Condition]) -> Conditions {
+        let since = |status: &str| {
+            conditions
+                .iter()
+                .find(|c| c.type_ == ACCEPTED && c.status == status)
+                .map_or(Since::NONE, |c| Since::of(&c.last_transition_time))
+        };
+        Conditions {
+            fingerprint: fingerprint(&Conditions::text_of(conditions)),
+            accepted_since: [since("True"), since("False")],
+            text: None,
+        }
     }
+
+    fn text_of(conditions: &[Condition]) -> String {
+        // Cannot fail: a Condition is strings, an integer and a timestamp.
+        serde_json::to_string(conditions).unwrap_or_else(|_| "[]".to_string())
+    }
+
+    /// The lastTransitionTime of the first Accepted condition whose status is `status`
+    /// ("True" for `true`, "False" for `false`).
+    pub fn accepted_since(&self, status: bool) -> Option<Time> {
+        self.accepted_since[usize::from(!status)].time()
+    }
+
+    /// The conditions of an entry to be written; `None` for observed ones (their text is not
+    /// kept) and, logged, when the kept text does not decode (only a bug can cause it).
+    pub fn written(&self) -> Option<Vec<Condition>> {
+        self.text.as_ref()?.get()
+    }
+
+    /// The conditions to write ([`Conditions::written`]), none for observed ones.
+    pub fn to_vec(&self) -> Vec<Condition> {
+        self.written().unwrap_or_default()
+    }
+}
+
+impl PartialEq for Conditions {
+    /// Equal when the conditions are: their fingerprints are (the times kept beside it are a
+    /// function of the same conditions).
+    fn eq(&self, other: &Conditions) -> bool {
+        self.fingerprint == other.fingerprint
+    }
+}
+
+/// An optional timestamp in 16 bytes, its absence a nanosecond no timestamp has.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Since {
+    second: i64,
+    /// [`Since::ABSENT`] for none.
+    nanosecond: i32,
+}
+
+impl Since {
+    const ABSENT: i32 = i32::MIN;
+    const NONE: Since = Since {
+        second: 0,
+        nanosecond: Since::ABSENT,
+    };
+
+    fn of(t: &Time) -> Since {
+        Since {
+            second: t.0.as_second(),
+            nanosecond: t.0.subsec_nanosecond(),
+        }
+    }
+
+    fn time(self) -> Option<Time> {
+        if self.nanosecond == Since::ABSENT {
+            return None;
+        }
+        // Cannot fail: the parts are those of a timestamp.
+        k8s_openapi::jiff::Timestamp::new(self.second, self.nanosecond)
+            .ok()
+            .map(Time)
+    }
+}
+
+impl std::fmt::Debug for Since {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.time().fmt(f)
+    }
+}
+
+fn fingerprint(text: &str) -> u64 {
+    use std::hash::BuildHasher;
+    static KEYS: std::sync::OnceLock<std::collections::hash_map::RandomState> =
+        std::sync::OnceLock::new();
+    KEYS.get_or_init(std::collections::hash_map::RandomState::new)
+        .hash_one(text)
 }
 
 impl Default for Conditions {
@@ -303,7 +407,14 @@ impl From<Vec<Condition>> for Conditions {
 
 impl std::fmt::Debug for Conditions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        self.to_vec().fmt(f)
+        match self.written() {
+            Some(c) => c.fmt(f),
+            None => f
+                .debug_struct("ObservedConditions")
+                .field("fingerprint", &format_args!("{:016x}", self.fingerprint))
+                .field("accepted_since", &self.accepted_since)
+                .finish(),
+        }
     }
 }
 
@@ -333,6 +444,126 @@ mod tests {
     fn facts_fit_their_size_class() {
         let arc_inner = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<RouteFacts>();
         assert!(arc_inner <= 192, "Arc<RouteFacts> takes {arc_inner} bytes");
+    }
+
+    fn cond(type_: &str, status: &str, reason: &str, message: &str, at: i64) -> Condition {
+        Condition {
+            type_: type_.into(),
+            status: status.into(),
+            reason: reason.into(),
+            message: message.into(),
+            observed_generation: Some(2),
+            last_transition_time: Time(
+                k8s_openapi::jiff::Timestamp::from_second(at).expect("a time"),
+            ),
+        }
+    }
+
+    /// Observed conditions equal written ones exactly when the conditions are equal: every
+    /// field, the order and the count count.
+    #[test]
+    fn observed_conditions_equal_written_ones_exactly_when_the_conditions_do() {
+        let base = vec![cond(ACCEPTED, "True", "Accepted", "served", 100)];
+        let with = |f: &dyn Fn(&mut Condition)| {
+            let mut c = base.clone();
+            f(&mut c[0]);
+            c
+        };
+        let two = vec![
+            cond(ACCEPTED, "True", "Accepted", "served", 100),
+            cond("ResolvedRefs", "True", "ResolvedRefs", "", 100),
+        ];
+        let swapped = vec![two[1].clone(), two[0].clone()];
+        // (what, conditions, equal to `base`)
+        let cases: Vec<(&str, Vec<Condition>, bool)> = vec![
+            ("the same", base.clone(), true),
+            ("none", vec![], false),
+            ("type", with(&|c| c.type_ = "Programmed".into()), false),
+            ("status", with(&|c| c.status = "False".into()), false),
+            (
+                "reason",
+                with(&|c| c.reason = "NoMatchingParent".into()),
+                false,
+            ),
+            ("message", with(&|c| c.message = "served ".into()), false),
+            (
+                "generation",
+                with(&|c| c.observed_generation = Some(3)),
+                false,
+            ),
+            (
+                "no generation",
+                with(&|c| c.observed_generation = None),
+                false,
+            ),
+            (
+                "time",
+                with(&|c| c.last_transition_time = cond("", "", "", "", 101).last_transition_time),
+                false,
+            ),
+            ("one more", two.clone(), false),
+            ("duplicated", vec![base[0].clone(), base[0].clone()], false),
+        ];
+        for (what, c, equal) in &cases {
+            let observed = Conditions::observed(c);
+            assert_eq!(observed == Conditions::new(&base), *equal, "{what}");
+            assert_eq!(Conditions::new(&base) == observed, *equal, "{what}");
+            assert!(observed == Conditions::new(c), "{what}: itself");
+            assert_eq!(observed.written(), None, "{what}: no text kept");
+        }
+        assert_ne!(
+            Conditions::observed(&two),
+            Conditions::observed(&swapped),
+            "order"
+        );
+        assert_eq!(
+            Conditions::new(&two).to_vec(),
+            two,
+            "written conditions read back"
+        );
+    }
+
+    /// An observed entry keeps the time its Accepted condition has had each status since,
+    /// from the first Accepted condition with that status, as a scan of the list finds it.
+    #[test]
+    fn observed_conditions_keep_the_accepted_transition_times() {
+        let at = |s: i64| cond("", "", "", "", s).last_transition_time;
+        let c = Conditions::observed(&[
+            cond("Programmed", "True", "x", "", 1),
+            cond(ACCEPTED, "False", "NoMatchingParent", "", 2),
+            cond(ACCEPTED, "True", "Accepted", "", 3),
+            cond(ACCEPTED, "True", "Accepted", "", 4),
+        ]);
+        assert_eq!(c.accepted_since(true), Some(at(3)));
+        assert_eq!(c.accepted_since(false), Some(at(2)));
+        let c = Conditions::observed(&[
+            cond(ACCEPTED, "Unknown", "Pending", "", 5),
+            cond("Programmed", "True", "x", "", 6),
+        ]);
+        assert_eq!(c.accepted_since(true), None);
+        assert_eq!(c.accepted_since(false), None);
+        assert_eq!(
+            Conditions::new(&[cond(ACCEPTED, "True", "Accepted", "", 7)]).accepted_since(true),
+            Some(at(7)),
+            "written ones too"
+        );
+        for t in [
+            k8s_openapi::jiff::Timestamp::new(1_800_000_000, 250_000_000),
+            k8s_openapi::jiff::Timestamp::new(-1, -1),
+            k8s_openapi::jiff::Timestamp::new(0, 0),
+        ] {
+            let t = Time(t.expect("a time"));
+            assert_eq!(Since::of(&t).time(), Some(t), "kept exactly");
+        }
+        assert_eq!(Since::NONE.time(), None);
+    }
+
+    /// Each route keeps its status entries in a list of their own: an observed entry is the
+    /// parentRef, the fingerprint and the two times, with no room for text it does not keep.
+    #[test]
+    fn an_observed_status_entry_stays_small() {
+        let size = std::mem::size_of::<RouteParentStatus>();
+        assert!(size <= 56, "RouteParentStatus takes {size} bytes");
     }
 
     #[test]

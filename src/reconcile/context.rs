@@ -455,9 +455,8 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, scope: &Scope, now: Time) ->
         .values()
         .chain(
             second
-                .iter()
-                .filter(|(k, _)| !first.contains_key(*k))
-                .map(|(_, r)| r),
+                .values()
+                .filter(|r| first.get(r.kind, &r.namespace, &r.name).is_none()),
         )
         .map(|r| (**r).clone())
         .collect();

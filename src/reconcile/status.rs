@@ -37,7 +37,7 @@ pub const MAX_ROUTE_PARENTS: usize = 32;
 /// How many routes without room a condition message names; the count covers the rest.
 const ROUTES_NAMED: usize = 10;
 /// Route condition type.
-pub const ACCEPTED: &str = "Accepted";
+pub const ACCEPTED: &str = crate::cluster::route_facts::ACCEPTED;
 
 /// A condition, keeping the previous lastTransitionTime when the status is unchanged.
 pub fn condition(
@@ -49,12 +49,25 @@ pub fn condition(
     now: &Time,
     previous: &[Condition],
 ) -> Condition {
-    let status = if status { "True" } else { "False" }.to_string();
-    let last_transition_time = previous
+    let since = previous
         .iter()
-        .find(|c| c.type_ == type_ && c.status == status)
-        .map(|c| c.last_transition_time.clone())
-        .unwrap_or_else(|| now.clone());
+        .find(|c| c.type_ == type_ && c.status == if status { "True" } else { "False" })
+        .map(|c| c.last_transition_time.clone());
+    condition_since(type_, status, reason, message, generation, now, since)
+}
+
+/// A condition whose status, when unchanged, has held since `since` (`None`: it changes now).
+fn condition_since(
+    type_: &str,
+    status: bool,
+    reason: &str,
+    message: String,
+    generation: Option<i64>,
+    now: &Time,
+    since: Option<Time>,
+) -> Condition {
+    let last_transition_time = since.unwrap_or_else(|| now.clone());
+    let status = if status { "True" } else { "False" }.to_string();
     Condition {
         type_: type_.to_string(),
         status,
@@ -731,15 +744,14 @@ fn entry(
     now: &Time,
     previous: &[RouteParentStatus],
 ) -> RouteParentStatus {
-    let prev: Vec<Condition> = previous
+    let since = previous
         .iter()
         .find(|e| &e.parent_ref == p)
-        .map(|e| e.conditions.to_vec())
-        .unwrap_or_default();
+        .and_then(|e| e.conditions.accepted_since(ok));
     RouteParentStatus {
         parent_ref: p.clone(),
-        conditions: vec![condition(
-            ACCEPTED, ok, reason, message, generation, now, &prev,
+        conditions: vec![condition_since(
+            ACCEPTED, ok, reason, message, generation, now, since,
         )]
         .into(),
     }
