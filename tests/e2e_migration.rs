@@ -22,20 +22,16 @@
 mod support;
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 use support::control_plane::*;
 use support::poll::poll;
+use support::replica;
 
-use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
-use tenant_gateway::platform::{CONTROLLER_NAME, Scope};
-use tenant_gateway::readiness::Readiness;
-use tenant_gateway::reconcile::Options;
-use tenant_gateway::serve::{Reconciler, start_reconciler};
+use tenant_gateway::platform::CONTROLLER_NAME;
 
 const WAIT: Duration = Duration::from_secs(90);
 /// The platform controller's field manager.
@@ -656,36 +652,6 @@ fn reconciles(m: &Metrics) -> u64 {
     counter_sum(m, "tenant_gateway_reconcile_total", "")
 }
 
-struct Replica {
-    metrics: Metrics,
-    reconciler: Reconciler,
-}
-
-fn start_replica(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
-    rt.block_on(async move {
-        let client = cp.kube_client().await;
-        let metrics = Metrics::new();
-        let readiness = Arc::new(Readiness::new());
-        let live = LiveNamespaces::start(client.clone(), readiness, metrics.clone());
-        let reconciler = start_reconciler(
-            client,
-            live,
-            metrics.clone(),
-            Options {
-                lease_namespace: Some("default".into()),
-                lease_name: LEASE.into(),
-                uniform_port_kinds: false,
-                scope: Scope::default(),
-                ..Options::default()
-            },
-        );
-        Replica {
-            metrics,
-            reconciler,
-        }
-    })
-}
-
 /// Poke every TenantGateway until a round of reconciles issues no write.
 fn quiesce(c: &Cluster, m: &Metrics, ts: &[Tenant]) {
     c.wait("the reconciler to stop writing", || {
@@ -797,7 +763,7 @@ fn switching_from_the_platform_controller() {
         .build()
         .expect("runtime");
     let started = Instant::now();
-    let one = start_replica(&rt, &cp);
+    let one = replica::start(&rt, &cp, LEASE);
     c.wait("the replica to hold the Lease", || {
         (one.metrics.leader.get() == 1).then_some(())
     });
@@ -859,7 +825,7 @@ fn switching_from_the_platform_controller() {
     // A restart on the adopted world: the new holder's full resync writes nothing.
     one.reconciler.done.abort();
     let before = versions(&c, &ts, &["cozy-mig", "tenant-mign"]);
-    let two = start_replica(&rt, &cp);
+    let two = replica::start(&rt, &cp, LEASE);
     c.wait("the second replica takes the Lease", || {
         (two.metrics.leader.get() == 1).then_some(())
     });

@@ -9,7 +9,6 @@
 mod support;
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -17,13 +16,10 @@ use sha2::{Digest, Sha256};
 use support::control_plane::*;
 use support::poll::poll;
 use support::process::*;
+use support::replica;
 
-use tenant_gateway::cluster::LiveNamespaces;
 use tenant_gateway::metrics::Metrics;
-use tenant_gateway::platform::{CONTROLLER_NAME, Scope};
-use tenant_gateway::readiness::Readiness;
-use tenant_gateway::reconcile::Options;
-use tenant_gateway::serve::{Reconciler, start_reconciler};
+use tenant_gateway::platform::CONTROLLER_NAME;
 
 const WAIT: Duration = Duration::from_secs(60);
 
@@ -213,36 +209,6 @@ fn reconciles_total(m: &Metrics) -> u64 {
     counter_sum(m, "tenant_gateway_reconcile_total")
 }
 
-struct Replica {
-    metrics: Metrics,
-    reconciler: Reconciler,
-}
-
-fn start_replica(rt: &tokio::runtime::Runtime, cp: &ControlPlane) -> Replica {
-    rt.block_on(async move {
-        let client = cp.kube_client().await;
-        let metrics = Metrics::new();
-        let readiness = Arc::new(Readiness::new());
-        let live = LiveNamespaces::start(client.clone(), readiness, metrics.clone());
-        let reconciler = start_reconciler(
-            client,
-            live,
-            metrics.clone(),
-            Options {
-                lease_namespace: Some("default".into()),
-                lease_name: "tenant-gateway-e2e".into(),
-                uniform_port_kinds: false,
-                scope: Scope::default(),
-                ..Options::default()
-            },
-        );
-        Replica {
-            metrics,
-            reconciler,
-        }
-    })
-}
-
 #[test]
 fn reconciler_on_a_real_api_server() {
     let _ = tracing_subscriber::fmt()
@@ -261,7 +227,7 @@ fn reconciler_on_a_real_api_server() {
         .enable_all()
         .build()
         .expect("runtime");
-    let one = start_replica(&rt, &cp);
+    let one = replica::start(&rt, &cp, "tenant-gateway-e2e");
     c.wait("the replica to hold the Lease", || {
         (one.metrics.leader.get() == 1).then_some(())
     });
@@ -288,7 +254,7 @@ fn reconciler_on_a_real_api_server() {
     certificate_names_never_clash(&c);
 
     // Two replicas: one Lease holder, only it writes; killing it hands over.
-    let two = start_replica(&rt, &cp);
+    let two = replica::start(&rt, &cp, "tenant-gateway-e2e");
     c.wait("the second replica's caches", || {
         (counter_sum(&two.metrics, "tenant_gateway_reconcile_total") > 0).then_some(())
     });

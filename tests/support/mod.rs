@@ -11,7 +11,8 @@
 //!   builder, `tenant_gateway::admission::testing::review`;
 //! - `poll.rs`: how a test waits: a retry loop with a deadline that names what it waited
 //!   for;
-//! - `load.rs`: the bounded load generator of the robustness tests.
+//! - `load.rs`: the bounded load generator of the robustness tests;
+//! - `replica.rs`: an in-process reconciler replica on a Lease, for the reconciler's e2e tests.
 //!
 //! Every test file declares `mod support;` and imports what it needs from these files.
 // Each tests/*.rs is its own crate and uses a different subset of these helpers; the rest
@@ -23,4 +24,5 @@ pub mod http;
 pub mod load;
 pub mod poll;
 pub mod process;
+pub mod replica;
 pub mod review;
