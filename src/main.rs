@@ -99,6 +99,10 @@ enum Command {
         /// Object name.
         #[arg(long, env = "TENANT_GATEWAY_NAME", default_value = "tenant-gateway")]
         name: String,
+        /// The webhook's --tenant-prefix: objects outside it are not sent to the tenant-scoped
+        /// layers (a matchCondition).
+        #[arg(long, env = "TENANT_GATEWAY_TENANT_PREFIX", default_value = "tenant-")]
+        tenant_prefix: String,
     },
     /// Write a development CA and serving certificate.
     Certs {
@@ -187,13 +191,18 @@ async fn run(command: Command) -> anyhow::Result<ExitCode> {
             print_out(&tenant_gateway::policies::render(&cfg)?)?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::WebhookConfiguration { url, ca_file, name } => {
+        Command::WebhookConfiguration {
+            url,
+            ca_file,
+            name,
+            tenant_prefix,
+        } => {
             use tenant_gateway::admission::registration;
             registration::check_url(&url)?;
             let pem = std::fs::read(&ca_file)
                 .map_err(|e| anyhow::anyhow!("cannot read {}: {e}", ca_file.display()))?;
             let ca = registration::ca_bundle(&ca_file.display().to_string(), &pem)?;
-            let v = registration::by_url(&name, &url, &ca);
+            let v = registration::by_url(&name, &url, &ca, &tenant_prefix);
             print_out(&format!("{}\n", serde_json::to_string_pretty(&v)?))?;
             Ok(ExitCode::SUCCESS)
         }

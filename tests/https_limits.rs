@@ -91,6 +91,130 @@ async fn slow_request_head_is_cut_by_the_header_timeout() {
     s.server.stop().await;
 }
 
+/// One review on a kept-alive HTTP/1.1 connection: writes the request and reads exactly its
+/// response (by Content-Length); `None` when the connection is closed instead.
+async fn review_on<S: AsyncReadExt + AsyncWriteExt + Unpin>(
+    tls: &mut S,
+    uid: &str,
+) -> Option<String> {
+    let body =
+        namespace_create(uid, "tenant-x", json!({}), "admin", &["system:masters"]).to_string();
+    let head = format!(
+        "POST /validate/namespaces HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n",
+        body.len()
+    );
+    tls.write_all(head.as_bytes()).await.ok()?;
+    tls.write_all(body.as_bytes()).await.ok()?;
+    tls.flush().await.ok()?;
+    let mut got = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        let n = tokio::time::timeout(DEADLINE, tls.read(&mut buf))
+            .await
+            .ok()?
+            .ok()?;
+        if n == 0 {
+            return None;
+        }
+        got.extend_from_slice(&buf[..n]);
+        let text = String::from_utf8_lossy(&got).into_owned();
+        let Some((head, rest)) = text.split_once("\r\n\r\n") else {
+            continue;
+        };
+        let len: usize = head
+            .lines()
+            .find_map(|l| {
+                l.to_ascii_lowercase()
+                    .strip_prefix("content-length:")
+                    .map(|v| v.trim().to_string())
+            })
+            .and_then(|v| v.parse().ok())?;
+        if rest.len() >= len {
+            return Some(text);
+        }
+    }
+}
+
+/// The API server keeps an idle webhook connection for 90 s and speaks HTTP/1.1 to every
+/// webhook registered by Service: between requests the header timeout must not run, or each
+/// review after a quiet moment pays a new handshake (and may race our close).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http1_keep_alive_connection_outlives_the_header_timeout() {
+    let limits = Limits {
+        header_read_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let s = setup(limits, 64, Arc::new(AlwaysAllow)).await;
+    let cfg = rustls_client(&s.pki.ca_cert_pem, &[b"http/1.1"]);
+    let mut tls = tls_connect(s.server.webhook, cfg).await.expect("handshake");
+    let first = review_on(&mut tls, "uid-1")
+        .await
+        .expect("first review answered");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    // Idle for three header timeouts: the connection stays open.
+    tokio::time::sleep(Duration::from_millis(900)).await;
+    let second = review_on(&mut tls, "uid-2")
+        .await
+        .expect("the idle connection was kept for the next review");
+    assert!(
+        second.starts_with("HTTP/1.1 200") && second.contains("uid-2"),
+        "{second}"
+    );
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_head_on_a_kept_alive_connection_is_cut_by_the_header_timeout() {
+    let limits = Limits {
+        header_read_timeout: Duration::from_millis(300),
+        ..Limits::default()
+    };
+    let s = setup(limits, 64, Arc::new(AlwaysAllow)).await;
+    let cfg = rustls_client(&s.pki.ca_cert_pem, &[b"http/1.1"]);
+    let mut tls = tls_connect(s.server.webhook, cfg).await.expect("handshake");
+    let first = review_on(&mut tls, "uid-1")
+        .await
+        .expect("first review answered");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Half of the next request head, then nothing: cut one header timeout later, long
+    // before the idle timeout (120 s).
+    tls.write_all(b"POST /validate/namespaces HTTP/1.1\r\nHost: x\r\n")
+        .await
+        .expect("write");
+    tls.flush().await.expect("flush");
+    let started = tokio::time::Instant::now();
+    assert!(
+        closed_by_server(&mut tls).await,
+        "server kept a slow-header connection open"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(250));
+    s.server.stop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_http1_connection_is_closed_after_the_idle_timeout() {
+    let limits = Limits {
+        idle_timeout: Duration::from_millis(400),
+        header_read_timeout: Duration::from_secs(60),
+        ..Limits::default()
+    };
+    let s = setup(limits, 64, Arc::new(AlwaysAllow)).await;
+    let cfg = rustls_client(&s.pki.ca_cert_pem, &[b"http/1.1"]);
+    let mut tls = tls_connect(s.server.webhook, cfg).await.expect("handshake");
+    let first = review_on(&mut tls, "uid-1")
+        .await
+        .expect("first review answered");
+    assert!(first.starts_with("HTTP/1.1 200"), "{first}");
+    let started = tokio::time::Instant::now();
+    assert!(
+        closed_by_server(&mut tls).await,
+        "server kept an idle connection open"
+    );
+    assert!(started.elapsed() >= Duration::from_millis(350));
+    s.server.stop().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn silent_http2_client_is_cut_by_the_header_timeout() {
     let limits = Limits {

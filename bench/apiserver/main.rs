@@ -5,6 +5,15 @@
 //!
 //! Direct API calls from one long-lived client, not `kubectl` processes: process start-up
 //! would swamp the difference being measured.
+//!
+//! `apiserver-latency always-allow ...` is the other end of the comparison (SPEC §8: "vs a
+//! do-nothing webhook registered the same way"): the product's TLS/HTTP server
+//! (`server::bind` with its default limits, on a multi-thread runtime built as
+//! `tenant-gateway serve` builds it, the same allocator) answering every review with
+//! `AlwaysAllow`. The driver registers it with the ValidatingWebhookConfiguration
+//! `tenant-gateway webhook-configuration` prints, on its own port and serving pair signed by
+//! the same CA. `AlwaysAllow` cannot be selected in the product binary: a flag there would be
+//! one environment variable away from a webhook that admits everything.
 
 use std::time::{Duration, Instant};
 
@@ -18,6 +27,9 @@ struct Args {
     warmup: usize,
     label: String,
     kind: Kind,
+    /// Wait this long before each measured request: how a quiet cluster calls the webhook
+    /// (whether its connection is still open then is what this shows).
+    pause: Duration,
 }
 
 /// The kinds the webhook guards, each with an object every layer admits, created by the
@@ -187,6 +199,7 @@ fn parse_args() -> Result<Args, String> {
         warmup: 50,
         label: "run".to_string(),
         kind: Kind::HttpRoute,
+        pause: Duration::ZERO,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -198,6 +211,10 @@ fn parse_args() -> Result<Args, String> {
             }
             "--warmup" => a.warmup = value()?.parse().map_err(|e| format!("--warmup: {e}"))?,
             "--label" => a.label = value()?,
+            "--pause-ms" => {
+                a.pause =
+                    Duration::from_millis(value()?.parse().map_err(|e| format!("--pause-ms: {e}"))?)
+            }
             "--kind" => {
                 let v = value()?;
                 a.kind = KINDS
@@ -226,13 +243,32 @@ fn percentile(sorted: &[Duration], p: f64) -> f64 {
     sorted[idx.min(sorted.len() - 1)].as_secs_f64() * 1000.0
 }
 
-#[tokio::main(flavor = "current_thread")]
-async fn main() -> Result<(), Box<dyn std::error::Error>> {
+// The same global allocator as the `tenant-gateway` binary (src/main.rs), so the do-nothing
+// server runs the product's stack as it is shipped.
+#[cfg(feature = "jemalloc")]
+#[global_allocator]
+static ALLOC: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+#[cfg(all(feature = "mimalloc", not(feature = "jemalloc")))]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    if std::env::args().nth(1).as_deref() == Some("always-allow") {
+        return always_allow::main();
+    }
     let args = parse_args().map_err(|e| {
         format!(
-            "{e}\nusage: apiserver-latency --kubeconfig FILE [--requests N] [--warmup N] [--label L] [--kind K]"
+            "{e}\nusage: apiserver-latency --kubeconfig FILE [--requests N] [--warmup N] [--label L] [--kind K] [--pause-ms MS]\n       apiserver-latency always-allow --listen ADDR --metrics-listen ADDR --tls-cert-file F --tls-key-file F"
         )
     })?;
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?
+        .block_on(measure(args))
+}
+
+async fn measure(args: Args) -> Result<(), Box<dyn std::error::Error>> {
     let mut config =
         tenant_gateway::cluster::client::config(Some(std::path::Path::new(&args.kubeconfig)), None)
             .await?;
@@ -258,6 +294,9 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut samples = Vec::with_capacity(args.requests);
     for i in 0..args.requests {
         let obj = args.kind.object(i);
+        if !args.pause.is_zero() {
+            tokio::time::sleep(args.pause).await;
+        }
         let t = Instant::now();
         api.create(&pp, &obj)
             .await
@@ -280,4 +319,92 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         })
     );
     Ok(())
+}
+
+/// The do-nothing webhook (see the module doc).
+mod always_allow {
+    use std::net::SocketAddr;
+    use std::path::PathBuf;
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    use tenant_gateway::metrics::Metrics;
+    use tenant_gateway::readiness::Readiness;
+    use tenant_gateway::server::{self, AlwaysAllow, ServeOptions};
+
+    struct Args {
+        listen: SocketAddr,
+        metrics_listen: SocketAddr,
+        cert: PathBuf,
+        key: PathBuf,
+    }
+
+    fn parse() -> Result<Args, String> {
+        let (mut listen, mut metrics_listen, mut cert, mut key) = (None, None, None, None);
+        let mut it = std::env::args().skip(2);
+        while let Some(flag) = it.next() {
+            let value = it.next().ok_or_else(|| format!("{flag} needs a value"))?;
+            let addr = || {
+                value
+                    .parse::<SocketAddr>()
+                    .map_err(|e| format!("{flag} {value}: {e}"))
+            };
+            match flag.as_str() {
+                "--listen" => listen = Some(addr()?),
+                "--metrics-listen" => metrics_listen = Some(addr()?),
+                "--tls-cert-file" => cert = Some(PathBuf::from(&value)),
+                "--tls-key-file" => key = Some(PathBuf::from(&value)),
+                other => return Err(format!("always-allow: unknown flag {other}")),
+            }
+        }
+        let need = |name: &str| format!("always-allow: {name} is required");
+        Ok(Args {
+            listen: listen.ok_or_else(|| need("--listen"))?,
+            metrics_listen: metrics_listen.ok_or_else(|| need("--metrics-listen"))?,
+            cert: cert.ok_or_else(|| need("--tls-cert-file"))?,
+            key: key.ok_or_else(|| need("--tls-key-file"))?,
+        })
+    }
+
+    pub fn main() -> Result<(), Box<dyn std::error::Error>> {
+        let a = parse()?;
+        // As src/main.rs builds it for `serve`: one worker per core.
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .enable_all()
+            .build()?;
+        rt.block_on(async {
+            // `serve`'s defaults for everything the flags do not set (src/config.rs).
+            let opts = ServeOptions {
+                listen: a.listen,
+                metrics_listen: a.metrics_listen,
+                tls_cert_file: a.cert,
+                tls_key_file: a.key,
+                client_ca_file: None,
+                tls_reload_interval: Duration::from_secs(2),
+                shutdown_grace: Duration::from_secs(20),
+                max_connections: server::DEFAULT_MAX_CONNECTIONS,
+            };
+            let readiness = Arc::new(Readiness::new());
+            // No namespace index to wait for: /readyz answers once TLS is loaded and bound.
+            readiness.set_index_synced(true);
+            let bound =
+                server::bind(opts, Arc::new(AlwaysAllow), readiness, Metrics::new()).await?;
+            eprintln!(
+                "always-allow: webhook https://{} metrics http://{}",
+                bound.webhook_addr(),
+                bound.metrics_addr()
+            );
+            let mut term =
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+            bound
+                .serve(async move {
+                    tokio::select! {
+                        _ = term.recv() => {}
+                        _ = tokio::signal::ctrl_c() => {}
+                    }
+                })
+                .await?;
+            Ok(())
+        })
+    }
 }

@@ -36,12 +36,14 @@ install_crds() {
 }
 
 # start_serve PORT METRICS_PORT [extra serve flags...]: dev certs in $work/certs. The
-# reconciler runs unless the flags say --no-controller.
+# reconciler runs unless the flags say --no-controller. The webhook listens on $serve_host
+# (default 127.0.0.1), which the serving certificate names too.
 start_serve() {
-  local port=$1 mport=$2
+  local port=$1 mport=$2 host=${serve_host:-127.0.0.1} hosts=127.0.0.1,localhost
   shift 2
-  "$bin" certs --out "$work/certs" --hosts 127.0.0.1,localhost >/dev/null
-  "$bin" serve --listen "127.0.0.1:$port" --metrics-listen "127.0.0.1:$mport" \
+  [ "$host" = 127.0.0.1 ] || hosts+=",$host"
+  "$bin" certs --out "$work/certs" --hosts "$hosts" >/dev/null
+  "$bin" serve --listen "$host:$port" --metrics-listen "127.0.0.1:$mport" \
     --tls-cert-file "$work/certs/tls.crt" --tls-key-file "$work/certs/tls.key" \
     --kubeconfig "$work/cp/kubeconfig" --root-host example.org "$@" \
     2>"$work/serve.log" &

@@ -2,6 +2,7 @@
 //! webhook per path, failurePolicy Fail, timeoutSeconds 5, sideEffects None, matchPolicy
 //! Equivalent, admissionReviewVersions `[v1]`). The chart renders the in-cluster form; this is
 //! the by-URL form for clusters where the webhook runs outside (the playground, the tests).
+//! Both carry the same [`match_conditions`] (tests/charts.rs compares them).
 
 use serde_json::{Value, json};
 
@@ -11,8 +12,139 @@ use super::WebhookResource;
 /// webhook cannot lock operators out of repairing it.
 pub const EXCLUDED_NAMESPACES: [&str; 1] = ["kube-system"];
 
-/// `base_url` like `https://127.0.0.1:8443`; `ca_bundle_b64` is the base64 of the CA PEM.
-pub fn by_url(name: &str, base_url: &str, ca_bundle_b64: &str) -> Value {
+/// The matchConditions of `r`'s webhook. The API server evaluates them before it calls out
+/// and skips the call when one is false, so each one is false only for requests the layer
+/// admits whatever the cluster holds and whoever asks, judged from the request alone: a
+/// skipped call is a review we would have answered `allowed: true` without a warning (routes
+/// are never skipped in tenant scope: their warnings depend on the route index). Spared:
+/// the call's round trip for the API server, and the review for us.
+///
+/// None of them may fail to evaluate: with failurePolicy Fail, an evaluation error rejects
+/// the request without calling us. Every field read on `object`/`oldObject` is therefore
+/// guarded (`has()`, a type check, or `null` first), relying on CEL's `&&`/`||`, which
+/// absorb an error on one side when the other side decides the result.
+///
+/// - `tenant-scope` (layers 2, 7, 8, 9): objects outside tenant scope are admitted unchecked
+///   (SPEC §2.2).
+/// - `main-resource-or-read-field-changed` (Ingress): an `ingresses/status` write that keeps
+///   the name, generateName, every annotation and the whole spec; the webhook admits a
+///   subresource write that changes no field the layer reads (`Admission::decide`), and
+///   these are a superset of those fields.
+/// - `labels-or-annotations-changed` (Namespace): an UPDATE (also through `status` and
+///   `finalize`) that keeps every label and annotation changes no guarded key, whatever the
+///   configured lists are (layer 5).
+/// - `host-set-or-changed` (Tenant): `spec.host` the same on both sides (absent, null and
+///   `""` alike, as layer 4 reads it), with `spec` an object or absent and the host a string
+///   or absent on both; any other shape is sent to the layer, which denies it.
+/// - `attached-namespaces-present` (Package): layer 3 judges only objects where every step of
+///   `spec.components.platform.values.gateway.attachedNamespaces` is an object and the list
+///   is present and not null.
+pub fn match_conditions(r: WebhookResource, tenant_prefix: &str) -> Vec<Value> {
+    let mut conditions = Vec::new();
+    if r.layer().tenant_scoped() {
+        conditions.push(condition(
+            "tenant-scope",
+            format!(
+                "request.namespace.startsWith({})",
+                cel_string(tenant_prefix)
+            ),
+        ));
+    }
+    match r {
+        WebhookResource::Ingresses => conditions.push(condition(
+            "main-resource-or-read-field-changed",
+            [
+                // The field is absent, not empty, for the main resource.
+                "!has(request.subResource) || request.subResource == '' || oldObject == null ||"
+                    .to_string(),
+                "object.metadata.name != oldObject.metadata.name ||".to_string(),
+                format!("{} ||", differs("metadata.generateName", "''")),
+                format!("{} ||", differs("metadata.annotations", "{}")),
+                differs("spec", "{}"),
+            ]
+            .join("\n"),
+        )),
+        WebhookResource::Namespaces => conditions.push(condition(
+            "labels-or-annotations-changed",
+            [
+                "request.operation != 'UPDATE' || oldObject == null ||".to_string(),
+                format!("{} ||", differs("metadata.labels", "{}")),
+                differs("metadata.annotations", "{}"),
+            ]
+            .join("\n"),
+        )),
+        WebhookResource::Tenants => {
+            // `spec` absent, null or an object whose host is absent, null or a string.
+            let shape_ok = |o: &str| {
+                format!(
+                    "(!has({o}.spec) || {o}.spec == null || type({o}.spec) == map &&\n  \
+                     (!has({o}.spec.host) || {o}.spec.host == null || type({o}.spec.host) == string))"
+                )
+            };
+            // The host as layer 4 reads it: `""` when anything on the way is absent or null.
+            let host = |o: &str| {
+                format!(
+                    "(!has({o}.spec) || {o}.spec == null || !has({o}.spec.host) || {o}.spec.host == null ? '' : {o}.spec.host)"
+                )
+            };
+            conditions.push(condition(
+                "host-set-or-changed",
+                format!(
+                    "!(\n{} &&\n(oldObject == null || {}) &&\n{} ==\n{}\n)",
+                    shape_ok("object"),
+                    shape_ok("oldObject"),
+                    host("object"),
+                    host("oldObject"),
+                ),
+            ));
+        }
+        WebhookResource::Packages => {
+            let mut steps = Vec::new();
+            let mut path = String::from("object");
+            let [walk @ .., last] = crate::policy::package::PATH;
+            for key in walk {
+                path = format!("{path}.{key}");
+                steps.push(format!("has({path}) && type({path}) == map"));
+            }
+            path = format!("{path}.{last}");
+            steps.push(format!("has({path}) && {path} != null"));
+            conditions.push(condition(
+                "attached-namespaces-present",
+                steps.join(" &&\n"),
+            ));
+        }
+        _ => {}
+    }
+    conditions
+}
+
+fn condition(name: &str, expression: String) -> Value {
+    json!({"name": name, "expression": expression})
+}
+
+/// CEL: `object.<field>` and `oldObject.<field>` differ, an absent field reading as `empty`.
+/// Only called where `oldObject` is known not to be null.
+fn differs(field: &str, empty: &str) -> String {
+    let side = |o: &str| {
+        let (parent, key) = field.rsplit_once('.').unwrap_or(("", field));
+        let parent = if parent.is_empty() {
+            o.to_string()
+        } else {
+            format!("{o}.{parent}")
+        };
+        format!("(has({parent}.{key}) ? {parent}.{key} : {empty})")
+    };
+    format!("{} != {}", side("object"), side("oldObject"))
+}
+
+/// A CEL string literal.
+fn cel_string(s: &str) -> String {
+    format!("'{}'", s.replace('\\', "\\\\").replace('\'', "\\'"))
+}
+
+/// `base_url` like `https://127.0.0.1:8443`; `ca_bundle_b64` is the base64 of the CA PEM;
+/// `tenant_prefix` as `serve --tenant-prefix` (the tenant-scope matchConditions).
+pub fn by_url(name: &str, base_url: &str, ca_bundle_b64: &str, tenant_prefix: &str) -> Value {
     let base = base_url.trim_end_matches('/');
     let webhooks: Vec<Value> = WebhookResource::ALL
         .into_iter()
@@ -52,6 +184,10 @@ pub fn by_url(name: &str, base_url: &str, ca_bundle_b64: &str) -> Value {
                 "timeoutSeconds": 5,
                 "admissionReviewVersions": ["v1"],
             });
+            let conditions = match_conditions(r, tenant_prefix);
+            if !conditions.is_empty() {
+                hook["matchConditions"] = Value::Array(conditions);
+            }
             if r == WebhookResource::Namespaces {
                 // A Namespace's own name label is the selector target for namespaces.
                 hook["objectSelector"] = json!({"matchExpressions": [{
@@ -197,7 +333,7 @@ mod tests {
 
     #[test]
     fn one_webhook_per_path_with_the_required_settings() {
-        let v = by_url("tg", "https://127.0.0.1:8443/", "Q0E=");
+        let v = by_url("tg", "https://127.0.0.1:8443/", "Q0E=", "tenant-");
         let hooks = v["webhooks"].as_array().expect("webhooks");
         assert_eq!(hooks.len(), WebhookResource::ALL.len());
         for (h, r) in hooks.iter().zip(WebhookResource::ALL) {
@@ -225,7 +361,7 @@ mod tests {
 
     #[test]
     fn subresources_that_keep_read_fields_are_registered() {
-        let v = by_url("tg", "https://127.0.0.1:8443", "Q0E=");
+        let v = by_url("tg", "https://127.0.0.1:8443", "Q0E=", "tenant-");
         let ns = hook(&v, "namespaces");
         assert_eq!(
             ns["rules"][0]["resources"],
@@ -249,8 +385,65 @@ mod tests {
     }
 
     #[test]
+    fn match_conditions_per_path() {
+        let names = |r| -> Vec<String> {
+            match_conditions(r, "tenant-")
+                .iter()
+                .map(|c| c["name"].as_str().expect("name").to_string())
+                .collect()
+        };
+        for r in WebhookResource::ALL {
+            let expected: Vec<&str> = match r {
+                WebhookResource::Ingresses => {
+                    vec!["tenant-scope", "main-resource-or-read-field-changed"]
+                }
+                WebhookResource::Namespaces => vec!["labels-or-annotations-changed"],
+                WebhookResource::Tenants => vec!["host-set-or-changed"],
+                WebhookResource::Packages => vec!["attached-namespaces-present"],
+                _ => vec!["tenant-scope"],
+            };
+            assert_eq!(names(r), expected, "{r:?}");
+        }
+        // Registered as computed, on the path's webhook.
+        let v = by_url("tg", "https://127.0.0.1:8443", "Q0E=", "t-");
+        assert_eq!(
+            hook(&v, "httproutes")["matchConditions"],
+            json!([{"name": "tenant-scope", "expression": "request.namespace.startsWith('t-')"}])
+        );
+        assert_eq!(
+            hook(&v, "packages")["matchConditions"],
+            json!(match_conditions(WebhookResource::Packages, "t-"))
+        );
+    }
+
+    #[test]
+    fn tenant_prefix_is_a_cel_string_literal() {
+        let c = &match_conditions(WebhookResource::Gateways, r"a'b\c")[0];
+        assert_eq!(c["expression"], r"request.namespace.startsWith('a\'b\\c')");
+    }
+
+    #[test]
+    fn package_condition_walks_every_step_of_the_layer_path() {
+        let c = &match_conditions(WebhookResource::Packages, "tenant-")[0];
+        let e = c["expression"].as_str().expect("expression");
+        let mut path = String::from("object");
+        for (i, key) in crate::policy::package::PATH.iter().enumerate() {
+            path = format!("{path}.{key}");
+            assert!(e.contains(&format!("has({path})")), "{e}");
+            // Every step but the list itself must be an object for the layer to look further.
+            let is_map = e.contains(&format!("type({path}) == map"));
+            assert_eq!(
+                is_map,
+                i + 1 < crate::policy::package::PATH.len(),
+                "{path}: {e}"
+            );
+        }
+        assert!(e.ends_with(&format!("{path} != null")), "{e}");
+    }
+
+    #[test]
     fn new_paths_are_registered() {
-        let v = by_url("tg", "https://127.0.0.1:8443", "Q0E=");
+        let v = by_url("tg", "https://127.0.0.1:8443", "Q0E=", "tenant-");
         let ls = hook(&v, "listenersets");
         assert_eq!(
             ls["clientConfig"]["url"],

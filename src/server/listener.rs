@@ -15,6 +15,15 @@
 //! Idleness: a connection without any request in progress for `idle_timeout` is closed
 //! (HTTP/2 GOAWAY) whatever control frames (PINGs, SETTINGS) it exchanges; one with a
 //! request in progress is idle when no byte has moved for `idle_timeout`.
+//!
+//! Request heads: on the webhook port the HTTP/1 header timeout counts from the first byte
+//! of a head ([`HeadTimer`]), so a keep-alive connection waits for its next request up to
+//! `idle_timeout`, as Go's net/http server separates `IdleTimeout` from `ReadHeaderTimeout`.
+//! The API server reuses an idle webhook connection for 90 s (Go's default) and, for a
+//! webhook registered by Service (every in-cluster one), speaks HTTP/1.1 only; closing its
+//! connections after the header timeout would cost the next review a TCP and TLS handshake
+//! and race it (Go does not resend a POST on a connection closed under it, and the webhook
+//! fails closed).
 
 use std::collections::VecDeque;
 use std::io;
@@ -25,6 +34,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use hyper::rt::{Sleep, Timer};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulConnection;
@@ -73,9 +83,10 @@ impl Builders {
     fn new(s: &ConnSettings) -> Builders {
         let mut b = Builder::new(TokioExecutor::new());
         b.http1()
+            // hyper starts this timer whenever it waits for a request head, so with it a
+            // keep-alive HTTP/1 connection may sit idle only this long between requests; the
+            // webhook's TLS connections replace it by a `HeadTimer`.
             .timer(TokioTimer::new())
-            // hyper starts this timer whenever it waits for a request head, so it also bounds
-            // how long a keep-alive HTTP/1 connection may sit idle between requests.
             .header_read_timeout(s.header_read_timeout)
             // hyper buffers up to ~400 KiB per connection by default; request heads are
             // small and bodies stream through in pieces either way.
@@ -380,6 +391,15 @@ async fn serve_connection(
             };
             conn.slot = slot;
             let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+            // Which protocol the API server chose is worth seeing when latency is in question:
+            // it offers HTTP/2 only to a webhook registered by a loopback URL.
+            tracing::debug!(
+                listener = settings.name,
+                protocol = if h2 { "h2" } else { "http/1.1" },
+                "connection established"
+            );
+            let mut h1 = builders.h1.clone();
+            h1.http1().timer(HeadTimer(activity.clone()));
             let c = if h2 {
                 // hyper's HTTP/2 server waits for the client preface without a timeout (and
                 // a graceful shutdown waits for it too); a client that negotiated h2 and
@@ -390,9 +410,7 @@ async fn serve_connection(
                     .h2
                     .serve_connection(TokioIo::new(tls_stream), service)
             } else {
-                builders
-                    .h1
-                    .serve_connection(TokioIo::new(tls_stream), service)
+                h1.serve_connection(TokioIo::new(tls_stream), service)
             };
             drive(c, &activity, settings, drain).await;
         }
@@ -438,6 +456,7 @@ struct InProgress(Arc<Activity>);
 impl InProgress {
     fn start(a: Arc<Activity>) -> InProgress {
         a.open.fetch_add(1, Ordering::Relaxed);
+        a.head_begun.store(false, Ordering::Relaxed);
         a.touch_request();
         InProgress(a)
     }
@@ -628,6 +647,9 @@ struct Activity {
     /// Set after the handshake when the protocol needs the client to speak first; cleared
     /// by the first byte read.
     waiting: AtomicBool,
+    /// Bytes arrived while no request was in progress: a request head has begun (on a new
+    /// connection, the TLS handshake counts). Cleared when a request starts.
+    head_begun: AtomicBool,
 }
 
 impl Activity {
@@ -641,6 +663,7 @@ impl Activity {
             evicted: AtomicBool::new(false),
             evict_signal: Notify::new(),
             waiting: AtomicBool::new(false),
+            head_begun: AtomicBool::new(false),
         }
     }
 
@@ -704,6 +727,60 @@ impl Activity {
     }
 }
 
+/// hyper's HTTP/1 header-timeout clock for one webhook connection: a timer hyper starts
+/// while it waits for a request head runs only once a byte of that head has arrived
+/// ([`Activity::head_begun`]); until then the connection is idle, and `drive` closes it after
+/// `idle_timeout`. A silent client is still cut after the header timeout: on a new
+/// connection the TLS handshake counts as the head's beginning. Bytes of a pipelined next
+/// request read together with the previous request's body do not count, so a client that
+/// stalls inside such a head is closed after `idle_timeout`, like any idle connection.
+/// hyper uses this timer for the header timeout only.
+struct HeadTimer(Arc<Activity>);
+
+impl Timer for HeadTimer {
+    fn sleep(&self, duration: Duration) -> Pin<Box<dyn Sleep>> {
+        Box::pin(HeadSleep {
+            activity: self.0.clone(),
+            timeout: duration,
+            running: None,
+        })
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> Pin<Box<dyn Sleep>> {
+        self.sleep(deadline.saturating_duration_since(Instant::now()))
+    }
+}
+
+struct HeadSleep {
+    activity: Arc<Activity>,
+    timeout: Duration,
+    /// Started when the head's first byte was seen.
+    running: Option<Pin<Box<tokio::time::Sleep>>>,
+}
+
+impl Future for HeadSleep {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if self.running.is_none() {
+            // No waker to register: bytes arrive through the connection's own reads, which
+            // wake the task that polls this (hyper polls the timer right after a read that
+            // left the head incomplete).
+            if !self.activity.head_begun.load(Ordering::Relaxed) {
+                return Poll::Pending;
+            }
+            let sleep = Box::pin(tokio::time::sleep(self.timeout));
+            self.running = Some(sleep);
+        }
+        match self.running.as_mut() {
+            Some(sleep) => sleep.as_mut().poll(cx),
+            None => Poll::Pending,
+        }
+    }
+}
+
+impl Sleep for HeadSleep {}
+
 /// A TCP stream that records when bytes last moved, for the idle timeout.
 struct ActivityIo {
     inner: TcpStream,
@@ -721,6 +798,9 @@ impl AsyncRead for ActivityIo {
         if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             self.activity.touch();
             self.activity.waiting.store(false, Ordering::Relaxed);
+            if self.activity.open.load(Ordering::Relaxed) == 0 {
+                self.activity.head_begun.store(true, Ordering::Relaxed);
+            }
         }
         res
     }

@@ -79,8 +79,9 @@ pub struct Limits {
     pub budget_wait: Duration,
     /// From TCP accept to a finished TLS handshake.
     pub tls_handshake_timeout: Duration,
-    /// HTTP/1: to receive a complete request head. hyper also applies it while a keep-alive
-    /// connection waits for its next request, so it is the HTTP/1 idle limit as well.
+    /// HTTP/1: to receive a complete request head, on the webhook port counted from the
+    /// head's first byte (a keep-alive connection waits for its next request up to
+    /// `idle_timeout`); a client silent after the TLS handshake is cut after it too.
     pub header_read_timeout: Duration,
     /// To receive a complete request body once the head arrived; 408 after it.
     pub body_read_timeout: Duration,

@@ -542,6 +542,7 @@ impl Webhook {
             "tenant-gateway-e2e",
             &format!("https://127.0.0.1:{}", self.port),
             &ca,
+            "tenant-",
         )
         .to_string()
     }
