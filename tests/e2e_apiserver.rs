@@ -11,7 +11,7 @@ mod support;
 use std::time::{Duration, Instant};
 
 use support::control_plane::*;
-use support::poll::{EVERY, try_poll};
+use support::poll::{EVERY, poll, try_poll};
 use support::process::*;
 use tenant_gateway::admission::WebhookResource;
 use tenant_gateway::admission::testing::review;
@@ -845,14 +845,26 @@ fn webhook_and_policies_through_a_real_api_server() {
 
     // --- the same requests with only policies/ ---
     cp.apply_policies();
-    // Bindings take effect once the API server's policy informer has them: wait for a known
-    // denial rather than sleeping.
-    let probe = &cases
+    // Each policy and each binding takes effect when the API server's policy informers have
+    // it, one object at a time: one effective binding says nothing of the others. Wait until
+    // every request the policies must deny is denied (a deadline each, no sleep), so the
+    // checks below read the policies' answers and not the informers' lag; a policy that never
+    // denies still fails, by the deadline.
+    let must_deny: Vec<&Case> = cases
         .iter()
-        .find(|c| c.name == "httproute hijacks sibling")
-        .expect("probe case")
-        .manifest;
-    cp.wait_until_denied("alice", TENANT, probe);
+        .filter(|c| !c.allowed && !c.vap_differs)
+        .collect();
+    par_map(&must_deny, |c| {
+        cp.wait_until_denied(c.user, c.groups, &c.manifest)
+    });
+    let sub_must_deny: Vec<&SubCase> = subresource_cases.iter().filter(|c| !c.allowed).collect();
+    par_map(&sub_must_deny, |c| {
+        poll(
+            Duration::from_secs(90),
+            "the subresource policy to take effect",
+            || (!run_subresource_cases(&cp, std::slice::from_ref(*c))[0].allowed).then_some(()),
+        )
+    });
     for (c, o) in subresource_cases
         .iter()
         .zip(run_subresource_cases(&cp, &subresource_cases))
