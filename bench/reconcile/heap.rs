@@ -5,10 +5,11 @@
 //!
 //!   reconcile-heap DIR   (DIR holds namespaces.json, httproutes.json, certificates.json,
 //!                         gateways.json, issuers.json, tenantgateways.json)
-//!   reconcile-heap --synth N1,N2,…   (the route index alone, filled with N routes shaped as
-//!                         `bench/reconcile/run` writes them, 40 per TenantGateway, each with
-//!                         the status entry the reconciler gives it; the marginal bytes of a
-//!                         route are the difference of two sizes, measured in one process)
+//!   reconcile-heap --synth N1,N2,…   (the per-route caches alone, filled with N routes shaped
+//!                         as `bench/reconcile/run` writes them, 40 per TenantGateway, each with
+//!                         the status entry the reconciler gives it, its Certificate, and the
+//!                         Gateway of each 40 as the reconciler renders it; the marginal bytes
+//!                         of a route are the difference of two sizes, measured in one process)
 
 use std::path::Path;
 
@@ -87,24 +88,75 @@ fn synth_certificate(i: usize, r: usize) -> String {
     .to_string()
 }
 
-/// Makes object `r` of TenantGateway `i`.
-type Synth = fn(usize, usize) -> String;
+/// The Gateway of TenantGateway `i` with its 40 routes' listeners, as the reconciler renders
+/// it (http01, the TenantGateway's spec as `bench/reconcile/run` writes it: an apex only) and
+/// the API server stores it. No status: the bench world has no data plane.
+fn synth_gateway(i: usize) -> String {
+    use tenant_gateway::reconcile::{Options, inputs::TgwFacts, render};
+    let ns = format!("tenant-b{i:04}");
+    let tgw = TgwFacts {
+        namespace: ns.clone(),
+        name: "gw".to_string(),
+        uid: format!("0a1b2c3d-4e5f-4a6b-8c7d-{i:012x}"),
+        generation: Some(1),
+        creation: None,
+        spec: serde_json::from_value(serde_json::json!({"apex": format!("b{i:04}.example.org")}))
+            .expect("a TenantGateway spec"),
+        status: None,
+    };
+    let opts = Options::default();
+    let settings = tgw.settings(&opts.scope).expect("a valid spec");
+    let li = render::ListenerInputs {
+        port443_namespaces: [ns].into_iter().collect(),
+        hosts: (0..40)
+            .map(|r| format!("h{r:02}.b{i:04}.example.org"))
+            .collect(),
+        ..render::ListenerInputs::default()
+    };
+    let mut g = serde_json::to_value(render::render(&tgw, &settings, &li, &opts).gateway)
+        .expect("a Gateway encodes");
+    let m = &mut g["metadata"];
+    m["generation"] = 1.into();
+    m["resourceVersion"] = format!("{}", 300_000 + i).into();
+    m["uid"] = format!("9b8a7c6d-5e4f-4a3b-8c2d-{i:012x}").into();
+    m["creationTimestamp"] = "2026-12-01T15:15:01Z".into();
+    g.to_string()
+}
+
+/// Makes the objects of TenantGateway `i` for routes `0..r` of it: one a route, or (the
+/// Gateway) one for them all.
+type Synth = fn(usize, usize) -> Option<String>;
 
 fn synth(sizes: &str) {
     let _profiler = dhat::Profiler::builder().testing().build();
     println!("| routes | cache | MiB | bytes/route | blocks/route |");
     println!("|---:|---|---:|---:|---:|");
-    let mut last: [Option<(u64, u64, u64)>; 2] = [None, None];
-    let kinds: [(Kind, Synth, &str); 2] = [
-        (Kind::HttpRoute, synth_route, "route index"),
-        (Kind::Certificate, synth_certificate, "Certificates"),
+    let mut last: [Option<(u64, u64, u64)>; 3] = [None; 3];
+    // (bytes, blocks, routes) between the last two sizes.
+    let mut marginal: [Option<(u64, u64, u64)>; 3] = [None; 3];
+    let kinds: [(Kind, Synth, &str); 3] = [
+        (
+            Kind::HttpRoute,
+            |i, r| Some(synth_route(i, r)),
+            "route index",
+        ),
+        (
+            Kind::Certificate,
+            |i, r| Some(synth_certificate(i, r)),
+            "Certificates",
+        ),
+        (
+            Kind::Gateway,
+            |i, r| (r == 0).then(|| synth_gateway(i)),
+            "Gateways",
+        ),
     ];
     for n in sizes
         .split(',')
         .filter_map(|n| n.trim().parse::<usize>().ok())
     {
         for (c, (kind, make, what)) in kinds.iter().enumerate() {
-            let texts: Vec<String> = (0..n).map(|k| make(k / 40, k % 40)).collect();
+            let texts: Vec<String> = (0..n).filter_map(|k| make(k / 40, k % 40)).collect();
             let before = dhat::HeapStats::get();
             let caches = Holder::default();
             for t in &texts {
@@ -126,9 +178,17 @@ fn synth(sizes: &str) {
                     held.saturating_sub(h) / dn,
                     blocks.saturating_sub(b) as f64 / dn as f64
                 );
+                marginal[c] = Some((held.saturating_sub(h), blocks.saturating_sub(b), dn));
             }
             last[c] = Some((n as u64, held, blocks));
             drop(caches);
+        }
+        if let [Some(a), Some(b), Some(c)] = marginal {
+            println!(
+                "| | **route + Certificate + Gateway share, marginal** | | **{}** | {:.1} |",
+                (a.0 + b.0 + c.0) / a.2,
+                (a.1 + b.1 + c.1) as f64 / a.2 as f64
+            );
         }
     }
 }
