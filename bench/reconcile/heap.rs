@@ -62,37 +62,20 @@ fn synth_route(i: usize, r: usize) -> String {
     .to_string()
 }
 
-/// The Certificate of that route's hostname, as the reconciler writes it and cert-manager
-/// reports it ready.
-fn synth_certificate(i: usize, r: usize) -> String {
-    use tenant_gateway::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_API_VERSION, TGW_KIND};
-    let ns = format!("tenant-b{i:04}");
-    let name = format!("gw-h{r:02}-tls");
-    serde_json::json!({
-        "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-        "metadata": {"name": name, "namespace": ns, "generation": 1,
-            "resourceVersion": format!("{}", 200_000 + i * 40 + r),
-            "uid": format!("5d0c9f1a-3e2b-4c7d-8f6a-{:012x}", i * 40 + r),
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
-            "ownerReferences": [{"apiVersion": TGW_API_VERSION, "kind": TGW_KIND, "name": "gw",
-                "uid": format!("0a1b2c3d-4e5f-4a6b-8c7d-{i:012x}"), "controller": true,
-                "blockOwnerDeletion": true}]},
-        "spec": {"secretName": name, "dnsNames": [format!("h{r:02}.b{i:04}.example.org")],
-            "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": "gw"}},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
-                "message": "Certificate is up to date and has not expired",
-                "lastTransitionTime": "2026-12-01T15:16:40Z", "observedGeneration": 1}],
-            "notAfter": "2027-03-01T15:16:39Z", "notBefore": "2026-12-01T15:16:39Z",
-            "renewalTime": "2027-01-30T15:16:39Z", "revision": 1}
-    })
-    .to_string()
-}
-
-/// The Gateway of TenantGateway `i` with its 40 routes' listeners, as the reconciler renders
-/// it (http01, the TenantGateway's spec as `bench/reconcile/run` writes it: an apex only) and
-/// the API server stores it. No status: the bench world has no data plane.
-fn synth_gateway(i: usize) -> String {
+/// What the reconciler renders for TenantGateway `i` (namespace `tenant-b{i}`, http01, the
+/// spec as `bench/reconcile/run` writes it: an apex only) with its 40 routes' hostnames; the
+/// last one rendered is kept, as the objects of one TenantGateway are made one after another.
+fn rendered(i: usize) -> tenant_gateway::reconcile::render::Desired {
+    use std::cell::RefCell;
     use tenant_gateway::reconcile::{Options, inputs::TgwFacts, render};
+    thread_local! {
+        static LAST: RefCell<Option<(usize, render::Desired)>> = const { RefCell::new(None) };
+    }
+    if let Some(d) =
+        LAST.with_borrow(|l| l.as_ref().filter(|(j, _)| *j == i).map(|(_, d)| d.clone()))
+    {
+        return d;
+    }
     let ns = format!("tenant-b{i:04}");
     let tgw = TgwFacts {
         namespace: ns.clone(),
@@ -113,14 +96,53 @@ fn synth_gateway(i: usize) -> String {
             .collect(),
         ..render::ListenerInputs::default()
     };
-    let mut g = serde_json::to_value(render::render(&tgw, &settings, &li, &opts).gateway)
-        .expect("a Gateway encodes");
-    let m = &mut g["metadata"];
+    let d = render::render(&tgw, &settings, &li, &opts);
+    LAST.with_borrow_mut(|l| *l = Some((i, d.clone())));
+    d
+}
+
+/// An object as the API server stores it: `o` with the metadata it adds.
+fn stored(o: impl serde::Serialize, rv: usize, uid: String) -> serde_json::Value {
+    let mut v = serde_json::to_value(o).expect("an object encodes");
+    let m = &mut v["metadata"];
     m["generation"] = 1.into();
-    m["resourceVersion"] = format!("{}", 300_000 + i).into();
-    m["uid"] = format!("9b8a7c6d-5e4f-4a3b-8c2d-{i:012x}").into();
+    m["resourceVersion"] = rv.to_string().into();
+    m["uid"] = uid.into();
     m["creationTimestamp"] = "2026-12-01T15:15:01Z".into();
-    g.to_string()
+    v
+}
+
+/// The Certificate of route `r`'s hostname, as the reconciler renders it and cert-manager
+/// reports it ready.
+fn synth_certificate(i: usize, r: usize) -> String {
+    let host = format!("h{r:02}.b{i:04}.example.org");
+    let c = rendered(i)
+        .certificates
+        .into_iter()
+        .find(|c| c.spec.dns_names == [host.as_str()])
+        .expect("a Certificate for each hostname");
+    let mut v = stored(
+        c,
+        200_000 + i * 40 + r,
+        format!("5d0c9f1a-3e2b-4c7d-8f6a-{:012x}", i * 40 + r),
+    );
+    v["status"] = serde_json::json!({"conditions": [{"type": "Ready", "status": "True",
+            "reason": "Ready", "message": "Certificate is up to date and has not expired",
+            "lastTransitionTime": "2026-12-01T15:16:40Z", "observedGeneration": 1}],
+        "notAfter": "2027-03-01T15:16:39Z", "notBefore": "2026-12-01T15:16:39Z",
+        "renewalTime": "2027-01-30T15:16:39Z", "revision": 1});
+    v.to_string()
+}
+
+/// The Gateway of TenantGateway `i` with its 40 routes' listeners, as the reconciler renders
+/// it. No status: the bench world has no data plane.
+fn synth_gateway(i: usize) -> String {
+    stored(
+        rendered(i).gateway,
+        300_000 + i,
+        format!("9b8a7c6d-5e4f-4a3b-8c2d-{i:012x}"),
+    )
+    .to_string()
 }
 
 /// Makes the objects of TenantGateway `i` for routes `0..r` of it: one a route, or (the
