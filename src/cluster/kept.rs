@@ -677,7 +677,10 @@ impl<T: Named> ObjectCache<T> {
                 let list = g.by_ns.entry(key.0.into_boxed_str()).or_default();
                 match position(list, v.name()) {
                     Ok(i) => list[i] = Arc::new(v),
-                    Err(i) => list.insert(i, Arc::new(v)),
+                    Err(i) => {
+                        reserve_one(list);
+                        list.insert(i, Arc::new(v))
+                    }
                 }
             }
             None => remove(&mut g.by_ns, &key),
@@ -731,6 +734,15 @@ impl<T: Named> ObjectCache<T> {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+/// Room for one more in a sorted list that grows one insert at a time: an eighth more when
+/// full, not twice as much (a namespace's 40 Certificates took 64 slots, a third of them
+/// empty); the insert moves the list's tail anyway, so the copies this adds are of its order.
+pub(crate) fn reserve_one<T>(list: &mut Vec<T>) {
+    if list.len() == list.capacity() {
+        list.reserve_exact(list.len() / 8 + 1);
     }
 }
 
@@ -816,6 +828,23 @@ mod tests {
         let arc_inner = 2 * std::mem::size_of::<usize>()
             + std::mem::size_of::<Kept<crate::reconcile::certmanager::Certificate>>();
         assert!(arc_inner <= 80, "Arc<Kept> takes {arc_inner} bytes");
+    }
+
+    #[test]
+    fn a_list_grown_one_insert_at_a_time_stays_near_its_length() {
+        let mut list: Vec<u32> = Vec::new();
+        for n in 0..1000u32 {
+            reserve_one(&mut list);
+            let cap = list.capacity();
+            list.insert(list.len() / 2, n);
+            assert_eq!(list.capacity(), cap, "reserved before the insert");
+            assert!(
+                cap <= list.len() + list.len() / 8 + 1,
+                "{} for {}",
+                cap,
+                list.len()
+            );
+        }
     }
 
     #[test]
