@@ -1280,7 +1280,8 @@ mod tests {
             "{} bytes for {name}: {fixed} besides its names",
             kept.data.len()
         );
-        let variants: Vec<Box<dyn Fn(&mut crate::reconcile::certmanager::Certificate)>> = vec![
+        type Edit = Box<dyn Fn(&mut crate::reconcile::certmanager::Certificate)>;
+        let variants: Vec<Edit> = vec![
             Box::new(|c| c.status = None),
             Box::new(|c| c.status = Some(CertificateStatus::default())),
             Box::new(|c| {
