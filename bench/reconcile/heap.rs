@@ -5,10 +5,11 @@
 //!
 //!   reconcile-heap DIR   (DIR holds namespaces.json, httproutes.json, certificates.json,
 //!                         gateways.json, issuers.json, tenantgateways.json)
-//!   reconcile-heap --synth N1,N2,…   (the route index alone, filled with N routes shaped as
-//!                         `bench/reconcile/run` writes them, 40 per TenantGateway, each with
-//!                         the status entry the reconciler gives it; the marginal bytes of a
-//!                         route are the difference of two sizes, measured in one process)
+//!   reconcile-heap --synth N1,N2,…   (the per-route caches alone, filled with N routes shaped
+//!                         as `bench/reconcile/run` writes them, 40 per TenantGateway, each with
+//!                         the status entry the reconciler gives it, its Certificate, and the
+//!                         Gateway of each 40 as the reconciler renders it; the marginal bytes
+//!                         of a route are the difference of two sizes, measured in one process)
 
 use std::path::Path;
 
@@ -61,50 +62,123 @@ fn synth_route(i: usize, r: usize) -> String {
     .to_string()
 }
 
-/// The Certificate of that route's hostname, as the reconciler writes it and cert-manager
+/// What the reconciler renders for TenantGateway `i` (namespace `tenant-b{i}`, http01, the
+/// spec as `bench/reconcile/run` writes it: an apex only) with its 40 routes' hostnames; the
+/// last one rendered is kept, as the objects of one TenantGateway are made one after another.
+fn rendered(i: usize) -> tenant_gateway::reconcile::render::Desired {
+    use std::cell::RefCell;
+    use tenant_gateway::reconcile::{Options, inputs::TgwFacts, render};
+    thread_local! {
+        static LAST: RefCell<Option<(usize, render::Desired)>> = const { RefCell::new(None) };
+    }
+    if let Some(d) =
+        LAST.with_borrow(|l| l.as_ref().filter(|(j, _)| *j == i).map(|(_, d)| d.clone()))
+    {
+        return d;
+    }
+    let ns = format!("tenant-b{i:04}");
+    let tgw = TgwFacts {
+        namespace: ns.clone(),
+        name: "gw".to_string(),
+        uid: format!("0a1b2c3d-4e5f-4a6b-8c7d-{i:012x}"),
+        generation: Some(1),
+        creation: None,
+        spec: serde_json::from_value(serde_json::json!({"apex": format!("b{i:04}.example.org")}))
+            .expect("a TenantGateway spec"),
+        status: None,
+    };
+    let opts = Options::default();
+    let settings = tgw.settings(&opts.scope).expect("a valid spec");
+    let li = render::ListenerInputs {
+        port443_namespaces: [ns].into_iter().collect(),
+        hosts: (0..40)
+            .map(|r| format!("h{r:02}.b{i:04}.example.org"))
+            .collect(),
+        ..render::ListenerInputs::default()
+    };
+    let d = render::render(&tgw, &settings, &li, &opts);
+    LAST.with_borrow_mut(|l| *l = Some((i, d.clone())));
+    d
+}
+
+/// An object as the API server stores it: `o` with the metadata it adds.
+fn stored(o: impl serde::Serialize, rv: usize, uid: String) -> serde_json::Value {
+    let mut v = serde_json::to_value(o).expect("an object encodes");
+    let m = &mut v["metadata"];
+    m["generation"] = 1.into();
+    m["resourceVersion"] = rv.to_string().into();
+    m["uid"] = uid.into();
+    m["creationTimestamp"] = "2026-12-01T15:15:01Z".into();
+    v
+}
+
+/// The Certificate of route `r`'s hostname, as the reconciler renders it and cert-manager
 /// reports it ready.
 fn synth_certificate(i: usize, r: usize) -> String {
-    use tenant_gateway::platform::{MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_API_VERSION, TGW_KIND};
-    let ns = format!("tenant-b{i:04}");
-    let name = format!("gw-h{r:02}-tls");
-    serde_json::json!({
-        "apiVersion": "cert-manager.io/v1", "kind": "Certificate",
-        "metadata": {"name": name, "namespace": ns, "generation": 1,
-            "resourceVersion": format!("{}", 200_000 + i * 40 + r),
-            "uid": format!("5d0c9f1a-3e2b-4c7d-8f6a-{:012x}", i * 40 + r),
-            "labels": {MANAGED_BY_LABEL: MANAGED_BY_VALUE},
-            "ownerReferences": [{"apiVersion": TGW_API_VERSION, "kind": TGW_KIND, "name": "gw",
-                "uid": format!("0a1b2c3d-4e5f-4a6b-8c7d-{i:012x}"), "controller": true,
-                "blockOwnerDeletion": true}]},
-        "spec": {"secretName": name, "dnsNames": [format!("h{r:02}.b{i:04}.example.org")],
-            "issuerRef": {"group": "cert-manager.io", "kind": "Issuer", "name": "gw"}},
-        "status": {"conditions": [{"type": "Ready", "status": "True", "reason": "Ready",
-                "message": "Certificate is up to date and has not expired",
-                "lastTransitionTime": "2026-12-01T15:16:40Z", "observedGeneration": 1}],
-            "notAfter": "2027-03-01T15:16:39Z", "notBefore": "2026-12-01T15:16:39Z",
-            "renewalTime": "2027-01-30T15:16:39Z", "revision": 1}
-    })
+    let host = format!("h{r:02}.b{i:04}.example.org");
+    let c = rendered(i)
+        .certificates
+        .into_iter()
+        .find(|c| c.spec.dns_names == [host.as_str()])
+        .expect("a Certificate for each hostname");
+    let mut v = stored(
+        c,
+        200_000 + i * 40 + r,
+        format!("5d0c9f1a-3e2b-4c7d-8f6a-{:012x}", i * 40 + r),
+    );
+    v["status"] = serde_json::json!({"conditions": [{"type": "Ready", "status": "True",
+            "reason": "Ready", "message": "Certificate is up to date and has not expired",
+            "lastTransitionTime": "2026-12-01T15:16:40Z", "observedGeneration": 1}],
+        "notAfter": "2027-03-01T15:16:39Z", "notBefore": "2026-12-01T15:16:39Z",
+        "renewalTime": "2027-01-30T15:16:39Z", "revision": 1});
+    v.to_string()
+}
+
+/// The Gateway of TenantGateway `i` with its 40 routes' listeners, as the reconciler renders
+/// it. No status: the bench world has no data plane.
+fn synth_gateway(i: usize) -> String {
+    stored(
+        rendered(i).gateway,
+        300_000 + i,
+        format!("9b8a7c6d-5e4f-4a3b-8c2d-{i:012x}"),
+    )
     .to_string()
 }
 
-/// Makes object `r` of TenantGateway `i`.
-type Synth = fn(usize, usize) -> String;
+/// Makes the objects of TenantGateway `i` for routes `0..r` of it: one a route, or (the
+/// Gateway) one for them all.
+type Synth = fn(usize, usize) -> Option<String>;
 
 fn synth(sizes: &str) {
     let _profiler = dhat::Profiler::builder().testing().build();
     println!("| routes | cache | MiB | bytes/route | blocks/route |");
     println!("|---:|---|---:|---:|---:|");
-    let mut last: [Option<(u64, u64, u64)>; 2] = [None, None];
-    let kinds: [(Kind, Synth, &str); 2] = [
-        (Kind::HttpRoute, synth_route, "route index"),
-        (Kind::Certificate, synth_certificate, "Certificates"),
+    let mut last: [Option<(u64, u64, u64)>; 3] = [None; 3];
+    // (bytes, blocks, routes) between the last two sizes.
+    let mut marginal: [Option<(u64, u64, u64)>; 3] = [None; 3];
+    let kinds: [(Kind, Synth, &str); 3] = [
+        (
+            Kind::HttpRoute,
+            |i, r| Some(synth_route(i, r)),
+            "route index",
+        ),
+        (
+            Kind::Certificate,
+            |i, r| Some(synth_certificate(i, r)),
+            "Certificates",
+        ),
+        (
+            Kind::Gateway,
+            |i, r| (r == 0).then(|| synth_gateway(i)),
+            "Gateways",
+        ),
     ];
     for n in sizes
         .split(',')
         .filter_map(|n| n.trim().parse::<usize>().ok())
     {
         for (c, (kind, make, what)) in kinds.iter().enumerate() {
-            let texts: Vec<String> = (0..n).map(|k| make(k / 40, k % 40)).collect();
+            let texts: Vec<String> = (0..n).filter_map(|k| make(k / 40, k % 40)).collect();
             let before = dhat::HeapStats::get();
             let caches = Holder::default();
             for t in &texts {
@@ -126,9 +200,17 @@ fn synth(sizes: &str) {
                     held.saturating_sub(h) / dn,
                     blocks.saturating_sub(b) as f64 / dn as f64
                 );
+                marginal[c] = Some((held.saturating_sub(h), blocks.saturating_sub(b), dn));
             }
             last[c] = Some((n as u64, held, blocks));
             drop(caches);
+        }
+        if let [Some(a), Some(b), Some(c)] = marginal {
+            println!(
+                "| | **route + Certificate + Gateway share, marginal** | | **{}** | {:.1} |",
+                (a.0 + b.0 + c.0) / a.2,
+                (a.1 + b.1 + c.1) as f64 / a.2 as f64
+            );
         }
     }
 }

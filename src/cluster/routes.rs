@@ -35,9 +35,9 @@ use crate::platform::{
     CONTROLLER_NAME, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND,
 };
 
-/// `(kind, namespace, name)` of a route. The namespace is interned and the name shared by
-/// the index's two maps: tens of thousands of routes, each indexed twice.
-pub type RouteKey = (RouteKind, Arc<str>, Arc<str>);
+/// `(kind, namespace, name)` of a route (the namespace interned), for the index's bookkeeping:
+/// the index itself holds the facts, which hold these.
+pub type RouteKey = (RouteKind, Arc<str>, Box<str>);
 
 /// One Gateway's routes, sorted by `(kind, namespace, name)`, each found by its borrowed
 /// key. A sorted list, not a map: 8 bytes a route where a B-tree took a 40-byte copy of the
@@ -77,7 +77,10 @@ impl GatewayRoutes {
     fn insert(&mut self, facts: Arc<RouteFacts>) {
         match self.position(facts.kind, &facts.namespace, &facts.name) {
             Ok(i) => self.0[i] = facts,
-            Err(i) => self.0.insert(i, facts),
+            Err(i) => {
+                super::kept::reserve_one(&mut self.0);
+                self.0.insert(i, facts)
+            }
         }
     }
 
@@ -337,7 +340,7 @@ impl RouteView {
         RouteFacts {
             kind,
             namespace: intern(&m.namespace),
-            name: Arc::from(m.name),
+            name: m.name.into_boxed_str(),
             creation: m.creation_timestamp,
             generation: m.generation,
             resource_version: m.resource_version.map(String::into_boxed_str),
@@ -583,12 +586,11 @@ impl RouteIndex {
         let hash = key_hash(facts.kind, &facts.namespace, &facts.name);
         let found = is_route(facts.kind, &facts.namespace, &facts.name);
         let (key, facts, old) = match g.routes.entry(hash, found, hash_of) {
-            // The strings already indexed, so the facts and the per-Gateway keys share them.
+            // The namespace already indexed, so the facts share it.
             Entry::Occupied(mut o) => {
                 let seen = o.get();
-                let key: RouteKey = (seen.kind, seen.namespace.clone(), seen.name.clone());
+                let key: RouteKey = (seen.kind, seen.namespace.clone(), facts.name.clone());
                 facts.namespace = key.1.clone();
-                facts.name = key.2.clone();
                 let facts = Arc::new(facts);
                 let old = std::mem::replace(o.get_mut(), facts.clone());
                 (key, facts, Some(old))
@@ -624,7 +626,7 @@ impl RouteIndex {
 
     /// Remove a route; returns the Gateways whose routes changed.
     pub fn delete(&self, kind: RouteKind, namespace: &str, name: &str) -> BTreeSet<Key> {
-        let key: RouteKey = (kind, Arc::from(namespace), Arc::from(name));
+        let key: RouteKey = (kind, Arc::from(namespace), Box::from(name));
         let mut g = self.write();
         let Ok(found) = g.routes.find_entry(
             key_hash(kind, namespace, name),
@@ -723,7 +725,7 @@ mod tests {
             // Names that are prefixes of one another, so the order is tested where it bites.
             let ns = ["a", "ab", "b", "a-b"][next(4) as usize];
             let name = ["r", "r1", "r10", "r2", "s"][next(5) as usize];
-            let key: RouteKey = (kind, Arc::from(ns), Arc::from(name));
+            let key: RouteKey = (kind, Arc::from(ns), Box::from(name));
             if next(4) == 0 {
                 list.remove(kind, ns, name);
                 map.remove(&key);
