@@ -9,16 +9,18 @@ pub const MAX_WARNING_LEN: usize = 120;
 /// marked with "…".
 pub fn clip(w: &str, max: usize) -> String {
     // Within `max` bytes is within `max` characters: the usual warning is copied as is.
-    if w.len() <= max || w.char_indices().nth(max).is_none() {
+    if w.len() <= max || w.chars().count() <= max {
         return w.to_string();
     }
-    // Where the character after the first `max - 1` starts: the text kept is copied whole
-    // (every warning of a 20,000-route review comes through here; a copy per character cost
-    // ~4 k instructions, bench/RESULTS.md session 31).
-    let cut = w
-        .char_indices()
-        .nth(max.saturating_sub(1))
-        .map_or(w.len(), |(i, _)| i);
+    // Where the character after the first `max - 1` starts, so the text kept is copied whole
+    // (the warnings of a review of a full Gateway come through here; a copy per character
+    // cost ~4 k instructions, bench/RESULTS.md session 31). An ASCII prefix is its own count.
+    let keep = max.saturating_sub(1);
+    let cut = if w.as_bytes()[..keep].is_ascii() {
+        keep
+    } else {
+        w.char_indices().nth(keep).map_or(w.len(), |(i, _)| i)
+    };
     let mut out = String::with_capacity(cut + '…'.len_utf8());
     out.push_str(&w[..cut]);
     out.push('…');
