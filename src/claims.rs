@@ -442,14 +442,31 @@ fn share_text(
     if mine <= share {
         return None;
     }
-    // Short enough for the usual names; `clip` keeps longer ones within the limit.
-    let text = format!(
-        "Gateway {}/{}: this namespace's fair share is {share}/{budget} listeners (http01); \
-         {} hostname(s) get none; use dns01",
-        gateway.0,
-        gateway.1,
-        (mine - share).min(new),
+    // Short enough for the usual names; `clip` keeps longer ones within the limit. Built
+    // from its pieces: this warning comes with every review of a full http01 Gateway, and
+    // `format!` costs a few times the copy.
+    let (share, budget, none) = (
+        share.to_string(),
+        budget.to_string(),
+        (mine - share).min(new).to_string(),
     );
+    let parts = [
+        "Gateway ",
+        gateway.0,
+        "/",
+        gateway.1,
+        ": this namespace's fair share is ",
+        &share,
+        "/",
+        &budget,
+        " listeners (http01); ",
+        &none,
+        " hostname(s) get none; use dns01",
+    ];
+    let mut text = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        text.push_str(p);
+    }
     Some(crate::warning::clip(&text, crate::warning::MAX_WARNING_LEN))
 }
 
@@ -724,6 +741,22 @@ mod tests {
                 }
             }
         }
+        // The whole text, as SPEC §3.3's warning reads.
+        assert_eq!(
+            share_warning(
+                gw,
+                "tenant-a",
+                &pub_of(&[("tenant-a", 60), ("tenant-b", 3)]),
+                1,
+                63,
+                "cozy-"
+            )
+            .as_deref(),
+            Some(
+                "Gateway tenant-root/gw: this namespace's fair share is 60/63 listeners \
+                 (http01); 1 hostname(s) get none; use dns01"
+            )
+        );
         // Long Gateway names are clipped to the limit.
         let long = "g".repeat(200);
         let text = share_warning(

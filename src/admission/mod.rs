@@ -306,11 +306,19 @@ impl Admission {
             Ok(f) => f,
             Err(d) => return d,
         };
+        // The route layer validated every hostname and found none wrong: the warnings below
+        // read the same hostnames and need not validate them again.
+        let hostnames_valid = layer == Layer::Route
+            && findings.violations.is_empty()
+            && policy::route::checks_every_hostname(&review, &ns_ctx, &self.cfg);
         let mut decision = apply_mode_for(layer, gate.mode, findings, ns_ctx.apex());
         if decision.allowed {
-            decision
-                .warnings
-                .extend(self.index_warnings(resource, &review, &ns_ctx));
+            decision.warnings.extend(self.index_warnings(
+                resource,
+                &review,
+                &ns_ctx,
+                hostnames_valid,
+            ));
         }
         decision
     }

@@ -105,6 +105,9 @@ pub struct Admitted<'a> {
     pub namespace: &'a str,
     pub name: &'a str,
     pub hostnames: Vec<&'a str>,
+    /// Every one of `hostnames` is known valid (the route layer checked them in this review,
+    /// `policy::route::checks_every_hostname`), so the warnings do not check them again.
+    pub hostnames_valid: bool,
     /// Those with a name (the index drops the others).
     pub parent_refs: Vec<ParentOf<'a>>,
 }
@@ -128,6 +131,7 @@ impl<'a> Admitted<'a> {
             namespace: &f.namespace,
             name: &f.name,
             hostnames: f.hostnames.iter().map(String::as_str).collect(),
+            hostnames_valid: false,
             parent_refs: f.parent_refs.iter().map(|p| ParentOf::of(p)).collect(),
         }
     }
@@ -254,8 +258,27 @@ pub fn warnings_for(
     publishes_through: Option<&str>,
     apexes: &dyn ApexOwners,
 ) -> Vec<RouteWarning> {
+    warnings_on(
+        route,
+        &route.gateways(),
+        gateway,
+        system_prefix,
+        publishes_through,
+        apexes,
+    )
+}
+
+/// [`warnings_for`] on `gateways`, the route's ([`Admitted::gateways`]).
+fn warnings_on(
+    route: &Admitted<'_>,
+    gateways: &[(&str, &str)],
+    gateway: impl Fn(&str, &str, &mut dyn FnMut(GatewayView<'_>)),
+    system_prefix: &str,
+    publishes_through: Option<&str>,
+    apexes: &dyn ApexOwners,
+) -> Vec<RouteWarning> {
     let mut out = Vec::new();
-    for (gw_ns, gw_name) in route.gateways() {
+    for &(gw_ns, gw_name) in gateways {
         if *gw_ns != *route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
@@ -291,11 +314,21 @@ pub fn passthrough_hostname_warnings(
     passthrough: impl Fn(&str, &str) -> Option<Arc<[PassthroughListener]>>,
     publishes_through: Option<&str>,
 ) -> Vec<RouteWarning> {
+    passthrough_on(route, &route.gateways(), passthrough, publishes_through)
+}
+
+/// [`passthrough_hostname_warnings`] on `gateways`, the route's ([`Admitted::gateways`]).
+fn passthrough_on(
+    route: &Admitted<'_>,
+    gateways: &[(&str, &str)],
+    passthrough: impl Fn(&str, &str) -> Option<Arc<[PassthroughListener]>>,
+    publishes_through: Option<&str>,
+) -> Vec<RouteWarning> {
     let mut out = Vec::new();
     if route.kind != RouteKind::HttpRoute {
         return out;
     }
-    for (gw_ns, gw_name) in route.gateways() {
+    for &(gw_ns, gw_name) in gateways {
         if *gw_ns != *route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
             continue;
         }
@@ -960,7 +993,7 @@ fn valid_hostnames<'a>(r: &Admitted<'a>) -> Vec<&'a str> {
         r.hostnames
             .iter()
             .copied()
-            .filter(|h| hostname::validate(h).is_ok()),
+            .filter(|h| r.hostnames_valid || hostname::validate(h).is_ok()),
     );
     v.sort_unstable();
     v.dedup();
@@ -1069,20 +1102,22 @@ fn http_route<'g>(
     }
     let claimed_by_others = |h: &str| summary.https.get(h).and_then(best_other).is_some();
 
+    // This route's published version here, if it claims hostnames here (looked up once: a
+    // binary search among the Gateway's routes).
+    let own = routes
+        .get(route.kind, route.namespace, route.name)
+        .filter(|r| on.published_by(r) && on.claimed_by(r));
     // The budget, as http01 counts it: hostnames only this route's published version claims
     // are the ones it would take over, not listeners in use by others.
-    let own_only = routes
-        .get(route.kind, route.namespace, route.name)
-        .filter(|r| on.published_by(r) && on.claimed_by(r))
-        .map_or(0, |r| {
-            r.hostnames
-                .iter()
-                .map(String::as_str)
-                .collect::<BTreeSet<&str>>()
-                .into_iter()
-                .filter(|h| listenable(h) && !claimed_by_others(h))
-                .count()
-        });
+    let own_only = own.map_or(0, |r| {
+        r.hostnames
+            .iter()
+            .map(String::as_str)
+            .collect::<BTreeSet<&str>>()
+            .into_iter()
+            .filter(|h| listenable(h) && !claimed_by_others(h))
+            .count()
+    });
     let with_listener = summary
         .listenable
         .saturating_sub(own_only)
@@ -1103,10 +1138,7 @@ fn http_route<'g>(
     // publish what the summary counts.
     let mut mine_published = summary.demands.get(me.namespace);
     let mut others_gain: Vec<&str> = Vec::new();
-    if let Some(old) = routes
-        .get(route.kind, route.namespace, route.name)
-        .filter(|r| on.published_by(r) && on.claimed_by(r))
-    {
+    if let Some(old) = own {
         let hosts: BTreeSet<&str> = old
             .hostnames
             .iter()
@@ -1263,6 +1295,7 @@ impl super::Admission {
         resource: super::WebhookResource,
         review: &crate::policy::Review<'_>,
         ns: &crate::policy::NamespaceContext,
+        hostnames_valid: bool,
     ) -> Vec<String> {
         let kind = match resource {
             super::WebhookResource::HttpRoutes => RouteKind::HttpRoute,
@@ -1281,7 +1314,10 @@ impl super::Admission {
         }
         let fallback;
         let route = match read_admitted(kind, review) {
-            Some(route) => route,
+            Some(route) => Admitted {
+                hostnames_valid,
+                ..route
+            },
             None => {
                 fallback = admitted_through_index(kind, review);
                 Admitted::of(&fallback)
@@ -1297,15 +1333,19 @@ impl super::Admission {
         };
         let prefix = &self.cfg.system_prefix;
         let apexes = self.namespaces.apex_owners();
-        let mut found = warnings_for(
+        // The Gateways it names, listed once for both kinds of warning.
+        let gateways = route.gateways();
+        let mut found = warnings_on(
             &route,
+            &gateways,
             |ns, name, f| summaries.with(ns, name, f),
             prefix,
             publishes_through,
             apexes,
         );
-        found.extend(passthrough_hostname_warnings(
+        found.extend(passthrough_on(
             &route,
+            &gateways,
             |ns, name| self.routes.passthrough(ns, name),
             publishes_through,
         ));
@@ -1334,6 +1374,7 @@ fn read_admitted<'a>(kind: RouteKind, review: &crate::policy::Review<'a>) -> Opt
         namespace: review.namespace,
         name: review.name,
         hostnames: Vec::new(),
+        hostnames_valid: false,
         parent_refs: Vec::new(),
     };
     let object: &'a Value = review.object;

@@ -10,6 +10,17 @@ use super::{
 };
 use crate::hostname;
 
+/// Whether [`evaluate`] checks every hostname of `review` with `hostname::validate`: then a
+/// result without violations says each one is valid, and the route-index warnings of the
+/// same review need not check them again (`Admitted::hostnames_valid`).
+pub fn checks_every_hostname(
+    review: &Review<'_>,
+    ns: &NamespaceContext,
+    cfg: &PolicyConfig,
+) -> bool {
+    cfg.in_tenant_scope(review.namespace) && ns.apex().is_some()
+}
+
 pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) -> LayerResult {
     if !cfg.in_tenant_scope(review.namespace) {
         return Ok(Findings::ok());
@@ -305,6 +316,56 @@ mod tests {
         )
         .expect("ok");
         assert_eq!(f.violations.len(), 1);
+    }
+
+    /// A result without violations where `checks_every_hostname` holds means every
+    /// hostname is valid, whatever the lists, namespaces and labels.
+    #[test]
+    fn no_violation_where_every_hostname_is_checked_means_every_one_is_valid() {
+        let pool = [
+            "a.alice.example.org",
+            "alice.example.org",
+            "*.alice.example.org",
+            "Shop.alice.example.org",
+            "a..alice.example.org",
+            "",
+            "*",
+            "x.evil.com",
+            "\u{430}lice.example.org",
+            "-a.alice.example.org",
+        ];
+        let contexts = [
+            ns_apex("alice.example.org"),
+            ns_apex("example.org"),
+            NamespaceContext::NotFound,
+        ];
+        let mut checked_and_clean = 0;
+        for ns_name in ["tenant-alice", "cozy-system", "default"] {
+            for ns in &contexts {
+                for a in 0..pool.len() {
+                    for b in 0..=pool.len() {
+                        let hosts: Vec<&str> = std::iter::once(pool[a])
+                            .chain(pool.get(b).copied())
+                            .collect();
+                        let obj = route(json!(hosts));
+                        let r = review("HTTPRoute", ns_name, &obj);
+                        let Ok(f) = evaluate(&r, ns, &cfg()) else {
+                            continue;
+                        };
+                        if f.violations.is_empty() && checks_every_hostname(&r, ns, &cfg()) {
+                            checked_and_clean += 1;
+                            for h in &hosts {
+                                assert!(
+                                    crate::hostname::validate(h).is_ok(),
+                                    "{ns_name} {hosts:?}: {h:?} passed unchecked"
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        assert!(checked_and_clean > 0, "no case was checked and clean");
     }
 
     #[test]

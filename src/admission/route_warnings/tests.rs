@@ -663,6 +663,73 @@ async fn the_decision_path_adds_index_warnings_and_counts_them() {
     assert!(v["response"].get("warnings").is_none(), "{v}");
 }
 
+/// The warnings skip validating the review's hostnames only where the route layer
+/// validated them and found none wrong: an invalid hostname admitted in warn mode, or from a
+/// namespace the layer does not judge, is still left out of the warnings, even when a
+/// published route claims that very spelling.
+#[tokio::test]
+async fn hostnames_the_route_layer_did_not_validate_are_validated_for_the_warnings() {
+    use crate::admission::{Admission, WebhookResource};
+    use crate::cluster::{NamespaceSource, StaticNamespaces};
+    use crate::metrics::Metrics;
+    use crate::platform::GATEWAY_LABEL;
+    use crate::policy::{HOST_LABEL, Layer, Mode, PolicyConfig};
+    use std::collections::BTreeMap;
+
+    let (bad, good) = ("Dash.alice.example.org", "dash.alice.example.org");
+    let mut ns = StaticNamespaces::default();
+    ns.insert(
+        "tenant-alice",
+        BTreeMap::from([
+            (HOST_LABEL.to_string(), "alice.example.org".to_string()),
+            (GATEWAY_LABEL.to_string(), "tenant-root".to_string()),
+        ]),
+    );
+    let ns = NamespaceSource::Static(Arc::new(ns));
+    let idx = Arc::new(RouteIndex::default());
+    idx.apply(http("cozy-dashboard", "dashboard", &[bad, good]));
+    let mut cfg = PolicyConfig::default();
+    cfg.enforcement.set(Layer::Route, Mode::Warn);
+    let a = Admission::new(Arc::new(cfg), ns, Metrics::new()).with_routes(idx);
+    let parent = json!({"name": GW.1, "namespace": GW.0});
+    let warnings = |v: &Value| -> Vec<String> {
+        v["response"]["warnings"]
+            .as_array()
+            .map(|w| {
+                w.iter()
+                    .map(|x| x.as_str().unwrap_or_default().to_string())
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    for (namespace, hosts, conflicts) in [
+        // Valid and checked: the conflict is warned.
+        ("tenant-alice", vec![good], vec![good]),
+        // Admitted by warn mode with an invalid hostname: only the valid one conflicts.
+        ("tenant-alice", vec![bad, good], vec![good]),
+        ("tenant-alice", vec![bad], vec![]),
+        // Outside tenant scope the layer checks nothing: the warnings validate.
+        ("cozy-other", vec![bad], vec![]),
+        ("cozy-other", vec![bad, good], vec![good]),
+    ] {
+        let body = review(namespace, &hosts, parent.clone());
+        let r = a.handle(Some(WebhookResource::HttpRoutes), &body).await;
+        let v: Value = serde_json::from_slice(&r.body).expect("json");
+        assert_eq!(v["response"]["allowed"], json!(true), "{v}");
+        let got: Vec<String> = warnings(&v)
+            .into_iter()
+            .filter(|w| w.starts_with("HostnameConflict"))
+            .collect();
+        assert_eq!(got.len(), conflicts.len(), "{namespace} {hosts:?}: {v}");
+        for (w, h) in got.iter().zip(&conflicts) {
+            assert!(
+                w.starts_with(&format!("HostnameConflict: {h} is already on ")),
+                "{namespace} {hosts:?}: {w}"
+            );
+        }
+    }
+}
+
 #[test]
 fn a_tenant_route_is_judged_only_on_gateways_it_may_attach_to() {
     let h = "dashboard.alice.example.org";
