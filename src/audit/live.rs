@@ -4,10 +4,12 @@
 //! `tenant_gateway_audit_last_change_timestamp_seconds`), wakes the [`ChangeFeed`]s, and an
 //! object that starts violating gets a Warning event from the Lease holder.
 //!
-//! - Namespaces come from the index admission reads (subscribed, not watched again); the
-//!   guarded kinds are watched as projections ([`Projected`]: the uid and the fields their
-//!   layer reads, decoded without the rest), each kind once its CRD is served, re-checked
-//!   every [`CRD_RECHECK`] until then.
+//! - Namespaces come from the index admission reads (subscribed, not watched again);
+//!   HTTPRoutes and TLSRoutes from the reconciler's route watches when it runs
+//!   ([`RouteFeed`]: one LIST/WATCH of each per process); the other guarded kinds (and the
+//!   routes without the reconciler) are watched as projections ([`Projected`]: the uid and
+//!   the fields their layer reads, decoded without the rest), each kind once its CRD is
+//!   served, re-checked every [`CRD_RECHECK`] until then.
 //! - Nothing is judged before the namespace index has synced, so an object is never found
 //!   violating for want of a namespace the index has not listed yet.
 //! - Events: queued per object (a set, at most [`EVENT_QUEUE`]), sent at most

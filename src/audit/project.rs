@@ -4,8 +4,10 @@
 //! skipped while the object's JSON is read, without being built.
 //!
 //! A watched object is read before its kind is known to the decoder, so it is projected on
-//! the paths of every guarded kind ([`Projected`]); the store projects it again on its own
-//! kind's paths ([`project`]) before keeping it.
+//! the paths of every guarded kind ([`Projected`], with `cluster::projection`'s decoder);
+//! the store projects it again on its own kind's paths ([`project`]) before keeping it. A
+//! route from the reconciler's route watch comes projected on its own paths
+//! (`cluster::routes::AUDITED_PATHS`, [`Projected::of_projection`]).
 
 use std::sync::OnceLock;
 
