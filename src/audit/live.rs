@@ -33,7 +33,7 @@ use tokio::sync::broadcast::error::RecvError;
 use super::cli::served;
 use super::judge::Verdict;
 use super::kinds::GuardedKind;
-use super::project::Projected;
+use super::project::{Projected, pack, project, unpack};
 use super::store::{Apexes, Changes, Started, Store};
 use super::{AuditResult, ObjectRef};
 use crate::cluster::lease::Leader;
@@ -483,21 +483,79 @@ fn apply(shared: &Shared, apexes: &dyn Apexes, kind: GuardedKind, ev: Fed) {
 
 /// The HTTPRoute and TLSRoute watches' events, from the watches that fill the route index
 /// (`RouteIndex::tap`): each kind listed and watched once per process, the audit keeping its
-/// own projection of each route (its uid and hostnames as stored). Events that arrive before
-/// the audit judges (the namespace index not listed yet) wait, in order, and are applied when
-/// it starts; later ones are applied as they arrive, on the watch's task (a few microseconds
-/// each).
+/// own projection of each route (its uid and hostnames as stored). Until the audit judges
+/// (the namespace index not listed yet) each route's latest version waits, packed as the
+/// store keeps it (a relist starts its kind afresh), and is applied when it starts; later
+/// events are applied as they arrive, on the watch's task (a few microseconds each).
 pub struct RouteFeed {
     gate: Mutex<Gate>,
 }
 
 enum Gate {
-    /// The events so far, in arrival order.
-    Waiting(Vec<(GuardedKind, Fed)>),
+    /// What each kind's events amount to so far.
+    Waiting(BTreeMap<GuardedKind, Pending>),
     Open {
         shared: Arc<Shared>,
         namespaces: Arc<dyn ApexSource>,
     },
+}
+
+/// One kind's routes as its watch left them before the audit judged: the store holds none of
+/// them yet, so each route's last version is all that matters.
+#[derive(Default)]
+struct Pending {
+    /// By `(namespace, name)`: the uid and the projection packed (`project::pack`), or why
+    /// the route could not be read.
+    routes: BTreeMap<(String, String), Result<(Option<String>, Box<str>), Arc<str>>>,
+    /// Its first list is complete.
+    listed: bool,
+}
+
+impl Pending {
+    fn take(&mut self, kind: GuardedKind, ev: Fed) {
+        match ev {
+            // A relist delivers every route again: those it leaves out are gone.
+            Fed::Init => *self = Pending::default(),
+            Fed::Apply {
+                namespace,
+                name,
+                body,
+            } => {
+                let packed = body.map(|p| (p.uid, pack(kind, &project(kind, &p.body)).into()));
+                self.routes.insert((namespace, name), packed);
+            }
+            Fed::Delete { namespace, name } => {
+                self.routes.remove(&(namespace, name));
+            }
+            Fed::InitDone => self.listed = true,
+        }
+    }
+
+    /// Into the store, as the events would have gone.
+    fn apply(self, shared: &Shared, apexes: &dyn Apexes, kind: GuardedKind) {
+        apply(shared, apexes, kind, Fed::Init);
+        for ((namespace, name), packed) in self.routes {
+            let body = packed.and_then(|(uid, text)| {
+                // Packed by `take` from a projection: it reads back.
+                unpack(kind, &text)
+                    .map(|body| Projected { uid, body })
+                    .map_err(|e| Arc::from(e.to_string()))
+            });
+            apply(
+                shared,
+                apexes,
+                kind,
+                Fed::Apply {
+                    namespace,
+                    name,
+                    body,
+                },
+            );
+        }
+        if self.listed {
+            apply(shared, apexes, kind, Fed::InitDone);
+        }
+    }
 }
 
 /// Where a judgement reads which namespaces carry which apex: the live namespace index.
@@ -515,7 +573,7 @@ impl RouteFeed {
     /// A feed to register on the route index before its watches start.
     pub fn new() -> Arc<RouteFeed> {
         Arc::new(RouteFeed {
-            gate: Mutex::new(Gate::Waiting(Vec::new())),
+            gate: Mutex::new(Gate::Waiting(BTreeMap::new())),
         })
     }
 
@@ -523,8 +581,8 @@ impl RouteFeed {
     fn open(&self, shared: &Arc<Shared>, namespaces: Arc<dyn ApexSource>) {
         let mut gate = lock(&self.gate);
         if let Gate::Waiting(waiting) = &mut *gate {
-            for (kind, ev) in std::mem::take(waiting) {
-                apply(shared, namespaces.apexes(), kind, ev);
+            for (kind, pending) in std::mem::take(waiting) {
+                pending.apply(shared, namespaces.apexes(), kind);
             }
         }
         *gate = Gate::Open {
@@ -562,7 +620,7 @@ impl RouteWatchTap for RouteFeed {
         // Under the gate: events of one kind reach the store in their order.
         let mut gate = lock(&self.gate);
         match &mut *gate {
-            Gate::Waiting(waiting) => waiting.push((kind, ev)),
+            Gate::Waiting(waiting) => waiting.entry(kind).or_default().take(kind, ev),
             Gate::Open { shared, namespaces } => apply(shared, namespaces.apexes(), kind, ev),
         }
     }
@@ -965,6 +1023,12 @@ mod tests {
         tap.event(http, &Event::Init);
         tap.event(
             http,
+            &Event::InitApply(watched("tenant-a", "gone", UID, json!(["g.a.example.org"]))),
+        );
+        // A relist (the watch reconnected) that no longer lists `gone`.
+        tap.event(http, &Event::Init);
+        tap.event(
+            http,
             &Event::InitApply(watched("tenant-a", "web", UID, json!(["w.b.example.org"]))),
         );
         // Fixed before the audit judged anything: the later version wins.
@@ -994,7 +1058,8 @@ mod tests {
                 .find(|r| r.object.name == name)
                 .map(|r| (r.outcome, r.messages))
         };
-        assert_eq!(results.len(), 3, "{results:?}");
+        assert_eq!(results.len(), 3, "the namespace, web and odd: {results:?}");
+        assert_eq!(outcome("gone"), None, "left out of the relist");
         let web = results
             .iter()
             .find(|r| r.object.name == "web")
