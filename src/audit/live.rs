@@ -500,13 +500,16 @@ enum Gate {
     },
 }
 
+/// A route's uid and its projection packed (`project::pack`).
+type PackedRoute = (Option<String>, Box<str>);
+
 /// One kind's routes as its watch left them before the audit judged: the store holds none of
 /// them yet, so each route's last version is all that matters.
 #[derive(Default)]
 struct Pending {
     /// By `(namespace, name)`: the uid and the projection packed (`project::pack`), or why
     /// the route could not be read.
-    routes: BTreeMap<(String, String), Result<(Option<String>, Box<str>), Arc<str>>>,
+    routes: BTreeMap<(String, String), Result<PackedRoute, Arc<str>>>,
     /// Its first list is complete.
     listed: bool,
 }
