@@ -29,9 +29,9 @@ use kube::Client;
 use tokio::task::JoinSet;
 
 use crate::admission::Admission;
-use crate::audit::live::Auditor;
+use crate::audit::live::{Auditor, RouteFeed};
 use crate::cluster::lease::{self, Leader, LeaseConfig};
-use crate::cluster::routes::RouteIndex;
+use crate::cluster::routes::{RouteIndex, RouteWatchTap};
 use crate::cluster::{LiveNamespaces, NamespaceSource, client};
 use crate::config::{PolicyArgs, ServeArgs};
 use crate::metrics::Metrics;
@@ -187,9 +187,28 @@ pub async fn run(serve: ServeArgs, policy: PolicyArgs) -> anyhow::Result<ExitCod
     let mut tasks = Tasks::new();
     let namespaces = namespaces(&mut tasks, &serve, &policy, &shared).await?;
     let self_cert = webhook.as_ref().and_then(|w| w.self_cert.as_ref());
-    let (routes, leader) =
-        cluster_parts(&mut tasks, &serve, &policy, &namespaces, self_cert, &shared).await?;
-    start_audit(&mut tasks, &serve, &namespaces, &cfg, leader, &shared);
+    // The audit reads the reconciler's route watches when there are some: registered on its
+    // route index before they start.
+    let route_feed = (!serve.no_audit && !serve.no_controller).then(RouteFeed::new);
+    let (routes, leader) = cluster_parts(
+        &mut tasks,
+        &serve,
+        &policy,
+        &namespaces,
+        self_cert,
+        &shared,
+        route_feed.clone(),
+    )
+    .await?;
+    start_audit(
+        &mut tasks,
+        &serve,
+        &namespaces,
+        &cfg,
+        leader,
+        &shared,
+        route_feed,
+    );
     let limits = Limits {
         max_inflight_bytes: serve.max_inflight_bytes,
         h2_max_concurrent_streams: serve.max_concurrent_streams,
@@ -362,6 +381,7 @@ async fn cluster_parts(
     namespaces: &Namespaces,
     self_cert: Option<&SelfCertConfig>,
     shared: &Shared,
+    route_feed: Option<Arc<RouteFeed>>,
 ) -> anyhow::Result<(Option<Arc<RouteIndex>>, Option<Leader>)> {
     let Namespaces::Live { client, index } = namespaces else {
         return Ok((None, None));
@@ -379,11 +399,12 @@ async fn cluster_parts(
                 system_prefix: policy.system_prefix.clone(),
             },
         };
-        let r = start_reconciler(
+        let r = start_reconciler_tapped(
             client.clone(),
             index.clone(),
             shared.metrics.clone(),
             reconciler_opts,
+            route_feed.map(|f| f as Arc<dyn RouteWatchTap>),
         );
         if let Some(c) = self_cert.cloned() {
             // The server starts on the pair: wait until the leader (maybe this replica) has
@@ -411,9 +432,9 @@ async fn cluster_parts(
 }
 
 /// On a cluster, unless `--no-audit`: the continuous audit of the stored objects (SPEC §3.9)
-/// on the live namespace index, its Warning events on the reconciler's Lease (none without
-/// one); with `--policy-reports` (checked by `audit_flags`: the Lease is there) the
-/// PolicyReport writer fed by it.
+/// on the live namespace index and, with the reconciler, its route watches (`route_feed`),
+/// its Warning events on the reconciler's Lease (none without one); with `--policy-reports`
+/// (checked by `audit_flags`: the Lease is there) the PolicyReport writer fed by it.
 fn start_audit(
     tasks: &mut Tasks,
     serve: &ServeArgs,
@@ -421,6 +442,7 @@ fn start_audit(
     cfg: &PolicyConfig,
     leader: Option<Leader>,
     shared: &Shared,
+    route_feed: Option<Arc<RouteFeed>>,
 ) {
     let Namespaces::Live { client, index } = namespaces else {
         return;
@@ -434,6 +456,7 @@ fn start_audit(
         Arc::new(cfg.clone()),
         shared.metrics.clone(),
         leader.clone(),
+        route_feed,
     );
     tasks.spawn("continuous audit", async move {
         run.await;
@@ -675,6 +698,18 @@ pub fn start_reconciler(
     metrics: Metrics,
     opts: crate::reconcile::Options,
 ) -> Reconciler {
+    start_reconciler_tapped(client, namespaces, metrics, opts, None)
+}
+
+/// [`start_reconciler`], with `tap` told every event of its route watches from their first
+/// list on (`RouteIndex::tap`).
+pub fn start_reconciler_tapped(
+    client: Client,
+    namespaces: Arc<LiveNamespaces>,
+    metrics: Metrics,
+    opts: crate::reconcile::Options,
+    tap: Option<Arc<dyn RouteWatchTap>>,
+) -> Reconciler {
     let namespace = opts.lease_namespace.clone().unwrap_or_else(|| {
         lease::default_namespace(Path::new(lease::SERVICE_ACCOUNT_NAMESPACE_FILE))
     });
@@ -683,6 +718,9 @@ pub fn start_reconciler(
     let (tx, leader) = Leader::channel();
     // The route index the controller fills and the webhook reads (SPEC §3.4).
     let routes = Arc::new(crate::cluster::routes::RouteIndex::default());
+    if let Some(tap) = tap {
+        routes.tap(tap);
+    }
     let parts = Parts {
         client: client.clone(),
         namespaces,

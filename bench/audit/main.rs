@@ -16,12 +16,15 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
+use kube::api::ObjectList;
 use serde_json::json;
 use tenant_gateway::audit::kinds::GuardedKind;
 use tenant_gateway::audit::project::Projected;
 use tenant_gateway::audit::store::Store;
 use tenant_gateway::cluster::apex::ApexMap;
-use tenant_gateway::cluster::watch::FromWatch;
+use tenant_gateway::cluster::projection::project_json;
+use tenant_gateway::cluster::routes::AUDITED_PATHS;
+use tenant_gateway::cluster::watch::{FromWatch, Watched};
 use tenant_gateway::platform::{CONTROLLER_NAME, HOST_LABEL};
 use tenant_gateway::policy::PolicyConfig;
 
@@ -259,8 +262,77 @@ fn main() {
     );
     println!("| **total** | **{:.2} MiB** | |", mib(held));
     drop(store);
+
+    // What feeding the audit its routes allocates, all 20,000 together and at most at once:
+    // a LIST of its own (`serve` before the route feed, and with `--no-controller`): the
+    // pages' text, as the client buffers each, and each page decoded into projections; the
+    // route feed (`serve` with the reconciler): the projection the shared route watch decodes
+    // beside its view (`WatchedRoute::audited`) and its copy into the audit's queue.
+    let page_texts: Vec<String> = texts
+        .chunks(PAGE)
+        .map(|page| {
+            let items: Vec<&str> = page.iter().map(|(_, _, t)| t.as_str()).collect();
+            format!(
+                r#"{{"apiVersion":"v1","kind":"List","metadata":{{"resourceVersion":"9"}},"items":[{}]}}"#,
+                items.join(",")
+            )
+        })
+        .collect();
+    // Total bytes and allocations of `f`; it reports what it holds at its fullest.
+    let measure = |f: &mut dyn FnMut(&mut usize)| {
+        let start = dhat::HeapStats::get();
+        let mut peak = 0;
+        f(&mut peak);
+        let end = dhat::HeapStats::get();
+        (
+            end.total_bytes - start.total_bytes,
+            end.total_blocks - start.total_blocks,
+            peak.saturating_sub(start.curr_bytes),
+        )
+    };
+    let own = measure(&mut |peak| {
+        for text in &page_texts {
+            // The client's buffer of the page's body, then the page decoded from it.
+            let body = text.as_bytes().to_vec();
+            let page: ObjectList<Watched<Projected>> =
+                serde_json::from_slice(&body).expect("a page");
+            *peak = (*peak).max(live());
+            drop(body);
+            std::hint::black_box(page);
+        }
+    });
+    let fed = measure(&mut |peak| {
+        for (_, _, text) in &texts {
+            let audited = project_json(text, AUDITED_PATHS).expect("a route");
+            let queued = Projected::of_projection(audited.clone());
+            *peak = (*peak).max(live());
+            std::hint::black_box((audited, queued));
+        }
+    });
+    println!();
+    println!(
+        "| feeding the audit {routes} routes | bytes allocated | allocations | most held at once |"
+    );
+    println!("|---|---:|---:|---:|");
+    for (what, (bytes, blocks, peak)) in [
+        (format!("a LIST of its own ({PAGE} a page)"), own),
+        (
+            "the route feed (from the shared route watch)".to_string(),
+            fed,
+        ),
+    ] {
+        println!(
+            "| {what} | {:.1} MiB ({} a route) | {blocks} | {:.2} MiB |",
+            mib(bytes as usize),
+            bytes / routes.max(1) as u64,
+            mib(peak)
+        );
+    }
     drop(profiler);
 }
+
+/// Routes a page of a watch's initial list (`cluster::watch::PAGE_SIZE`).
+const PAGE: usize = tenant_gateway::cluster::watch::PAGE_SIZE as usize;
 
 /// The bench's world and how a full audit of it runs.
 struct World<'a> {

@@ -4,10 +4,12 @@
 //! `tenant_gateway_audit_last_change_timestamp_seconds`), wakes the [`ChangeFeed`]s, and an
 //! object that starts violating gets a Warning event from the Lease holder.
 //!
-//! - Namespaces come from the index admission reads (subscribed, not watched again); the
-//!   guarded kinds are watched as projections ([`Projected`]: the uid and the fields their
-//!   layer reads, decoded without the rest), each kind once its CRD is served, re-checked
-//!   every [`CRD_RECHECK`] until then.
+//! - Namespaces come from the index admission reads (subscribed, not watched again);
+//!   HTTPRoutes and TLSRoutes from the reconciler's route watches when it runs
+//!   ([`RouteFeed`]: one LIST/WATCH of each per process); the other guarded kinds (and the
+//!   routes without the reconciler) are watched as projections ([`Projected`]: the uid and
+//!   the fields their layer reads, decoded without the rest), each kind once its CRD is
+//!   served, re-checked every [`CRD_RECHECK`] until then.
 //! - Nothing is judged before the namespace index has synced, so an object is never found
 //!   violating for want of a namespace the index has not listed yet.
 //! - Events: queued per object (a set, at most [`EVENT_QUEUE`]), sent at most
@@ -22,6 +24,7 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::core::v1::ObjectReference;
 use kube::Client;
+use kube::api::ApiResource;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::Event;
 use tokio::sync::Notify;
@@ -30,11 +33,13 @@ use tokio::sync::broadcast::error::RecvError;
 use super::cli::served;
 use super::judge::Verdict;
 use super::kinds::GuardedKind;
-use super::project::Projected;
-use super::store::{Changes, Started, Store};
+use super::project::{Projected, pack, project, unpack};
+use super::store::{Apexes, Changes, Started, Store};
 use super::{AuditResult, ObjectRef};
 use crate::cluster::lease::Leader;
-use crate::cluster::watch::{self as cw};
+use crate::cluster::route_facts::RouteKind;
+use crate::cluster::routes::{RouteWatchTap, WatchedRoute};
+use crate::cluster::watch::{self as cw, Watched};
 use crate::cluster::{LiveNamespaces, NamespaceChange};
 use crate::metrics::Metrics;
 use crate::platform::HOST_LABEL;
@@ -221,12 +226,16 @@ impl Shared {
 /// Start the continuous audit on the namespace index `namespaces`. `leader` gates the Warning
 /// events (none without it). The future runs the audit and ends only when the namespace
 /// index's changes end (the process should end then).
+///
+/// `routes`: the route watches' events when another part watches HTTPRoutes and TLSRoutes
+/// (the reconciler's route index, [`RouteFeed`]); without it the audit watches them itself.
 pub fn start(
     client: Client,
     namespaces: Arc<LiveNamespaces>,
     cfg: Arc<PolicyConfig>,
     metrics: Metrics,
     leader: Option<Leader>,
+    routes: Option<Arc<RouteFeed>>,
 ) -> (
     Auditor,
     impl std::future::Future<Output = ()> + Send + 'static,
@@ -270,12 +279,19 @@ pub fn start(
         }
         let mut watches = tokio::task::JoinSet::new();
         for kind in watched {
-            watches.spawn(watch_kind(
-                shared.clone(),
-                client.clone(),
-                namespaces.clone(),
-                kind,
-            ));
+            if routes.is_some() && ROUTE_WATCH_KINDS.contains(&kind) {
+                watches.spawn(follow_served(shared.clone(), client.clone(), kind));
+            } else {
+                watches.spawn(watch_kind(
+                    shared.clone(),
+                    client.clone(),
+                    namespaces.clone(),
+                    kind,
+                ));
+            }
+        }
+        if let Some(feed) = &routes {
+            feed.open(&shared, namespaces.clone());
         }
         let any_watch_ended = async move {
             match watches.join_next().await {
@@ -333,16 +349,15 @@ async fn follow_namespaces(
     }
 }
 
-/// Watch `kind` once it is served, into the store.
-async fn watch_kind(
-    shared: Arc<Shared>,
-    client: Client,
-    namespaces: Arc<LiveNamespaces>,
-    kind: GuardedKind,
-) {
+/// The route kinds the route index's watches deliver ([`RouteFeed`]).
+const ROUTE_WATCH_KINDS: [GuardedKind; 2] = [GuardedKind::HttpRoute, GuardedKind::TlsRoute];
+
+/// Wait until `kind` is served (re-checked every [`CRD_RECHECK`]); until then it is listed as
+/// not audited, with nothing to list.
+async fn wait_served(shared: &Shared, client: &Client, kind: GuardedKind) -> ApiResource {
     let mut told = false;
     let resource = loop {
-        match served(&client, kind).await {
+        match served(client, kind).await {
             Ok(Some(r)) => break r,
             Ok(None) => {
                 if !told {
@@ -371,6 +386,24 @@ async fn watch_kind(
     };
     lock(&shared.not_audited).remove(&kind);
     shared.store().set_version(kind, &resource.api_version);
+    resource
+}
+
+/// A kind another part's watch delivers ([`RouteFeed`]): only whether it is served and at
+/// which version is the audit's own to find out. Never ends (the watch's end ends its part).
+async fn follow_served(shared: Arc<Shared>, client: Client, kind: GuardedKind) {
+    wait_served(&shared, &client, kind).await;
+    std::future::pending::<()>().await;
+}
+
+/// Watch `kind` once it is served, into the store.
+async fn watch_kind(
+    shared: Arc<Shared>,
+    client: Client,
+    namespaces: Arc<LiveNamespaces>,
+    kind: GuardedKind,
+) {
+    let resource = wait_served(&shared, &client, kind).await;
     // A page's text is held at once: the kinds whose objects grow with their listeners list
     // fewer a page.
     let page = match kind {
@@ -388,28 +421,210 @@ async fn watch_kind(
     ));
     let apexes = namespaces.apexes();
     while let Some(ev) = stream.next().await {
-        match ev {
-            Event::Init => shared.store().relist_started(kind),
+        let ev = match ev {
+            Event::Init => Fed::Init,
             Event::InitApply(o) | Event::Apply(o) => {
-                let (ns, name) = o.key();
-                shared.change(|s| match &o.body {
-                    Ok(p) => s.apply(kind, &ns, &name, p.uid.as_deref(), &p.body, apexes),
-                    Err(e) => s.apply_unreadable(kind, &ns, &name, e),
-                });
+                let (namespace, name) = o.key();
+                Fed::Apply {
+                    namespace,
+                    name,
+                    body: o.body,
+                }
             }
             Event::Delete(o) => {
-                let (ns, name) = o.key();
-                shared.change(|s| s.delete(kind, &ns, &name));
+                let (namespace, name) = o.key();
+                Fed::Delete { namespace, name }
             }
-            Event::InitDone => {
-                shared.change(|s| s.relist_done(kind));
-                shared.listed(kind.kind());
-                tracing::info!(
-                    kind = kind.kind(),
-                    audited = shared.store().len(),
-                    "audit watch listed"
-                );
+            Event::InitDone => Fed::InitDone,
+        };
+        apply(&shared, apexes, kind, ev);
+    }
+}
+
+/// One event of a watch of a guarded kind, as the store takes it.
+#[derive(Debug)]
+enum Fed {
+    Init,
+    Apply {
+        namespace: String,
+        name: String,
+        body: Result<Projected, Arc<str>>,
+    },
+    Delete {
+        namespace: String,
+        name: String,
+    },
+    InitDone,
+}
+
+fn apply(shared: &Shared, apexes: &dyn Apexes, kind: GuardedKind, ev: Fed) {
+    match ev {
+        Fed::Init => shared.store().relist_started(kind),
+        Fed::Apply {
+            namespace,
+            name,
+            body,
+        } => shared.change(|s| match &body {
+            Ok(p) => s.apply(kind, &namespace, &name, p.uid.as_deref(), &p.body, apexes),
+            Err(e) => s.apply_unreadable(kind, &namespace, &name, e),
+        }),
+        Fed::Delete { namespace, name } => shared.change(|s| s.delete(kind, &namespace, &name)),
+        Fed::InitDone => {
+            shared.change(|s| s.relist_done(kind));
+            shared.listed(kind.kind());
+            tracing::info!(
+                kind = kind.kind(),
+                audited = shared.store().len(),
+                "audit watch listed"
+            );
+        }
+    }
+}
+
+/// The HTTPRoute and TLSRoute watches' events, from the watches that fill the route index
+/// (`RouteIndex::tap`): each kind listed and watched once per process, the audit keeping its
+/// own projection of each route (its uid and hostnames as stored). Until the audit judges
+/// (the namespace index not listed yet) each route's latest version waits, packed as the
+/// store keeps it (a relist starts its kind afresh), and is applied when it starts; later
+/// events are applied as they arrive, on the watch's task (a few microseconds each).
+pub struct RouteFeed {
+    gate: Mutex<Gate>,
+}
+
+enum Gate {
+    /// What each kind's events amount to so far.
+    Waiting(BTreeMap<GuardedKind, Pending>),
+    Open {
+        shared: Arc<Shared>,
+        namespaces: Arc<dyn ApexSource>,
+    },
+}
+
+/// A route's uid and its projection packed (`project::pack`).
+type PackedRoute = (Option<String>, Box<str>);
+
+/// One kind's routes as its watch left them before the audit judged: the store holds none of
+/// them yet, so each route's last version is all that matters.
+#[derive(Default)]
+struct Pending {
+    /// By `(namespace, name)`: the uid and the projection packed (`project::pack`), or why
+    /// the route could not be read.
+    routes: BTreeMap<(String, String), Result<PackedRoute, Arc<str>>>,
+    /// Its first list is complete.
+    listed: bool,
+}
+
+impl Pending {
+    fn take(&mut self, kind: GuardedKind, ev: Fed) {
+        match ev {
+            // A relist delivers every route again: those it leaves out are gone.
+            Fed::Init => *self = Pending::default(),
+            Fed::Apply {
+                namespace,
+                name,
+                body,
+            } => {
+                let packed = body.map(|p| (p.uid, pack(kind, &project(kind, &p.body)).into()));
+                self.routes.insert((namespace, name), packed);
             }
+            Fed::Delete { namespace, name } => {
+                self.routes.remove(&(namespace, name));
+            }
+            Fed::InitDone => self.listed = true,
+        }
+    }
+
+    /// Into the store, as the events would have gone.
+    fn apply(self, shared: &Shared, apexes: &dyn Apexes, kind: GuardedKind) {
+        apply(shared, apexes, kind, Fed::Init);
+        for ((namespace, name), packed) in self.routes {
+            let body = packed.and_then(|(uid, text)| {
+                // Packed by `take` from a projection: it reads back.
+                unpack(kind, &text)
+                    .map(|body| Projected { uid, body })
+                    .map_err(|e| Arc::from(e.to_string()))
+            });
+            apply(
+                shared,
+                apexes,
+                kind,
+                Fed::Apply {
+                    namespace,
+                    name,
+                    body,
+                },
+            );
+        }
+        if self.listed {
+            apply(shared, apexes, kind, Fed::InitDone);
+        }
+    }
+}
+
+/// Where a judgement reads which namespaces carry which apex: the live namespace index.
+trait ApexSource: Send + Sync {
+    fn apexes(&self) -> &dyn Apexes;
+}
+
+impl ApexSource for LiveNamespaces {
+    fn apexes(&self) -> &dyn Apexes {
+        LiveNamespaces::apexes(self)
+    }
+}
+
+impl RouteFeed {
+    /// A feed to register on the route index before its watches start.
+    pub fn new() -> Arc<RouteFeed> {
+        Arc::new(RouteFeed {
+            gate: Mutex::new(Gate::Waiting(BTreeMap::new())),
+        })
+    }
+
+    /// Apply what waited, then every event as it arrives.
+    fn open(&self, shared: &Arc<Shared>, namespaces: Arc<dyn ApexSource>) {
+        let mut gate = lock(&self.gate);
+        if let Gate::Waiting(waiting) = &mut *gate {
+            for (kind, pending) in std::mem::take(waiting) {
+                pending.apply(shared, namespaces.apexes(), kind);
+            }
+        }
+        *gate = Gate::Open {
+            shared: shared.clone(),
+            namespaces,
+        };
+    }
+}
+
+impl RouteWatchTap for RouteFeed {
+    fn event(&self, kind: RouteKind, event: &Event<Watched<WatchedRoute>>) {
+        let kind = match kind {
+            RouteKind::HttpRoute => GuardedKind::HttpRoute,
+            RouteKind::TlsRoute => GuardedKind::TlsRoute,
+        };
+        let ev = match event {
+            Event::Init => Fed::Init,
+            Event::InitApply(o) | Event::Apply(o) => {
+                let (namespace, name) = o.key();
+                Fed::Apply {
+                    namespace,
+                    name,
+                    body: match &o.body {
+                        Ok(r) => Ok(Projected::of_projection(r.audited.clone())),
+                        Err(e) => Err(e.clone()),
+                    },
+                }
+            }
+            Event::Delete(o) => {
+                let (namespace, name) = o.key();
+                Fed::Delete { namespace, name }
+            }
+            Event::InitDone => Fed::InitDone,
+        };
+        // Under the gate: events of one kind reach the store in their order.
+        let mut gate = lock(&self.gate);
+        match &mut *gate {
+            Gate::Waiting(waiting) => waiting.entry(kind).or_default().take(kind, ev),
+            Gate::Open { shared, namespaces } => apply(shared, namespaces.apexes(), kind, ev),
         }
     }
 }
@@ -771,6 +986,152 @@ mod tests {
         namespace(&quiet, "tenant-a", "a.example.org");
         route(&quiet, "tenant-a", "web", "w.b.example.org");
         assert!(quiet.events.is_none());
+    }
+
+    impl ApexSource for ApexMap {
+        fn apexes(&self) -> &dyn Apexes {
+            self
+        }
+    }
+
+    /// A route watch's event as the route index's watch delivers it.
+    fn watched(
+        ns: &str,
+        name: &str,
+        uid: &str,
+        hostnames: serde_json::Value,
+    ) -> Watched<WatchedRoute> {
+        let object = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": name, "namespace": ns, "uid": uid, "resourceVersion": "7",
+                         "managedFields": [{"manager": "kubectl"}]},
+            "spec": {"hostnames": hostnames, "parentRefs": [{"name": "gw"}],
+                     "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]},
+            "status": {"parents": []}
+        });
+        serde_json::from_value(object).expect("a watched route")
+    }
+
+    const UID: &str = "0b1e6f36-6a43-4d1c-9d5c-0d7f3f7f9a01";
+
+    /// Fed from the route index's watch: nothing is judged before the audit opens the feed
+    /// (the namespaces listed), then what waited is applied in order; later events, a
+    /// change, an apex relabel and a delete move the results as the audit's own watch does.
+    #[test]
+    fn the_route_feed_follows_the_shared_watch_changes_and_relabels() {
+        let (auditor, shared) = detached(false);
+        let feed = RouteFeed::new();
+        let tap: &dyn RouteWatchTap = &*feed;
+        let http = RouteKind::HttpRoute;
+        tap.event(http, &Event::Init);
+        tap.event(
+            http,
+            &Event::InitApply(watched("tenant-a", "gone", UID, json!(["g.a.example.org"]))),
+        );
+        // A relist (the watch reconnected) that no longer lists `gone`.
+        tap.event(http, &Event::Init);
+        tap.event(
+            http,
+            &Event::InitApply(watched("tenant-a", "web", UID, json!(["w.b.example.org"]))),
+        );
+        // Fixed before the audit judged anything: the later version wins.
+        tap.event(
+            http,
+            &Event::InitApply(watched("tenant-a", "web", UID, json!(["w.a.example.org"]))),
+        );
+        tap.event(
+            http,
+            &Event::InitApply(watched("tenant-a", "odd", UID, json!("w.a.example.org"))),
+        );
+        tap.event(http, &Event::InitDone);
+        assert!(
+            auditor.results("tenant-a").is_empty(),
+            "waits for the namespaces"
+        );
+        assert!(lock(&shared.unsynced).contains("Namespace"));
+
+        namespace(&shared, "tenant-a", "a.example.org");
+        namespace(&shared, "tenant-b", "b.example.org");
+        feed.open(&shared, Arc::new(ApexMap::default()));
+        let results = auditor.results("tenant-a");
+        let outcome = |name: &str| {
+            auditor
+                .results("tenant-a")
+                .into_iter()
+                .find(|r| r.object.name == name)
+                .map(|r| (r.outcome, r.messages))
+        };
+        assert_eq!(results.len(), 3, "the namespace, web and odd: {results:?}");
+        assert_eq!(outcome("gone"), None, "left out of the relist");
+        let web = results
+            .iter()
+            .find(|r| r.object.name == "web")
+            .expect("web");
+        assert_eq!(web.outcome, crate::audit::Outcome::Pass);
+        assert_eq!(web.object.uid.as_deref(), Some(UID));
+        assert_eq!(web.object.kind, "HTTPRoute");
+        // hostnames as stored (a string, not a list): the layer's shape error, as the
+        // audit's own projection gives it.
+        assert_eq!(
+            outcome("odd"),
+            Some((
+                crate::audit::Outcome::Error,
+                vec!["HTTPRoute tenant-a/odd: spec.hostnames must be a list, got a string".into()]
+            ))
+        );
+
+        // A change after the feed opened: applied as it arrives.
+        tap.event(
+            http,
+            &Event::Apply(watched("tenant-a", "web", UID, json!(["w.b.example.org"]))),
+        );
+        assert_eq!(
+            outcome("web").map(|o| o.0),
+            Some(crate::audit::Outcome::Fail)
+        );
+        tap.event(
+            http,
+            &Event::Apply(watched("tenant-a", "web", UID, json!(["w.a.example.org"]))),
+        );
+        assert_eq!(
+            outcome("web").map(|o| o.0),
+            Some(crate::audit::Outcome::Pass)
+        );
+
+        // tenant-a relabelled: the fed route turns wrong, and right again.
+        namespace(&shared, "tenant-a", "a2.example.org");
+        let (o, messages) = outcome("web").expect("web");
+        assert_eq!(o, crate::audit::Outcome::Fail);
+        assert!(messages[0].contains("a2.example.org"), "{messages:?}");
+        namespace(&shared, "tenant-a", "a.example.org");
+        assert_eq!(
+            outcome("web").map(|o| o.0),
+            Some(crate::audit::Outcome::Pass)
+        );
+
+        tap.event(
+            http,
+            &Event::Delete(watched("tenant-a", "odd", UID, json!([]))),
+        );
+        assert_eq!(outcome("odd"), None, "deleted");
+        // A relist that no longer lists `web` forgets it.
+        tap.event(http, &Event::Init);
+        tap.event(http, &Event::InitDone);
+        assert_eq!(outcome("web"), None, "gone in the relist");
+        assert_eq!(shared.store().len(), 0);
+    }
+
+    /// The shared watch decodes what the audit's layer reads of a route: the route kinds'
+    /// paths are among those `WatchedRoute` keeps.
+    #[test]
+    fn the_route_watch_keeps_every_path_the_route_layer_reads() {
+        use crate::cluster::routes::AUDITED_PATHS;
+        for kind in ROUTE_WATCH_KINDS {
+            for path in kind.paths() {
+                assert!(AUDITED_PATHS.contains(path), "{kind}: {path:?}");
+            }
+        }
+        assert!(AUDITED_PATHS.contains(&["metadata", "uid"].as_slice()));
     }
 
     #[test]

@@ -4,16 +4,17 @@
 //! skipped while the object's JSON is read, without being built.
 //!
 //! A watched object is read before its kind is known to the decoder, so it is projected on
-//! the paths of every guarded kind ([`Projected`]); the store projects it again on its own
-//! kind's paths ([`project`]) before keeping it.
+//! the paths of every guarded kind ([`Projected`], with `cluster::projection`'s decoder);
+//! the store projects it again on its own kind's paths ([`project`]) before keeping it. A
+//! route from the reconciler's route watch comes projected on its own paths
+//! (`cluster::routes::AUDITED_PATHS`, [`Projected::of_projection`]).
 
-use std::fmt;
 use std::sync::OnceLock;
 
-use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
 use serde_json::{Map, Value};
 
 use super::kinds::{GuardedKind, Path};
+use crate::cluster::projection::project_json;
 use crate::cluster::watch::FromWatch;
 
 const UID: Path = &["metadata", "uid"];
@@ -140,16 +141,10 @@ impl Projected {
     }
 }
 
-impl FromWatch for Projected {
-    fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
-        let mut de = serde_json::Deserializer::from_str(raw);
-        let mut body = Projector {
-            paths: union_paths(),
-            live: None,
-            depth: 0,
-        }
-        .deserialize(&mut de)?;
-        de.end()?;
+impl Projected {
+    /// A projection decoded elsewhere (the route watch the audit shares with the route index,
+    /// `cluster::routes::WatchedRoute::stored`): its `metadata.uid` taken out as the uid.
+    pub fn of_projection(mut body: Value) -> Projected {
         // The uid is the object's identity, not a field a layer reads.
         let uid = match body.get_mut("metadata").and_then(Value::as_object_mut) {
             Some(m) => match m.remove("uid") {
@@ -158,102 +153,13 @@ impl FromWatch for Projected {
             },
             None => None,
         };
-        Ok(Projected { uid, body })
+        Projected { uid, body }
     }
 }
 
-/// Decodes only the values on `paths`, skipping the rest unbuilt (still syntax-checked).
-#[derive(Clone, Copy)]
-struct Projector<'p> {
-    paths: &'p [Path],
-    /// Which of `paths` match the keys above this value (bit `i` for `paths[i]`), `None` at the
-    /// top; `Some(u64::MAX)`-like "everything" is [`Projector::whole`].
-    live: Option<u64>,
-    depth: usize,
-}
-
-impl Projector<'_> {
-    fn live(&self) -> u64 {
-        // The union has fewer than 64 paths (`union_fits` test).
-        self.live.unwrap_or((1u64 << self.paths.len().min(63)) - 1)
-    }
-}
-
-impl<'de> DeserializeSeed<'de> for Projector<'_> {
-    type Value = Value;
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Value, D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Projector<'_> {
-    type Value = Value;
-
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<Value, E> {
-        Ok(Value::Bool(v))
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<Value, E> {
-        Ok(Value::from(v))
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<Value, E> {
-        Ok(Value::String(v.to_string()))
-    }
-    fn visit_string<E: de::Error>(self, v: String) -> Result<Value, E> {
-        Ok(Value::String(v))
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-    fn visit_none<E: de::Error>(self) -> Result<Value, E> {
-        Ok(Value::Null)
-    }
-
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<Value, A::Error> {
-        let mut out = Vec::new();
-        while let Some(v) = seq.next_element_seed(self)? {
-            out.push(v);
-        }
-        Ok(Value::Array(out))
-    }
-
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Value, A::Error> {
-        let mut out = Map::new();
-        let live = self.live();
-        while let Some(key) = map.next_key::<String>()? {
-            let mut below = 0u64;
-            let mut whole = false;
-            for (i, p) in self.paths.iter().enumerate() {
-                if live & (1 << i) != 0 && p.get(self.depth) == Some(&key.as_str()) {
-                    below |= 1 << i;
-                    whole |= p.len() == self.depth + 1;
-                }
-            }
-            if below == 0 {
-                map.next_value::<IgnoredAny>()?;
-                continue;
-            }
-            let value = if whole {
-                map.next_value::<Value>()?
-            } else {
-                map.next_value_seed(Projector {
-                    live: Some(below),
-                    depth: self.depth + 1,
-                    ..self
-                })?
-            };
-            out.insert(key, value);
-        }
-        Ok(Value::Object(out))
+impl FromWatch for Projected {
+    fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+        Ok(Projected::of_projection(project_json(raw, union_paths())?))
     }
 }
 
@@ -262,10 +168,11 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::cluster::projection::MAX_PATHS;
 
     #[test]
     fn union_fits() {
-        assert!(union_paths().len() < 63);
+        assert!(union_paths().len() <= MAX_PATHS);
     }
 
     #[test]

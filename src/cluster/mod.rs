@@ -14,6 +14,7 @@
 //! | the live GETs for namespaces the index lacks, coalesced, misses remembered | `miss.rs` |
 //! | the index's compact namespace entries and their store | `nsmeta.rs` |
 //! | which namespaces carry which apex (layer 8) | `apex.rs` |
+//! | decoding a few paths of an object's JSON, the rest skipped (the audit's projections) | `projection.rs` |
 //! | the route index, grouped by Gateway, and its projection of a route; each TenantGateway's Gateway's certMode | `routes.rs` |
 //! | the facts it keeps of each route (read by the reconciler and the warnings) | `route_facts.rs` |
 //! | a route index from a file or one listing, for `review`/`check` | `route_snapshot.rs` |
@@ -37,6 +38,7 @@ pub mod miss;
 pub mod namespaces;
 pub mod nsmeta;
 pub mod objects;
+pub mod projection;
 pub mod route_facts;
 pub mod route_snapshot;
 pub mod routes;

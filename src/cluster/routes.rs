@@ -23,14 +23,17 @@ use hashbrown::hash_table::{Entry, HashTable};
 use gateway_api::apis::experimental::httproutes::HttpRoute;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, OwnerReference, Time};
 use kube::api::DynamicObject;
+use kube::runtime::watcher::Event;
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::intern::intern;
+use super::projection::{Path, project_json};
 use super::route_facts::{
     Conditions, HttpsListeners, ParentRef, ParentsLayout, PassthroughListener, RouteFacts,
     RouteKind, RouteParentStatus, SharedRef,
 };
-use super::watch::{FromWatch, Key, Lenient};
+use super::watch::{FromWatch, Key, Lenient, Watched};
 use crate::platform::{
     CONTROLLER_NAME, GATEWAY_API_GROUP, MANAGED_BY_LABEL, MANAGED_BY_VALUE, TGW_KIND,
 };
@@ -240,11 +243,19 @@ impl<'de> Deserialize<'de> for EntryView {
 pub struct WatchedRoute {
     pub view: RouteView,
     pub redirect: Option<HttpRoute>,
+    /// What the continuous audit reads of the route ([`AUDITED_PATHS`]), for the
+    /// [`RouteWatchTap`]s; dropped with the event.
+    pub audited: Value,
 }
+
+/// The parts of a route the continuous audit judges (SPEC §3.9: layer 7 reads the
+/// hostnames) and its uid, with their JSON types as stored.
+pub const AUDITED_PATHS: &[Path] = &[&["metadata", "uid"], &["spec", "hostnames"]];
 
 impl FromWatch for WatchedRoute {
     fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
         let view: RouteView = serde_json::from_str(raw)?;
+        let audited = project_json(raw, AUDITED_PATHS)?;
         let redirect = if view.is_redirect_candidate() {
             match serde_json::from_str::<HttpRoute>(raw) {
                 Ok(r) => Some(r),
@@ -258,7 +269,11 @@ impl FromWatch for WatchedRoute {
         } else {
             None
         };
-        Ok(WatchedRoute { view, redirect })
+        Ok(WatchedRoute {
+            view,
+            redirect,
+            audited,
+        })
     }
 }
 
@@ -448,10 +463,38 @@ fn is_route(kind: RouteKind, namespace: &str, name: &str) -> impl Fn(&Arc<RouteF
     move |f| f.kind == kind && &*f.namespace == namespace && &*f.name == name
 }
 
+/// A second reader of the route watches that fill the index (the continuous audit, SPEC
+/// §3.9): told each event of the HTTPRoute and TLSRoute watches as it arrives, so each kind is
+/// listed and watched once per process. Called on the watch's task, before the index applies
+/// the event: it must not block.
+pub trait RouteWatchTap: Send + Sync {
+    fn event(&self, kind: RouteKind, event: &Event<Watched<WatchedRoute>>);
+}
+
 /// Route facts per Gateway.
 #[derive(Default)]
 pub struct RouteIndex {
     inner: RwLock<Inner>,
+    /// Told every event of the watches that fill the index.
+    taps: RwLock<Vec<Arc<dyn RouteWatchTap>>>,
+}
+
+impl RouteIndex {
+    /// Tell `tap` every event of the route watches from now on. Registered before the
+    /// watches start, it sees every object from their first list on.
+    pub fn tap(&self, tap: Arc<dyn RouteWatchTap>) {
+        self.taps
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(tap);
+    }
+
+    /// For the watch filling the index: tell the taps `event` of `kind`'s watch.
+    pub fn tell_taps(&self, kind: RouteKind, event: &Event<Watched<WatchedRoute>>) {
+        for t in self.taps.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            t.event(kind, event);
+        }
+    }
 }
 
 impl RouteIndex {

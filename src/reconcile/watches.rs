@@ -447,6 +447,8 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
         cw::PAGE_SIZE
     ));
     while let Some(ev) = stream.next().await {
+        // The continuous audit reads this watch too (not a second one of its own).
+        idx.tell_taps(kind, &ev);
         match ev {
             Event::Init => {
                 idx.relist_started(kind);
