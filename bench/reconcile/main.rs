@@ -6,6 +6,7 @@
 //!
 //!   reconcile-load populate --kubeconfig F --tgws N --routes R --namespaces M
 //!   reconcile-load converge --kubeconfig F --tgws N --routes R --metrics HOST:PORT
+//!       [--cp-pid PID --serve-pid PID [--timeline FILE]]   (where the CPU went meanwhile)
 //!   reconcile-load add-route --kubeconfig F --routes R --metrics HOST:PORT
 //!   reconcile-load populate-hot --kubeconfig F --routes R --hosts H
 //!   reconcile-load converge --kubeconfig F --tgws 1 --expect H+1 --metrics HOST:PORT
@@ -39,6 +40,10 @@ struct Args {
     expect: Option<usize>,
     /// Pause after each change (`churn-hot`).
     pause_ms: u64,
+    /// `serve`'s pid (`converge`: with `--cp-pid`, where the machine's CPU goes meanwhile).
+    serve_pid: u32,
+    /// Where `converge` writes its CPU timeline (CSV, one row per 0.5-s sample).
+    timeline: Option<String>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -59,6 +64,8 @@ fn parse_args() -> Result<Args, String> {
         hosts: 40,
         expect: None,
         pause_ms: 1000,
+        serve_pid: 0,
+        timeline: None,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -77,6 +84,8 @@ fn parse_args() -> Result<Args, String> {
             "--hosts" => a.hosts = num(value()?)?,
             "--expect" => a.expect = Some(num(value()?)?),
             "--pause-ms" => a.pause_ms = num(value()?)? as u64,
+            "--serve-pid" => a.serve_pid = num(value()?)? as u32,
+            "--timeline" => a.timeline = Some(value()?),
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -260,6 +269,19 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
             }
         })
     };
+    let sampler = (a.cp_pid != 0 && a.serve_pid != 0).then(|| {
+        let samples = std::sync::Arc::new(std::sync::Mutex::new(Vec::<CpuSample>::new()));
+        let (kept, cp, serve, addr) = (samples.clone(), a.cp_pid, a.serve_pid, a.metrics.clone());
+        let task = tokio::spawn(async move {
+            let mut tick = tokio::time::interval(Duration::from_millis(500));
+            loop {
+                tick.tick().await;
+                let s = CpuSample::take(started, cp, serve, &addr).await;
+                kept.lock().unwrap_or_else(|p| p.into_inner()).push(s);
+            }
+        });
+        (samples, task)
+    });
     loop {
         let done = listeners
             .lock()
@@ -283,15 +305,146 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
     }
     watch.abort();
     let converged = started.elapsed().as_secs_f64();
+    let cpu = match sampler {
+        Some((samples, task)) => {
+            let last = CpuSample::take(started, a.cp_pid, a.serve_pid, &a.metrics).await;
+            task.abort();
+            let mut v = samples.lock().unwrap_or_else(|p| p.into_inner()).clone();
+            v.push(last);
+            cpu_report(&v, a.timeline.as_deref())
+        }
+        None => "null".to_string(),
+    };
     // Quiet: the writes counter stops moving.
     let last = quiet_writes(&a.metrics, deadline).await;
     let reconciles = metric(&a.metrics, "tenant_gateway_reconcile_total").await;
     println!(
-        "{{\"converged_s\": {converged:.1}, \"writes\": {}, \"reconciles\": {}}}",
+        "{{\"converged_s\": {converged:.1}, \"writes\": {}, \"reconciles\": {}, \"cpu\": {cpu}}}",
         last.unwrap_or(-1.0),
         reconciles.unwrap_or(-1.0)
     );
     Ok(())
+}
+
+/// Where the machine's CPU was at one moment of a converge: CPU ms since boot of the
+/// control plane's process tree, of `serve`, of the whole machine (busy and idle), and the
+/// writes `serve` had issued.
+#[derive(Clone, Copy)]
+struct CpuSample {
+    at_s: f64,
+    cp_ms: u64,
+    serve_ms: u64,
+    busy_ms: u64,
+    idle_ms: u64,
+    writes: f64,
+}
+
+impl CpuSample {
+    async fn take(started: Instant, cp: u32, serve: u32, metrics: &str) -> CpuSample {
+        let writes = metric(metrics, "tenant_gateway_reconcile_writes_total")
+            .await
+            .unwrap_or(0.0);
+        let (busy_ms, idle_ms) = machine_cpu_ms();
+        CpuSample {
+            at_s: started.elapsed().as_secs_f64(),
+            cp_ms: tree_cpu_ms(cp),
+            serve_ms: tree_cpu_ms(serve),
+            busy_ms,
+            idle_ms,
+            writes,
+        }
+    }
+}
+
+/// The machine's CPU since boot in ms, (busy, idle), from /proc/stat's `cpu` line: idle is
+/// idle + iowait, busy the other fields but guest time (already in user).
+fn machine_cpu_ms() -> (u64, u64) {
+    let stat = std::fs::read_to_string("/proc/stat").unwrap_or_default();
+    let f: Vec<u64> = stat
+        .lines()
+        .next()
+        .unwrap_or_default()
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .filter_map(|v| v.parse().ok())
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0);
+    let idle = at(3) + at(4);
+    let busy = at(0) + at(1) + at(2) + at(5) + at(6) + at(7);
+    // USER_HZ is 100 on every Linux the bench runs on.
+    (busy * 10, idle * 10)
+}
+
+/// Where the cores went over a converge, as JSON: the control plane's, `serve`'s, every other
+/// process's (busy minus those two) and idle CPU-seconds. Idle cores while the world is not
+/// converged are time the API server could have worked and did not: it waited for us (or
+/// for its own disk). Per 10-s phase the same in cores, on stderr; every sample to
+/// `timeline` as CSV.
+fn cpu_report(v: &[CpuSample], timeline: Option<&str>) -> String {
+    let (Some(first), Some(last)) = (v.first(), v.last()) else {
+        return "null".to_string();
+    };
+    let d = |a: &CpuSample, b: &CpuSample| {
+        let cp = b.cp_ms.saturating_sub(a.cp_ms) as f64 / 1000.0;
+        let serve = b.serve_ms.saturating_sub(a.serve_ms) as f64 / 1000.0;
+        let busy = b.busy_ms.saturating_sub(a.busy_ms) as f64 / 1000.0;
+        let idle = b.idle_ms.saturating_sub(a.idle_ms) as f64 / 1000.0;
+        (
+            b.at_s - a.at_s,
+            cp,
+            serve,
+            (busy - cp - serve).max(0.0),
+            idle,
+            b.writes - a.writes,
+        )
+    };
+    let cores = std::thread::available_parallelism().map_or(2, |n| n.get());
+    eprintln!("phase (s)   cores: control plane, serve, others, idle; writes/s");
+    let mut from = first;
+    for s in v {
+        if s.at_s - from.at_s >= 10.0 || std::ptr::eq(s, last) {
+            let (w, cp, serve, others, idle, writes) = d(from, s);
+            if w > 0.0 {
+                eprintln!(
+                    "{:5.0}-{:<5.0} {:.2} {:.2} {:.2} {:.2}; {:.0}",
+                    from.at_s,
+                    s.at_s,
+                    cp / w,
+                    serve / w,
+                    others / w,
+                    idle / w,
+                    writes / w
+                );
+            }
+            from = s;
+        }
+    }
+    if let Some(path) = timeline {
+        let mut csv =
+            String::from("at_s,cp_cores,serve_cores,others_cores,idle_cores,writes_per_s\n");
+        for p in v.windows(2) {
+            let (w, cp, serve, others, idle, writes) = d(&p[0], &p[1]);
+            if w > 0.0 {
+                csv.push_str(&format!(
+                    "{:.1},{:.2},{:.2},{:.2},{:.2},{:.0}\n",
+                    p[1].at_s,
+                    cp / w,
+                    serve / w,
+                    others / w,
+                    idle / w,
+                    writes / w
+                ));
+            }
+        }
+        if let Err(e) = std::fs::write(path, csv) {
+            eprintln!("{path}: {e}");
+        }
+    }
+    let (w, cp, serve, others, idle, _) = d(first, last);
+    format!(
+        "{{\"wall_s\": {w:.1}, \"cores\": {cores}, \"cp_s\": {cp:.1}, \"serve_s\": {serve:.1}, \"others_s\": {others:.1}, \"idle_s\": {idle:.1}}}"
+    )
 }
 
 /// Wait until the writes counter of `serve` stops moving for 3 s; returns its value.

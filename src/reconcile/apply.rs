@@ -46,33 +46,49 @@ const CONFLICT_TRIES: usize = 5;
 /// failed; kube-apiserver's own request timeout is 60 s, a webhook's at most 30 s.
 pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// Which writes may run side by side: consecutive writes of one class are independent
-/// (different objects). The classes keep the plan's order, and each is a barrier for the
-/// next only where the order matters:
+/// Which writes may run side by side: writes of one class are independent (different
+/// objects). The classes run in order, each a barrier for the next only where the order
+/// matters:
 /// - Issuer before its Certificates (cert-manager would report the Certificates' issuer
 ///   missing until it appears);
-/// - Certificates before the Gateway whose listeners reference their Secrets, and the
-///   Gateway before the redirect route that attaches to its `http` listener;
+/// - the Gateway beside its Certificates, and first among them: a listener whose Secret
+///   cert-manager has not issued yet is what the data plane sees either way (a Certificate
+///   written first does not make its Secret exist), so a route's listener does not wait for
+///   the Certificate writes; the Gateway before the redirect route that attaches to its
+///   `http` listener;
 /// - deletes after the Gateway stopped referencing what they delete;
 /// - namespace labels before route status (a label decides which namespaces' routes are
 ///   admitted), route status after the listeners exist;
 /// - the TenantGateway status last: it reports what the writes before it did.
 ///
 /// Within a class the writes are a stream bounded by the process-wide write slots
-/// ([`Context::write_slots`]), not batches waiting for their slowest member.
+/// ([`Context::write_slots`]), not batches waiting for their slowest member; they take the
+/// slots in the order [`batches`] gives.
 fn class(w: &Write) -> u8 {
     match w {
         Write::Apply(o) => match o.kind() {
             ObjectKind::Issuer => 0,
-            ObjectKind::Certificate => 1,
-            ObjectKind::Gateway => 2,
-            ObjectKind::HttpRoute => 3,
+            ObjectKind::Certificate | ObjectKind::Gateway => 1,
+            ObjectKind::HttpRoute => 2,
         },
-        Write::Delete { .. } => 4,
-        Write::Namespace(_) => 5,
-        Write::RouteStatus(_) => 6,
-        Write::Status(_) => 7,
+        Write::Delete { .. } => 3,
+        Write::Namespace(_) => 4,
+        Write::RouteStatus(_) => 5,
+        Write::Status(_) => 6,
     }
+}
+
+/// The writes' indices in the batches they run in: one batch per [`class`], in class order;
+/// within a batch the Gateway writes first, then the rest in the plan's order.
+pub fn batches(writes: &[Write]) -> Vec<Vec<usize>> {
+    let mut order: Vec<usize> = (0..writes.len()).collect();
+    let gateway_first = |w: &Write| !matches!(w, Write::Apply(Object::Gateway(_)));
+    // Stable: the plan's order within each rank.
+    order.sort_by_key(|&i| (class(&writes[i]), gateway_first(&writes[i])));
+    order
+        .chunk_by(|&a, &b| class(&writes[a]) == class(&writes[b]))
+        .map(<[usize]>::to_vec)
+        .collect()
 }
 
 /// Execute `writes` for the TenantGateway of `inputs`, every one of them whatever the others
@@ -83,17 +99,17 @@ pub async fn execute_each(
     inputs: &Inputs,
     writes: &[Write],
 ) -> Vec<Result<bool, Error>> {
-    let mut out = Vec::with_capacity(writes.len());
-    for group in writes.chunk_by(|a, b| class(a) == class(b)) {
+    let mut out: Vec<Result<bool, Error>> = writes.iter().map(|_| Ok(false)).collect();
+    for batch in batches(writes) {
         if !ctx.leader.is_leader() {
             tracing::info!("lost the lease; the remaining writes are left to the new holder");
-            out.extend(group.iter().map(|_| Ok(false)));
             continue;
         }
-        // Every write of the class at once; the write slots bound what is really in flight.
-        let results = futures::future::join_all(group.iter().map(|w| paced(ctx, inputs, w))).await;
-        for r in results {
-            out.push(match r {
+        // Every write of the batch at once; the write slots bound what is really in flight.
+        let results =
+            futures::future::join_all(batch.iter().map(|&i| paced(ctx, inputs, &writes[i]))).await;
+        for (&i, r) in batch.iter().zip(results) {
+            out[i] = match r {
                 Ok((kind, Some(verb))) => {
                     ctx.metrics
                         .reconcile_writes
@@ -103,7 +119,7 @@ pub async fn execute_each(
                 }
                 Ok((_, None)) => Ok(false),
                 Err(e) => Err(e),
-            });
+            };
         }
     }
     out
@@ -1029,6 +1045,143 @@ mod tests {
         assert_eq!(
             merged_parents(&current, &write(vec![ours()])).expect("encodes"),
             None
+        );
+    }
+
+    /// The batches of a plan, each write named as the status names it.
+    fn named_batches(inputs: &Inputs, writes: &[Write]) -> Vec<Vec<String>> {
+        let ns = inputs.tgw.namespace.as_str();
+        batches(writes)
+            .into_iter()
+            .map(|b| b.into_iter().map(|i| target(ns, &writes[i])).collect())
+            .collect()
+    }
+
+    /// Every write in exactly one batch.
+    fn assert_partition(writes: &[Write]) {
+        let mut seen: Vec<usize> = batches(writes).concat();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..writes.len()).collect::<Vec<_>>());
+    }
+
+    fn converged(mut w: Inputs) -> Inputs {
+        let opts = super::super::Options::default();
+        for _ in 0..4 {
+            let p = super::super::plan(&w, &opts);
+            if p.writes.is_empty() {
+                return w;
+            }
+            w = crate::reconcile::testing::converge(&w, &p);
+        }
+        panic!("no convergence");
+    }
+
+    #[test]
+    fn a_cold_start_writes_the_issuer_then_the_gateway_first_beside_its_certificates() {
+        use crate::reconcile::testing::{route, world};
+        let mut w = world();
+        for name in ["harbor", "docs", "blog"] {
+            w.routes.push(route(
+                "tenant-alice",
+                name,
+                &[&format!("{name}.alice.example.org")],
+            ));
+        }
+        let p = super::super::plan(&w, &Default::default());
+        assert_partition(&p.writes);
+        let b = named_batches(&w, &p.writes);
+        assert_eq!(b[0], ["Issuer tenant-alice/gw-gateway"], "{b:#?}");
+        assert_eq!(b[1][0], "Gateway tenant-alice/gw", "{b:#?}");
+        let mut certs = b[1][1..].to_vec();
+        certs.sort();
+        assert_eq!(
+            certs,
+            [
+                "Certificate tenant-alice/gw-blog-tls",
+                "Certificate tenant-alice/gw-docs-tls",
+                "Certificate tenant-alice/gw-harbor-tls"
+            ],
+            "{b:#?}"
+        );
+        // The redirect after the Gateway; the route statuses after the listeners; the status
+        // last.
+        assert_eq!(
+            b[2..],
+            [
+                vec!["HTTPRoute tenant-alice/gw-http-redirect".to_string()],
+                vec![
+                    "HTTPRoute tenant-alice/blog status".into(),
+                    "HTTPRoute tenant-alice/docs status".into(),
+                    "HTTPRoute tenant-alice/harbor status".into()
+                ],
+                vec!["TenantGateway status".into()],
+            ],
+            "{b:#?}"
+        );
+    }
+
+    /// A namespace label goes out after the object writes and before any route status.
+    #[test]
+    fn namespace_labels_run_between_the_objects_and_the_route_status() {
+        use crate::reconcile::labels::NamespaceWrite;
+        let mut w = crate::reconcile::testing::world();
+        w.routes.push(crate::reconcile::testing::route(
+            "tenant-alice",
+            "harbor",
+            &["harbor.alice.example.org"],
+        ));
+        let p = super::super::plan(&w, &Default::default());
+        let mut writes = p.writes.clone();
+        let label = Write::Namespace(NamespaceWrite::Attach {
+            namespace: "tenant-alice-x".into(),
+            gateway: "tenant-alice".into(),
+        });
+        // Given last, as a plan could list it: it still runs before the route status.
+        writes.push(label);
+        assert_partition(&writes);
+        let b = named_batches(&w, &writes);
+        let at = |what: &str| {
+            b.iter()
+                .position(|x| x.iter().any(|t| t.starts_with(what)))
+                .unwrap_or_else(|| panic!("no {what} in {b:#?}"))
+        };
+        assert_eq!(b[at("Namespace ")], ["Namespace tenant-alice-x"], "{b:#?}");
+        assert!(
+            at("Namespace ") > at("HTTPRoute tenant-alice/gw-http-redirect"),
+            "{b:#?}"
+        );
+        assert!(
+            at("Namespace ") < at("HTTPRoute tenant-alice/harbor status"),
+            "{b:#?}"
+        );
+        assert_eq!(b[b.len() - 1], ["TenantGateway status"], "{b:#?}");
+    }
+
+    #[test]
+    fn a_route_added_writes_its_listener_first_and_its_certificate_beside_it() {
+        use crate::reconcile::testing::{route, world};
+        let mut w = world();
+        w.routes.push(route(
+            "tenant-alice",
+            "harbor",
+            &["harbor.alice.example.org"],
+        ));
+        let mut w = converged(w);
+        w.routes
+            .push(route("tenant-alice", "docs", &["docs.alice.example.org"]));
+        let p = super::super::plan(&w, &Default::default());
+        assert_partition(&p.writes);
+        let b = named_batches(&w, &p.writes);
+        assert_eq!(
+            b,
+            [
+                vec![
+                    "Gateway tenant-alice/gw".to_string(),
+                    "Certificate tenant-alice/gw-docs-tls".into()
+                ],
+                vec!["HTTPRoute tenant-alice/docs status".into()],
+                vec!["TenantGateway status".into()],
+            ]
         );
     }
 }
