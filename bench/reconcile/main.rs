@@ -39,6 +39,9 @@ struct Args {
     expect: Option<usize>,
     /// Pause after each change (`churn-hot`).
     pause_ms: u64,
+    /// Print how far `converge` got every this many seconds (0: silent), for runs that take
+    /// half an hour (`bench/reconcile/scale`).
+    progress: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -59,6 +62,7 @@ fn parse_args() -> Result<Args, String> {
         hosts: 40,
         expect: None,
         pause_ms: 1000,
+        progress: 0,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -77,6 +81,7 @@ fn parse_args() -> Result<Args, String> {
             "--hosts" => a.hosts = num(value()?)?,
             "--expect" => a.expect = Some(num(value()?)?),
             "--pause-ms" => a.pause_ms = num(value()?)? as u64,
+            "--progress" => a.progress = num(value()?)? as u64,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -260,6 +265,7 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
             }
         })
     };
+    let mut told = started;
     loop {
         let done = listeners
             .lock()
@@ -272,6 +278,16 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
         let reconciled = metric(&a.metrics, "tenant_gateway_reconcile_total")
             .await
             .unwrap_or(0.0);
+        if a.progress > 0 && told.elapsed() >= Duration::from_secs(a.progress) {
+            told = Instant::now();
+            let writes = metric(&a.metrics, "tenant_gateway_reconcile_writes_total").await;
+            eprintln!(
+                "converge: {:.0}s, {done}/{} TenantGateways converged, {reconciled:.0} reconciles, {:.0} writes",
+                started.elapsed().as_secs_f64(),
+                a.tgws,
+                writes.unwrap_or(-1.0)
+            );
+        }
         if done >= a.tgws && reconciled >= a.tgws as f64 {
             break;
         }
