@@ -44,6 +44,10 @@ struct Args {
     serve_pid: u32,
     /// Where `converge` writes its CPU timeline (CSV, one row per 0.5-s sample).
     timeline: Option<String>,
+
+    /// Print how far `converge` got every this many seconds (0: silent), for runs that take
+    /// half an hour (`bench/reconcile/scale`).
+    progress: u64,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -66,6 +70,8 @@ fn parse_args() -> Result<Args, String> {
         pause_ms: 1000,
         serve_pid: 0,
         timeline: None,
+
+        progress: 0,
     };
     while let Some(flag) = it.next() {
         let mut value = || it.next().ok_or_else(|| format!("{flag} needs a value"));
@@ -86,6 +92,8 @@ fn parse_args() -> Result<Args, String> {
             "--pause-ms" => a.pause_ms = num(value()?)? as u64,
             "--serve-pid" => a.serve_pid = num(value()?)? as u32,
             "--timeline" => a.timeline = Some(value()?),
+
+            "--progress" => a.progress = num(value()?)? as u64,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -282,6 +290,8 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
         });
         (samples, task)
     });
+
+    let mut told = started;
     loop {
         let done = listeners
             .lock()
@@ -294,6 +304,16 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
         let reconciled = metric(&a.metrics, "tenant_gateway_reconcile_total")
             .await
             .unwrap_or(0.0);
+        if a.progress > 0 && told.elapsed() >= Duration::from_secs(a.progress) {
+            told = Instant::now();
+            let writes = metric(&a.metrics, "tenant_gateway_reconcile_writes_total").await;
+            eprintln!(
+                "converge: {:.0}s, {done}/{} TenantGateways converged, {reconciled:.0} reconciles, {:.0} writes",
+                started.elapsed().as_secs_f64(),
+                a.tgws,
+                writes.unwrap_or(-1.0)
+            );
+        }
         if done >= a.tgws && reconciled >= a.tgws as f64 {
             break;
         }
