@@ -455,7 +455,7 @@ fn share_text(
         gateway.0,
         "/",
         gateway.1,
-        ": this namespace's fair share is ",
+        ": namespace fair share is ",
         &share,
         "/",
         &budget,
@@ -753,8 +753,8 @@ mod tests {
             )
             .as_deref(),
             Some(
-                "Gateway tenant-root/gw: this namespace's fair share is 60/63 listeners \
-                 (http01); 1 hostname(s) get none; use dns01"
+                "Gateway tenant-root/gw: namespace fair share is 60/63 listeners (http01); \
+                 1 hostname(s) get none; use dns01"
             )
         );
         // Long Gateway names are clipped to the limit.

@@ -30,7 +30,7 @@ const LAST: &str = "Gateway tenant-erin/gw: this route takes the last 1 of 64 li
 const FULL: &str = "Gateway tenant-erin/gw: 0 of 64 listeners left, 1 needed, 1 hostname(s) get none (http01); use certMode dns01";
 /// Past the fair share (SPEC §3.3): 63 hostname listeners (64 minus `http`), two namespaces,
 /// the other asks for one.
-const SHARE: &str = "Gateway tenant-erin/gw: this namespace's fair share is 62/63 listeners (http01); 1 hostname(s) get none; use dns01";
+const SHARE: &str = "Gateway tenant-erin/gw: namespace fair share is 62/63 listeners (http01); 1 hostname(s) get none; use dns01";
 
 fn namespace(cp: &ControlPlane, name: &str, labels: Value) {
     let ns = json!({"apiVersion": "v1", "kind": "Namespace",

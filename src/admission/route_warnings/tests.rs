@@ -1661,8 +1661,8 @@ mod cert_modes {
 
     #[test]
     fn the_budget_warning_is_given_only_for_http01() {
-        // Cut to 120 characters.
-        let past_share = "Gateway tenant-root/tenant-root: this namespace's fair share is 62/63 listeners (http01); 1 hostname(s) get none; use d…";
+        // Whole within 120 characters for the platform's root Gateway, advice included.
+        let past_share = "Gateway tenant-root/tenant-root: namespace fair share is 62/63 listeners (http01); 1 hostname(s) get none; use dns01";
         let none_left = "Gateway tenant-root/tenant-root: 0 of 64 listeners left, 1 needed, 1 hostname(s) get none (http01); use certMode dns01";
         let the_last = "Gateway tenant-root/tenant-root: this route takes the last 1 of 64 listeners (http01); more need certMode dns01";
         let conflict = "HostnameConflict: dash.example.org is already on tenant-root/tenant-root from cozy-dashboard, which wins";
