@@ -317,7 +317,11 @@ fn reconciler_on_a_real_api_server() {
             .any(|(n, _)| n == "https-later")
             .then_some(())
     });
-    assert!(writes_total(&two.metrics) > 0);
+    // The listener is visible once the Gateway write landed; the new holder's write count
+    // follows that write's answer, so wait for it rather than read it at once.
+    c.wait("the new holder counts its writes", || {
+        (writes_total(&two.metrics) > 0).then_some(())
+    });
     two.reconciler.done.abort();
     drop(rt);
 

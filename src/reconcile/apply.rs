@@ -106,20 +106,21 @@ pub async fn execute_each(
             continue;
         }
         // Every write of the batch at once; the write slots bound what is really in flight.
-        let results =
-            futures::future::join_all(batch.iter().map(|&i| paced(ctx, inputs, &writes[i]))).await;
+        // Each is counted when it lands, not when its batch ends: a batch holds the Gateway
+        // beside its Certificates, and the metric says which writes the API server has.
+        let results = futures::future::join_all(batch.iter().map(|&i| async move {
+            let r = paced(ctx, inputs, &writes[i]).await;
+            if let Ok((kind, Some(verb))) = &r {
+                ctx.metrics
+                    .reconcile_writes
+                    .with_label_values(&[*kind, *verb])
+                    .inc();
+            }
+            r
+        }))
+        .await;
         for (&i, r) in batch.iter().zip(results) {
-            out[i] = match r {
-                Ok((kind, Some(verb))) => {
-                    ctx.metrics
-                        .reconcile_writes
-                        .with_label_values(&[kind, verb])
-                        .inc();
-                    Ok(true)
-                }
-                Ok((_, None)) => Ok(false),
-                Err(e) => Err(e),
-            };
+            out[i] = r.map(|(_, verb)| verb.is_some());
         }
     }
     out
