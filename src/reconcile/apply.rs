@@ -1065,16 +1065,8 @@ mod tests {
         assert_eq!(seen, (0..writes.len()).collect::<Vec<_>>());
     }
 
-    fn converged(mut w: Inputs) -> Inputs {
-        let opts = super::super::Options::default();
-        for _ in 0..4 {
-            let p = super::super::plan(&w, &opts);
-            if p.writes.is_empty() {
-                return w;
-            }
-            w = crate::reconcile::testing::converge(&w, &p);
-        }
-        panic!("no convergence");
+    fn converged(w: Inputs) -> Inputs {
+        crate::reconcile::testing::settle_with(w, &Default::default()).0
     }
 
     #[test]

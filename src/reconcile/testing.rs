@@ -190,6 +190,22 @@ pub fn analyse(w: &Inputs) -> Analysis {
     )
 }
 
+/// Plan, apply and plan again under `opts` until nothing is written (at most a few rounds,
+/// a minute apart); the settled inputs and their empty plan.
+pub fn settle_with(mut w: Inputs, opts: &Options) -> (Inputs, Plan) {
+    for _ in 0..4 {
+        let p = super::plan(&w, opts);
+        if p.writes.is_empty() {
+            return (w, p);
+        }
+        w = converge(&w, &p);
+        w.now = at(w.now.0.as_second() + 60);
+    }
+    let p = super::plan(&w, opts);
+    assert!(p.writes.is_empty(), "no convergence: {:#?}", p.writes);
+    (w, p)
+}
+
 /// The inputs after the API server has executed `plan.writes` (server fields added to the
 /// objects, as a real server would).
 pub fn converge(inputs: &Inputs, plan: &Plan) -> Inputs {

@@ -18,18 +18,8 @@ fn cfg() -> Options {
 }
 
 /// Plan, apply, and plan again until nothing is written (at most a few rounds).
-fn settle(mut w: Inputs) -> (Inputs, Plan) {
-    for _ in 0..4 {
-        let p = plan(&w, &cfg());
-        if p.writes.is_empty() {
-            return (w, p);
-        }
-        w = converge(&w, &p);
-        w.now = at(w.now.0.as_second() + 60);
-    }
-    let p = plan(&w, &cfg());
-    assert!(p.writes.is_empty(), "no convergence: {:#?}", p.writes);
-    (w, p)
+fn settle(w: Inputs) -> (Inputs, Plan) {
+    settle_with(w, &cfg())
 }
 
 fn listener_names(w: &Inputs) -> Vec<String> {
@@ -1901,18 +1891,8 @@ fn separate() -> Options {
 }
 
 /// [`settle`] under `opts`.
-fn settle_with(mut w: Inputs, opts: &Options) -> (Inputs, Plan) {
-    for _ in 0..4 {
-        let p = plan(&w, opts);
-        if p.writes.is_empty() {
-            return (w, p);
-        }
-        w = converge(&w, &p);
-        w.now = at(w.now.0.as_second() + 60);
-    }
-    let p = plan(&w, opts);
-    assert!(p.writes.is_empty(), "no convergence: {:#?}", p.writes);
-    (w, p)
+fn settle_with(w: Inputs, opts: &Options) -> (Inputs, Plan) {
+    crate::reconcile::testing::settle_with(w, opts)
 }
 
 fn gateway_named<'a>(w: &'a Inputs, name: &str) -> Option<&'a Gateway> {
