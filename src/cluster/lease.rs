@@ -251,9 +251,16 @@ pub async fn run(client: Client, cfg: LeaseConfig, tx: LeaderSender, metrics: Me
                 last_renew.is_some_and(|t| t.elapsed() < safe)
             }
         };
+        // The gauge says 1 before this replica may write and 0 only once it has stopped, so
+        // a write is never seen from a replica that does not show the Lease.
+        if held {
+            metrics.leader.set(1);
+        }
         let changed = tx.set(held, last_renew.map(|t| t + safe));
+        if !held {
+            metrics.leader.set(0);
+        }
         if changed {
-            metrics.leader.set(i64::from(held));
             if held {
                 tracing::info!(identity = %cfg.identity, "acquired the leader Lease; writing");
             } else {
