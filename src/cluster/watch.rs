@@ -79,6 +79,14 @@ impl<T> Watched<T> {
         key_of(&self.meta)
     }
 
+    /// The same object, its decoded body turned into `U`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Watched<U> {
+        Watched {
+            meta: self.meta,
+            body: self.body.map(f),
+        }
+    }
+
     /// The decoded object; one that did not decode is logged (fix or delete it) and `None`.
     pub fn decoded(self, what: &str) -> Option<T> {
         match self.body {
@@ -180,6 +188,17 @@ where
                 }
             }
         })
+}
+
+/// `ev` with each object's decoded body turned into `U`.
+pub fn map_event<T, U>(ev: Event<Watched<T>>, f: impl Fn(T) -> U) -> Event<Watched<U>> {
+    match ev {
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.map(f)),
+        Event::Apply(o) => Event::Apply(o.map(f)),
+        Event::Delete(o) => Event::Delete(o.map(f)),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// Objects per page of the initial list: a page's text and its decoded objects are held at

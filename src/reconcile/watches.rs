@@ -43,7 +43,7 @@ use super::inputs::RouteKind;
 use crate::cluster::NamespaceChange;
 use crate::cluster::kept::{Kept, ObjectCache, Split};
 use crate::cluster::route_facts::{HttpsListeners, http01_passthrough};
-use crate::cluster::routes::{RouteIndex, WatchedRoute};
+use crate::cluster::routes::{RouteIndex, TappedRoute, WatchedRoute};
 use crate::cluster::watch::{self as cw, FromWatch, Key};
 use crate::platform::{GATEWAY_API_GROUP, TGW_KIND};
 
@@ -440,12 +440,14 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
             }
         }
     };
-    let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(
-        client,
-        &ar,
-        kind.as_str(),
-        cw::PAGE_SIZE
-    ));
+    // What the continuous audit reads of each route is decoded only when it listens.
+    let mut stream = if idx.tapped() {
+        cw::guarded::<TappedRoute>(client, &ar, kind.as_str(), cw::PAGE_SIZE)
+            .map(|ev| cw::map_event(ev, |t| t.0))
+            .boxed()
+    } else {
+        cw::guarded::<WatchedRoute>(client, &ar, kind.as_str(), cw::PAGE_SIZE).boxed()
+    };
     while let Some(ev) = stream.next().await {
         // The continuous audit reads this watch too (not a second one of its own).
         idx.tell_taps(kind, &ev);
