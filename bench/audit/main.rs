@@ -8,9 +8,10 @@
 //! - the heap the store holds (live bytes, counted by dhat in a second pass over the same
 //!   world), per route and per namespace;
 //! - one change: how many objects it re-judges and its CPU (a route edited, a status write,
-//!   a namespace relabelled, a route deleted).
+//!   a namespace relabelled, a route deleted);
+//! - the heap it holds for Gateways of 41 listeners (dhat), beside the former form's bytes.
 //!
-//!   cargo run --release --example audit-cost -- [--namespaces N] [--routes N]
+//!   cargo run --release --example audit-cost -- [--namespaces N] [--routes N] [--gateways N]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use kube::api::ObjectList;
 use serde_json::json;
 use tenant_gateway::audit::kinds::GuardedKind;
-use tenant_gateway::audit::project::Projected;
+use tenant_gateway::audit::project::{Projected, pack, project};
 use tenant_gateway::audit::store::Store;
 use tenant_gateway::cluster::apex::ApexMap;
 use tenant_gateway::cluster::projection::project_json;
@@ -271,6 +272,67 @@ fn main() {
         trimmed / routes.max(1)
     );
     drop(store);
+
+    // Gateways as `bench/reconcile/run`'s TenantGateways render them (40 HTTPS listeners and
+    // one HTTP listener each, hostnames under the namespace's apex), into a store holding
+    // the namespaces: the bytes it holds for them, beside what the former form (an 80-byte
+    // entry, the name and the projection's packed JSON text apart: `project::pack`) held.
+    let gateways = arg("--gateways", 500).min(tenants);
+    let mut gw_store = Store::new(world.cfg.clone());
+    for (name, apex) in world.namespaces {
+        gw_store.namespace(name, true, Some(apex), &apexes);
+    }
+    let gw_objects: Vec<(String, serde_json::Value)> = (0..gateways)
+        .map(|g| {
+            let apex = format!("t{g}.example.org");
+            let mut listeners: Vec<serde_json::Value> = (0..40)
+                .map(|j| {
+                    json!({"name": format!("https-web-{j}-{:08x}", j * 7919 + g),
+                           "hostname": format!("web-{j}.{apex}"), "port": 443,
+                           "protocol": "HTTPS"})
+                })
+                .collect();
+            listeners.push(json!({"name": "http", "hostname": format!("*.{apex}"),
+                                  "port": 80, "protocol": "HTTP"}));
+            let body = json!({"metadata": {"uid": format!("{g:08x}-6a43-4d1c-9d5c-0d7f3f7f9a02")},
+                              "spec": {"gatewayClassName": "cilium", "listeners": listeners}});
+            (format!("tenant-t{g}"), body)
+        })
+        .collect();
+    let before = live();
+    for (ns, body) in &gw_objects {
+        let p = Projected::of_value(body);
+        gw_store.apply(
+            GuardedKind::Gateway,
+            ns,
+            ns,
+            p.uid.as_deref(),
+            &p.body,
+            &apexes,
+        );
+    }
+    gw_store.relist_done(GuardedKind::Gateway);
+    let gw_held = live() - before;
+    let former: usize = gw_objects
+        .iter()
+        .map(|(ns, body)| {
+            80 + ns.len() + pack(GuardedKind::Gateway, &project(GuardedKind::Gateway, body)).len()
+        })
+        .sum();
+    println!();
+    println!("| {gateways} Gateways of 41 listeners held | live bytes | per Gateway |");
+    println!("|---|---:|---:|");
+    println!(
+        "| the store (dhat) | {:.2} MiB | {} |",
+        mib(gw_held),
+        gw_held / gateways.max(1)
+    );
+    println!(
+        "| the former form, computed (80-byte entry + name + packed JSON text) | {:.2} MiB | {} |",
+        mib(former),
+        former / gateways.max(1)
+    );
+    drop(gw_store);
 
     // What feeding the audit its routes allocates, all 20,000 together and at most at once:
     // a LIST of its own (`serve` before the route feed, and with `--no-controller`): the
