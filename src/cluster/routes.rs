@@ -487,12 +487,24 @@ fn is_route(kind: RouteKind, namespace: &str, name: &str) -> impl Fn(&Arc<RouteF
     move |f| f.kind == kind && &*f.namespace == namespace && &*f.name == name
 }
 
-/// A second reader of the route watches that fill the index (the continuous audit, SPEC
-/// §3.9): told each event of the HTTPRoute and TLSRoute watches as it arrives, so each kind is
-/// listed and watched once per process. Called on the watch's task, before the index applies
-/// the event: it must not block.
+/// What the continuous audit reads of a Gateway (SPEC §3.9: layer 2 reads its listeners'
+/// names and hostnames) and its uid, with their JSON types as stored: the Gateway watch
+/// decodes these beside the Gateway while a [`RouteWatchTap`] listens.
+pub const AUDITED_GATEWAY_PATHS: &[Path] = &[
+    &["metadata", "uid"],
+    &["spec", "listeners", "name"],
+    &["spec", "listeners", "hostname"],
+];
+
+/// A second reader of the watches that fill the index and the reconciler's Gateway cache
+/// (the continuous audit, SPEC §3.9): told each event of the HTTPRoute, TLSRoute and Gateway
+/// watches as it arrives, so each kind is listed and watched once per process. Called on
+/// the watch's task, before the event is applied: it must not block.
 pub trait RouteWatchTap: Send + Sync {
     fn event(&self, kind: RouteKind, event: &Event<Watched<WatchedRoute>>);
+    /// An event of the Gateway watch: each Gateway's values on [`AUDITED_GATEWAY_PATHS`], or
+    /// why its JSON could not be read.
+    fn gateway_event(&self, event: &Event<Watched<Value>>);
 }
 
 /// Route facts per Gateway.
@@ -521,6 +533,13 @@ impl RouteIndex {
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .is_empty()
+    }
+
+    /// For the Gateway watch: tell the taps `event`.
+    pub fn tell_gateway_taps(&self, event: &Event<Watched<Value>>) {
+        for t in self.taps.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            t.gateway_event(event);
+        }
     }
 
     /// For the watch filling the index: tell the taps `event` of `kind`'s watch.
@@ -923,6 +942,7 @@ mod tests {
         struct Deaf;
         impl RouteWatchTap for Deaf {
             fn event(&self, _: RouteKind, _: &Event<Watched<WatchedRoute>>) {}
+            fn gateway_event(&self, _: &Event<Watched<Value>>) {}
         }
         index.tap(Arc::new(Deaf));
         assert!(index.tapped());

@@ -23,6 +23,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use gateway_api::apis::experimental::gateways::{Gateway, GatewaySpec, GatewayStatus};
 use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec, HttpRouteStatus};
@@ -43,8 +44,8 @@ use super::inputs::RouteKind;
 use crate::cluster::NamespaceChange;
 use crate::cluster::kept::{Kept, ObjectCache, Split};
 use crate::cluster::route_facts::{HttpsListeners, http01_passthrough};
-use crate::cluster::routes::{RouteIndex, TappedRoute, WatchedRoute};
-use crate::cluster::watch::{self as cw, FromWatch, Key};
+use crate::cluster::routes::{AUDITED_GATEWAY_PATHS, RouteIndex, TappedRoute, WatchedRoute};
+use crate::cluster::watch::{self as cw, FromWatch, Key, TapPaths, Tapped, Watched};
 use crate::platform::{GATEWAY_API_GROUP, TGW_KIND};
 
 /// How often an optional CRD (TLSRoute, cert-manager) is looked for until it is served.
@@ -95,6 +96,10 @@ owned_kinds! {
     Certificate => CertificateSpec, CertificateStatus;
 }
 
+impl TapPaths for Gateway {
+    const TAP_PATHS: &'static [crate::cluster::projection::Path] = AUDITED_GATEWAY_PATHS;
+}
+
 // The redirect route arrives with the route watch (`WatchedRoute`); only kept like the others.
 impl Split for HttpRoute {
     type Spec = HttpRouteSpec;
@@ -137,25 +142,25 @@ pub fn spawn(client: &Client, caches: &Arc<Caches>, trigger: &Trigger) {
         client.clone(),
         caches.clone(),
         trigger.clone(),
-        "Gateway",
-        GATEWAY_API_GROUP,
+        ("Gateway", GATEWAY_API_GROUP),
         |c| &c.gateways,
+        gateway_events,
     ));
     tokio::spawn(watch_owned::<Issuer>(
         client.clone(),
         caches.clone(),
         trigger.clone(),
-        "Issuer",
-        "cert-manager.io",
+        ("Issuer", "cert-manager.io"),
         |c| &c.issuers,
+        events,
     ));
     tokio::spawn(watch_owned::<Certificate>(
         client.clone(),
         caches.clone(),
         trigger.clone(),
-        "Certificate",
-        "cert-manager.io",
+        ("Certificate", "cert-manager.io"),
         |c| &c.certificates,
+        events,
     ));
 }
 
@@ -501,13 +506,53 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
     }
 }
 
+/// How a watch of owned objects opens its stream: [`events`], or [`gateway_events`].
+type Open<T> =
+    fn(Client, &ApiResource, &'static str, u32, &Caches) -> BoxStream<'static, Event<Watched<T>>>;
+
+fn events<T>(
+    client: Client,
+    ar: &ApiResource,
+    kind: &'static str,
+    page: u32,
+    _: &Caches,
+) -> BoxStream<'static, Event<Watched<T>>>
+where
+    T: FromWatch + Clone + std::fmt::Debug + Send + 'static,
+{
+    cw::guarded::<T>(client, ar, kind, page).boxed()
+}
+
+/// The Gateways' events; while a tap listens (the continuous audit), each Gateway's
+/// projection is decoded beside it and the tap told first, so the audit lists and watches
+/// no Gateways of its own.
+fn gateway_events(
+    client: Client,
+    ar: &ApiResource,
+    kind: &'static str,
+    page: u32,
+    caches: &Caches,
+) -> BoxStream<'static, Event<Watched<Gateway>>> {
+    if !caches.routes.tapped() {
+        return events(client, ar, kind, page, caches);
+    }
+    let idx = caches.routes.clone();
+    cw::guarded::<Tapped<Gateway>>(client, ar, kind, page)
+        .map(move |ev| {
+            let (tapped, own) = cw::split_tapped(ev);
+            idx.tell_gateway_taps(&tapped);
+            own
+        })
+        .boxed()
+}
+
 async fn watch_owned<T>(
     client: Client,
     caches: Arc<Caches>,
     trigger: Trigger,
-    kind: &'static str,
-    group: &'static str,
+    (kind, group): (&'static str, &'static str),
     cache: fn(&Caches) -> &ObjectCache<Kept<T>>,
+    open: Open<T>,
 ) where
     T: FromWatch + Split + Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     Kept<T>: Send + Sync,
@@ -518,7 +563,7 @@ async fn watch_owned<T>(
     } else {
         cw::PAGE_SIZE
     };
-    let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind, page));
+    let mut stream = open(client, &ar, kind, page, &caches);
     let target = |key: &Key, o: Option<&T>| {
         // A Gateway is named like its TenantGateway or its second one (owned or not: a
         // same-named Gateway that appears or goes away changes the plan); other kinds carry
