@@ -14,6 +14,7 @@
 //! | namespaces → TenantGateways (links, attachments) | `watch_namespaces`, `rebuild_links`, `tgws_in` |
 //! | routes → the Gateways they name → their TenantGateways; the redirect routes kept | `watch_routes`, `gateway_tgws` |
 //! | Gateways, Issuers, Certificates → their owner (a Gateway also by name, `<name>` or `<name>-passthrough`) | `watch_owned`, `owner_of`, `gateway_tgws`, the `Split` impls |
+//! | the route and Gateway watches' events told to the route index's taps (the continuous audit) | `watch_routes`, `gateway_events` |
 //! | TenantGateways → siblings and rivals | [`tenant_gateways`], `related` |
 //! | TenantGateways → their Gateway's listener layout in the route index (certMode) | `record_listeners` |
 //! | optional CRDs (TLSRoute, cert-manager) | `wait_served` |
