@@ -8,9 +8,10 @@
 //! - the heap the store holds (live bytes, counted by dhat in a second pass over the same
 //!   world), per route and per namespace;
 //! - one change: how many objects it re-judges and its CPU (a route edited, a status write,
-//!   a namespace relabelled, a route deleted).
+//!   a namespace relabelled, a route deleted);
+//! - the heap it holds for Gateways of 41 listeners (dhat), beside the former form's bytes.
 //!
-//!   cargo run --release --example audit-cost -- [--namespaces N] [--routes N]
+//!   cargo run --release --example audit-cost -- [--namespaces N] [--routes N] [--gateways N]
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -19,7 +20,7 @@ use std::time::Duration;
 use kube::api::ObjectList;
 use serde_json::json;
 use tenant_gateway::audit::kinds::GuardedKind;
-use tenant_gateway::audit::project::Projected;
+use tenant_gateway::audit::project::{Projected, pack, project};
 use tenant_gateway::audit::store::Store;
 use tenant_gateway::cluster::apex::ApexMap;
 use tenant_gateway::cluster::projection::project_json;
@@ -243,10 +244,14 @@ fn main() {
     let live = || dhat::HeapStats::get().curr_bytes;
     let before = live();
     let mut after_namespaces = 0;
-    let (store, _) = world.audit(&apexes, |_| after_namespaces = live());
+    let (mut store, _) = world.audit(&apexes, |_| after_namespaces = live());
     let held = live() - before;
     let held_ns = after_namespaces - before;
     let held_routes = held - held_ns;
+    // The first list's end trims each namespace's list to what it holds (`serve` ends it
+    // so; the lists grew by half as the routes came).
+    store.relist_done(GuardedKind::HttpRoute);
+    let trimmed = live() - before - held_ns;
     println!();
     println!("| held by the store | live bytes | per object |");
     println!("|---|---:|---:|");
@@ -261,7 +266,73 @@ fn main() {
         held_routes / routes.max(1)
     );
     println!("| **total** | **{:.2} MiB** | |", mib(held));
+    println!(
+        "| routes, once the first list ended (`relist_done` trims the lists) | {:.2} MiB | {} |",
+        mib(trimmed),
+        trimmed / routes.max(1)
+    );
     drop(store);
+
+    // Gateways as `bench/reconcile/run`'s TenantGateways render them (40 HTTPS listeners and
+    // one HTTP listener each, hostnames under the namespace's apex), into a store holding
+    // the namespaces: the bytes it holds for them, beside what the former form (an 80-byte
+    // entry, the name and the projection's packed JSON text apart: `project::pack`) held.
+    let gateways = arg("--gateways", 500).min(tenants);
+    let mut gw_store = Store::new(world.cfg.clone());
+    for (name, apex) in world.namespaces {
+        gw_store.namespace(name, true, Some(apex), &apexes);
+    }
+    let gw_objects: Vec<(String, serde_json::Value)> = (0..gateways)
+        .map(|g| {
+            let apex = format!("t{g}.example.org");
+            let mut listeners: Vec<serde_json::Value> = (0..40)
+                .map(|j| {
+                    json!({"name": format!("https-web-{j}-{:08x}", j * 7919 + g),
+                           "hostname": format!("web-{j}.{apex}"), "port": 443,
+                           "protocol": "HTTPS"})
+                })
+                .collect();
+            listeners.push(json!({"name": "http", "hostname": format!("*.{apex}"),
+                                  "port": 80, "protocol": "HTTP"}));
+            let body = json!({"metadata": {"uid": format!("{g:08x}-6a43-4d1c-9d5c-0d7f3f7f9a02")},
+                              "spec": {"gatewayClassName": "cilium", "listeners": listeners}});
+            (format!("tenant-t{g}"), body)
+        })
+        .collect();
+    let before = live();
+    for (ns, body) in &gw_objects {
+        let p = Projected::of_value(body);
+        gw_store.apply(
+            GuardedKind::Gateway,
+            ns,
+            ns,
+            p.uid.as_deref(),
+            &p.body,
+            &apexes,
+        );
+    }
+    gw_store.relist_done(GuardedKind::Gateway);
+    let gw_held = live() - before;
+    let former: usize = gw_objects
+        .iter()
+        .map(|(ns, body)| {
+            80 + ns.len() + pack(GuardedKind::Gateway, &project(GuardedKind::Gateway, body)).len()
+        })
+        .sum();
+    println!();
+    println!("| {gateways} Gateways of 41 listeners held | live bytes | per Gateway |");
+    println!("|---|---:|---:|");
+    println!(
+        "| the store (dhat) | {:.2} MiB | {} |",
+        mib(gw_held),
+        gw_held / gateways.max(1)
+    );
+    println!(
+        "| the former form, computed (80-byte entry + name + packed JSON text) | {:.2} MiB | {} |",
+        mib(former),
+        former / gateways.max(1)
+    );
+    drop(gw_store);
 
     // What feeding the audit its routes allocates, all 20,000 together and at most at once:
     // a LIST of its own (`serve` before the route feed, and with `--no-controller`): the
@@ -353,6 +424,8 @@ impl World<'_> {
             }
         });
         between(&store);
+        // As the watch's first list: `relist_done` (left to the caller) ends it.
+        store.relist_started(GuardedKind::HttpRoute);
         let mut project = Duration::ZERO;
         let mut judge = Duration::ZERO;
         for (ns, name, text) in self.routes {

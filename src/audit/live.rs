@@ -5,9 +5,9 @@
 //! object that starts violating gets a Warning event from the Lease holder.
 //!
 //! - Namespaces come from the index admission reads (subscribed, not watched again);
-//!   HTTPRoutes and TLSRoutes from the reconciler's route watches when it runs
-//!   ([`RouteFeed`]: one LIST/WATCH of each per process); the other guarded kinds (and the
-//!   routes without the reconciler) are watched as projections ([`Projected`]: the uid and
+//!   HTTPRoutes, TLSRoutes and Gateways from the reconciler's watches when it runs
+//!   ([`RouteFeed`]: one LIST/WATCH of each per process); the other guarded kinds (and
+//!   these without the reconciler) are watched as projections ([`Projected`]: the uid and
 //!   the fields their layer reads, decoded without the rest), each kind once its CRD is
 //!   served, re-checked every [`CRD_RECHECK`] until then.
 //! - Nothing is judged before the namespace index has synced, so an object is never found
@@ -27,6 +27,7 @@ use kube::Client;
 use kube::api::ApiResource;
 use kube::runtime::events::{Event as KubeEvent, EventType, Recorder, Reporter};
 use kube::runtime::watcher::Event;
+use serde_json::Value;
 use tokio::sync::Notify;
 use tokio::sync::broadcast::error::RecvError;
 
@@ -279,7 +280,7 @@ pub fn start(
         }
         let mut watches = tokio::task::JoinSet::new();
         for kind in watched {
-            if routes.is_some() && ROUTE_WATCH_KINDS.contains(&kind) {
+            if routes.is_some() && FED_KINDS.contains(&kind) {
                 watches.spawn(follow_served(shared.clone(), client.clone(), kind));
             } else {
                 watches.spawn(watch_kind(
@@ -349,8 +350,16 @@ async fn follow_namespaces(
     }
 }
 
-/// The route kinds the route index's watches deliver ([`RouteFeed`]).
-const ROUTE_WATCH_KINDS: [GuardedKind; 2] = [GuardedKind::HttpRoute, GuardedKind::TlsRoute];
+/// The kinds the reconciler's watches deliver ([`RouteFeed`]): the routes and Gateways.
+/// TenantGateways are not among them: the reconciler reads them through a typed reflector,
+/// where one object that does not decode fails its whole page, and the audit must report
+/// that object as an error with its name and judge the others (SPEC §3.9): their light
+/// watch stays the audit's own.
+const FED_KINDS: [GuardedKind; 3] = [
+    GuardedKind::HttpRoute,
+    GuardedKind::TlsRoute,
+    GuardedKind::Gateway,
+];
 
 /// Wait until `kind` is served (re-checked every [`CRD_RECHECK`]); until then it is listed as
 /// not audited, with nothing to list.
@@ -481,9 +490,10 @@ fn apply(shared: &Shared, apexes: &dyn Apexes, kind: GuardedKind, ev: Fed) {
     }
 }
 
-/// The HTTPRoute and TLSRoute watches' events, from the watches that fill the route index
-/// (`RouteIndex::tap`): each kind listed and watched once per process, the audit keeping its
-/// own projection of each route (its uid and hostnames as stored). Until the audit judges
+/// The HTTPRoute, TLSRoute and Gateway watches' events, from the reconciler's watches that
+/// fill the route index and its Gateway cache (`RouteIndex::tap`): each kind listed and
+/// watched once per process, the audit keeping its own projection of each object (its uid
+/// and what its layer reads, as stored). Until the audit judges
 /// (the namespace index not listed yet) each route's latest version waits, packed as the
 /// store keeps it (a relist starts its kind afresh), and is applied when it starts; later
 /// events are applied as they arrive, on the watch's task (a few microseconds each).
@@ -595,37 +605,52 @@ impl RouteFeed {
     }
 }
 
-impl RouteWatchTap for RouteFeed {
-    fn event(&self, kind: RouteKind, event: &Event<Watched<WatchedRoute>>) {
-        let kind = match kind {
-            RouteKind::HttpRoute => GuardedKind::HttpRoute,
-            RouteKind::TlsRoute => GuardedKind::TlsRoute,
-        };
-        let ev = match event {
-            Event::Init => Fed::Init,
-            Event::InitApply(o) | Event::Apply(o) => {
-                let (namespace, name) = o.key();
-                Fed::Apply {
-                    namespace,
-                    name,
-                    body: match &o.body {
-                        Ok(r) => Ok(Projected::of_projection(r.audited.clone())),
-                        Err(e) => Err(e.clone()),
-                    },
-                }
-            }
-            Event::Delete(o) => {
-                let (namespace, name) = o.key();
-                Fed::Delete { namespace, name }
-            }
-            Event::InitDone => Fed::InitDone,
-        };
+impl RouteFeed {
+    fn take(&self, kind: GuardedKind, ev: Fed) {
         // Under the gate: events of one kind reach the store in their order.
         let mut gate = lock(&self.gate);
         match &mut *gate {
             Gate::Waiting(waiting) => waiting.entry(kind).or_default().take(kind, ev),
             Gate::Open { shared, namespaces } => apply(shared, namespaces.apexes(), kind, ev),
         }
+    }
+}
+
+/// A tapped watch's event as the store takes it; `projection` reads what the tap got of an
+/// object.
+fn fed<T>(event: &Event<Watched<T>>, projection: impl Fn(&T) -> Value) -> Fed {
+    match event {
+        Event::Init => Fed::Init,
+        Event::InitApply(o) | Event::Apply(o) => {
+            let (namespace, name) = o.key();
+            Fed::Apply {
+                namespace,
+                name,
+                body: match &o.body {
+                    Ok(r) => Ok(Projected::of_projection(projection(r))),
+                    Err(e) => Err(e.clone()),
+                },
+            }
+        }
+        Event::Delete(o) => {
+            let (namespace, name) = o.key();
+            Fed::Delete { namespace, name }
+        }
+        Event::InitDone => Fed::InitDone,
+    }
+}
+
+impl RouteWatchTap for RouteFeed {
+    fn event(&self, kind: RouteKind, event: &Event<Watched<WatchedRoute>>) {
+        let kind = match kind {
+            RouteKind::HttpRoute => GuardedKind::HttpRoute,
+            RouteKind::TlsRoute => GuardedKind::TlsRoute,
+        };
+        self.take(kind, fed(event, |r| r.audited.clone()));
+    }
+
+    fn gateway_event(&self, event: &Event<Watched<Value>>) {
+        self.take(GuardedKind::Gateway, fed(event, Value::clone));
     }
 }
 
@@ -1009,7 +1034,10 @@ mod tests {
                      "rules": [{"backendRefs": [{"name": "web", "port": 80}]}]},
             "status": {"parents": []}
         });
-        serde_json::from_value(object).expect("a watched route")
+        // As the route watch decodes it while a tap listens.
+        serde_json::from_value::<Watched<crate::cluster::routes::TappedRoute>>(object)
+            .expect("a watched route")
+            .map(|t| t.0)
     }
 
     const UID: &str = "0b1e6f36-6a43-4d1c-9d5c-0d7f3f7f9a01";
@@ -1121,17 +1149,132 @@ mod tests {
         assert_eq!(shared.store().len(), 0);
     }
 
-    /// The shared watch decodes what the audit's layer reads of a route: the route kinds'
-    /// paths are among those `WatchedRoute` keeps.
+    /// The shared watches decode what the audit's layer reads: the route kinds' paths are
+    /// among those `WatchedRoute` keeps, the Gateway's among the Gateway watch's.
     #[test]
-    fn the_route_watch_keeps_every_path_the_route_layer_reads() {
-        use crate::cluster::routes::AUDITED_PATHS;
-        for kind in ROUTE_WATCH_KINDS {
+    fn the_shared_watches_keep_every_path_the_layers_read() {
+        use crate::cluster::routes::{AUDITED_GATEWAY_PATHS, AUDITED_PATHS};
+        for kind in [GuardedKind::HttpRoute, GuardedKind::TlsRoute] {
             for path in kind.paths() {
                 assert!(AUDITED_PATHS.contains(path), "{kind}: {path:?}");
             }
         }
-        assert!(AUDITED_PATHS.contains(&["metadata", "uid"].as_slice()));
+        for path in GuardedKind::Gateway.paths() {
+            assert!(AUDITED_GATEWAY_PATHS.contains(path), "Gateway: {path:?}");
+        }
+        for paths in [AUDITED_PATHS, AUDITED_GATEWAY_PATHS] {
+            assert!(paths.contains(&["metadata", "uid"].as_slice()));
+        }
+    }
+
+    /// A Gateway watch's event as the reconciler's watch hands it to a tap: decoded as a
+    /// `Gateway` for its cache and projected for the audit from the same JSON.
+    fn gateway_event(
+        ev: fn(Watched<Value>) -> Event<Watched<Value>>,
+        name: &str,
+        listeners: serde_json::Value,
+    ) -> Event<Watched<Value>> {
+        use crate::cluster::watch::{Tapped, split_tapped};
+        use gateway_api::apis::experimental::gateways::Gateway;
+        let object = json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "Gateway",
+            "metadata": {"name": name, "namespace": "tenant-a", "uid": UID,
+                         "resourceVersion": "7", "managedFields": [{"manager": "x"}]},
+            "spec": {"gatewayClassName": "cilium", "listeners": listeners},
+            "status": {"listeners": []}
+        });
+        let w: Watched<Tapped<Gateway>> =
+            serde_json::from_value(object).expect("a watched Gateway");
+        let (tapped, _) = split_tapped(Event::Apply(w));
+        match tapped {
+            Event::Apply(w) => ev(w),
+            _ => unreachable!("an Apply splits into Applies"),
+        }
+    }
+
+    /// Gateways fed from the reconciler's Gateway watch: a relist, a change, a delete, and
+    /// a Gateway that its cache cannot decode still judged from what is stored; JSON that
+    /// does not read at all is an error naming the object, the others judged.
+    #[test]
+    fn the_gateway_feed_follows_the_shared_watch() {
+        let (auditor, shared) = detached(false);
+        let feed = RouteFeed::new();
+        let tap: &dyn RouteWatchTap = &*feed;
+        let listener = |host: &str| json!([{"name": "https", "hostname": host, "port": 443, "protocol": "HTTPS"}]);
+        tap.gateway_event(&Event::Init);
+        tap.gateway_event(&gateway_event(
+            Event::InitApply,
+            "gone",
+            listener("g.a.example.org"),
+        ));
+        tap.gateway_event(&Event::Init);
+        tap.gateway_event(&gateway_event(
+            Event::InitApply,
+            "gw",
+            listener("w.b.example.org"),
+        ));
+        // The listener's port is no number: the reconciler's typed cache skips this one, the
+        // audit judges its listeners' hostnames as stored.
+        tap.gateway_event(&gateway_event(
+            Event::InitApply,
+            "odd",
+            json!([{"name": "https", "hostname": "x.b.example.org", "port": "443"}]),
+        ));
+        // Listeners of the wrong shape: the layer's shape error, naming the Gateway.
+        tap.gateway_event(&gateway_event(Event::InitApply, "shape", json!("x")));
+        // JSON the watch could not read: an error naming it.
+        #[derive(Debug, Clone)]
+        struct Unreadable;
+        impl crate::cluster::watch::FromWatch for Unreadable {
+            fn from_watch(_: &str) -> Result<Self, serde_json::Error> {
+                Err(serde::de::Error::custom("not a Gateway"))
+            }
+        }
+        let bad: Watched<Unreadable> = serde_json::from_value(
+            json!({"metadata": {"name": "broken", "namespace": "tenant-a"}}),
+        )
+        .expect("the envelope reads");
+        tap.gateway_event(&Event::InitApply(bad.map(|_| Value::Null)));
+        tap.gateway_event(&Event::InitDone);
+        namespace(&shared, "tenant-a", "a.example.org");
+        feed.open(&shared, Arc::new(ApexMap::default()));
+        let outcome = |name: &str| {
+            auditor
+                .results("tenant-a")
+                .into_iter()
+                .find(|r| r.object.kind == "Gateway" && r.object.name == name)
+                .map(|r| (r.outcome, r.messages))
+        };
+        assert_eq!(outcome("gone"), None, "left out of the relist");
+        let (o, m) = outcome("gw").expect("judged");
+        assert_eq!(o, crate::audit::Outcome::Fail);
+        assert!(m[0].contains("\"w.b.example.org\""), "{m:?}");
+        assert_eq!(
+            outcome("odd").map(|o| o.0),
+            Some(crate::audit::Outcome::Fail)
+        );
+        let (o, m) = outcome("shape").expect("judged");
+        assert_eq!(o, crate::audit::Outcome::Error);
+        assert!(m[0].starts_with("Gateway tenant-a/shape: "), "{m:?}");
+        let (o, m) = outcome("broken").expect("reported");
+        assert_eq!(o, crate::audit::Outcome::Error);
+        assert!(
+            m[0].contains("broken") && m[0].contains("not a Gateway"),
+            "{m:?}"
+        );
+        assert!(!lock(&shared.unsynced).contains("Gateway"));
+
+        tap.gateway_event(&gateway_event(
+            Event::Apply,
+            "gw",
+            listener("w.a.example.org"),
+        ));
+        assert_eq!(
+            outcome("gw").map(|o| o.0),
+            Some(crate::audit::Outcome::Pass)
+        );
+        tap.gateway_event(&gateway_event(Event::Delete, "odd", json!([])));
+        assert_eq!(outcome("odd"), None, "deleted");
     }
 
     #[test]

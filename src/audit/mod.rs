@@ -10,6 +10,7 @@
 //! | the judge: one object through `crate::policy`'s layer, as admission calls it | `judge.rs` |
 //! | the apex table: apex outside `--root-host`, one apex in two namespaces, a tenant namespace without one | `apex_table.rs` |
 //! | the state and what one change re-judges ([`store::Store`], [`store::Changes`]) | `store.rs` |
+//! | one held object in 48 bytes and one allocation, its projection packed relative to its namespace's apex | `store/entry.rs` |
 //! | `tenant-gateway audit`: a cluster listed once, or a snapshot; the table, JSON and exit code | `cli.rs`, `report.rs` |
 //! | `wgpolicyk8s.io/v1alpha2` PolicyReports, one per namespace: the API types and CRD, the pure rendering of results into a report, the leader-gated writer | `policy_report/` |
 //! | `serve`'s continuous audit: the watches, metrics, Warning events and the [`live::Auditor`] handle | `live.rs` |

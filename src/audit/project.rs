@@ -53,7 +53,7 @@ fn prune(v: &Value, paths: &[Path], depth: usize) -> Value {
 }
 
 /// The keys every path of `kind` starts with (`spec`, `hostnames` for a route).
-fn common_prefix(kind: GuardedKind) -> &'static [&'static str] {
+pub fn common_prefix(kind: GuardedKind) -> &'static [&'static str] {
     let paths = kind.paths();
     let Some(first) = paths.first() else {
         return &[];

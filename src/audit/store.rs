@@ -20,10 +20,12 @@ use std::sync::Arc;
 
 use serde_json::Value;
 
+use self::entry::{Stored, Uid, decode, encode};
+
 use super::apex_table::{self, apex_key};
 use super::judge::{self, Verdict};
 use super::kinds::{GuardedKind, rule_of};
-use super::project::{pack, project, unpack};
+use super::project::project;
 use super::{AuditResult, ObjectRef, Outcome};
 use crate::cluster::apex::{ApexMap, LiveApexIndex};
 use crate::cluster::intern::intern;
@@ -78,72 +80,6 @@ pub struct Started {
     pub message: String,
 }
 
-/// An object's uid, kept in 16 bytes when it is the API server's usual UUID.
-#[derive(Debug, Clone, PartialEq, Eq)]
-enum Uid {
-    Absent,
-    Uuid([u8; 16]),
-    Text(Box<str>),
-}
-
-impl Uid {
-    fn new(uid: Option<&str>) -> Uid {
-        let Some(u) = uid.filter(|u| !u.is_empty()) else {
-            return Uid::Absent;
-        };
-        let hex: Vec<u8> = u.bytes().filter(|b| *b != b'-').collect();
-        let canonical = u.len() == 36
-            && [8, 13, 18, 23].iter().all(|i| u.as_bytes()[*i] == b'-')
-            && hex.len() == 32
-            && hex.iter().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
-        if !canonical {
-            return Uid::Text(u.into());
-        }
-        let mut out = [0u8; 16];
-        for (i, pair) in hex.chunks(2).enumerate() {
-            let nibble = |b: u8| if b <= b'9' { b - b'0' } else { b - b'a' + 10 };
-            out[i] = nibble(pair[0]) << 4 | nibble(pair[1]);
-        }
-        Uid::Uuid(out)
-    }
-
-    fn get(&self) -> Option<String> {
-        match self {
-            Uid::Absent => None,
-            Uid::Text(t) => Some(t.to_string()),
-            Uid::Uuid(b) => {
-                let mut s = String::with_capacity(36);
-                for (i, byte) in b.iter().enumerate() {
-                    if matches!(i, 4 | 6 | 8 | 10) {
-                        s.push('-');
-                    }
-                    s.push_str(&format!("{byte:02x}"));
-                }
-                Some(s)
-            }
-        }
-    }
-}
-
-/// One judged object, in its namespace's list.
-#[derive(Debug)]
-struct Stored {
-    kind: GuardedKind,
-    name: Box<str>,
-    uid: Uid,
-    /// The projection, packed (`project::pack`); `None` for an object that could not be read.
-    body: Option<Box<str>>,
-    verdict: Verdict,
-    /// The relist generation of its kind that last saw it.
-    seen: u32,
-}
-
-impl Stored {
-    fn is(&self, kind: GuardedKind, name: &str) -> std::cmp::Ordering {
-        (self.kind, &*self.name).cmp(&(kind, name))
-    }
-}
-
 /// Where an object is kept: its namespace (`""` for Packages), kind and name.
 #[derive(Debug, Clone, PartialEq, Eq)]
 struct Key {
@@ -188,6 +124,26 @@ impl NsState {
 
     fn get_mut(&mut self, kind: GuardedKind, name: &str) -> Option<&mut Stored> {
         self.find(kind, name).ok().map(|i| &mut self.objects[i])
+    }
+
+    /// A new host label: the packed projections, relative to the label, packed again.
+    fn rehost(&mut self, host: Option<Arc<str>>) {
+        for o in &mut self.objects {
+            let Some(body) = o.body() else { continue };
+            match decode(o.kind, body, self.host.as_deref()) {
+                Ok(v) => {
+                    let packed = encode(o.kind, &v, host.as_deref());
+                    o.set_body(Some(&packed));
+                }
+                // Only a bug makes a packed projection unreadable: without it the object
+                // keeps its verdict until its next event.
+                Err(e) => {
+                    tracing::error!(kind = o.kind.kind(), name = o.name(), error = %e, "audit projection dropped");
+                    o.set_body(None);
+                }
+            }
+        }
+        self.host = host;
     }
 }
 
@@ -293,7 +249,9 @@ impl Store {
         let key = intern(name);
         let state = self.namespaces.entry(key.clone()).or_default();
         state.exists = exists;
-        state.host = host.map(intern);
+        if old_host.as_deref() != host {
+            state.rehost(host.map(intern));
+        }
 
         let (old_apex, new_apex) = (apex_key(old_host.as_deref()), apex_key(host));
         let mut group: BTreeSet<String> = BTreeSet::from([name.to_string()]);
@@ -364,18 +322,18 @@ impl Store {
         let Some(key) = self.key(kind, namespace, name) else {
             return Changes::default();
         };
-        let text: Box<str> = pack(kind, &project(kind, body)).into();
+        let projected = project(kind, body);
+        let packed = encode(kind, &projected, self.host(&key.namespace).as_deref());
         let uid = Uid::new(uid);
         let seen = self.generation(kind);
         if let Some(old) = self.stored_mut(&key)
-            && old.uid == uid
-            && old.body.as_deref() == Some(&*text)
+            && old.same(&uid, Some(&packed))
         {
             old.seen = seen;
             return Changes::default();
         }
-        let verdict = self.judge(&key, &text, apexes);
-        self.put(key, uid, Some(text), verdict)
+        let verdict = self.judge(&key, &projected, apexes);
+        self.put(key, uid, Some(&packed), verdict)
     }
 
     /// Object `kind` `namespace/name` is stored but cannot be read (`why`): an error result
@@ -415,7 +373,7 @@ impl Store {
                 self.ingresses.remove(&key.namespace);
             }
         }
-        self.count(kind, &old.verdict, -1);
+        self.count(kind, old.verdict(), -1);
         ch.namespaces.insert(key.namespace.clone());
         self.forget_if_empty(&key.namespace);
         ch
@@ -442,7 +400,7 @@ impl Store {
                 s.objects
                     .iter()
                     .filter(|o| o.kind == kind && o.seen != generation)
-                    .map(move |o| (ns.clone(), o.name.clone()))
+                    .map(move |o| (ns.clone(), Box::<str>::from(o.name())))
             })
             .collect();
         for (ns, name) in gone {
@@ -490,9 +448,9 @@ impl Store {
             .namespaces
             .iter()
             .flat_map(|(n, s)| s.objects.iter().map(move |o| (n, o)))
-            .filter(|(_, o)| o.verdict.is_violation())
+            .filter(|(_, o)| o.verdict().is_violation())
             .collect();
-        objects.sort_by(|a, b| (a.0, a.1.kind, &a.1.name).cmp(&(b.0, b.1.kind, &b.1.name)));
+        objects.sort_by(|a, b| (a.0, a.1.kind, a.1.name()).cmp(&(b.0, b.1.kind, b.1.name())));
         spaces
             .into_iter()
             .map(|(n, v)| namespace_result(n, v))
@@ -516,7 +474,7 @@ impl Store {
         self.namespaces
             .get(&key.namespace)?
             .get(kind, name)
-            .map(|s| &s.verdict)
+            .map(Stored::verdict)
     }
 
     /// The apex-table verdict of a namespace, if a rule applies to it.
@@ -571,50 +529,53 @@ impl Store {
         }
     }
 
-    fn judge(&mut self, key: &Key, text: &str, apexes: &dyn Apexes) -> Verdict {
+    /// The host label of `namespace` as written: the store's packed projections of its
+    /// objects are relative to it (`entry`'s module doc).
+    fn host(&self, namespace: &str) -> Option<Arc<str>> {
+        self.namespaces.get(namespace).and_then(|s| s.host.clone())
+    }
+
+    fn judge(&mut self, key: &Key, body: &Value, apexes: &dyn Apexes) -> Verdict {
         self.judgements += 1;
-        let body: Value = match unpack(key.kind, text) {
-            Ok(v) => v,
-            // The text is what `apply` wrote from a `Value`; only a bug makes it unreadable.
-            Err(e) => {
-                return judge::undecodable(key.kind, &key.namespace, &key.name, &e.to_string());
-            }
-        };
         let ctx = self.context(&key.namespace);
         judge::judge(
             key.kind,
             &key.namespace,
             &key.name,
-            &body,
+            body,
             &ctx,
             apexes,
             &self.cfg,
         )
     }
 
+    /// The projection of a held object, read back (`None`: it could not be read when it
+    /// came), or the error result a bug in the packing would give.
+    fn unpacked(&self, key: &Key) -> Option<Result<Value, Verdict>> {
+        let body = self.stored(key)?.body()?;
+        Some(
+            decode(key.kind, body, self.host(&key.namespace).as_deref()).map_err(|e| {
+                judge::undecodable(key.kind, &key.namespace, &key.name, &e.to_string())
+            }),
+        )
+    }
+
     /// Keep `key` with its new verdict and report what that changed.
-    fn put(&mut self, key: Key, uid: Uid, body: Option<Box<str>>, verdict: Verdict) -> Changes {
+    fn put(&mut self, key: Key, uid: Uid, body: Option<&[u8]>, verdict: Verdict) -> Changes {
         let mut ch = Changes::default();
         let seen = self.generation(key.kind);
-        let stored = Stored {
-            kind: key.kind,
-            name: key.name.clone(),
-            uid,
-            body,
-            verdict,
-            seen,
-        };
+        let stored = Stored::new(key.kind, &key.name, &uid, body, verdict, seen);
         let state = self.namespaces.entry(key.namespace.clone()).or_default();
         let (was, uid_changed) = match state.find(key.kind, &key.name) {
             Ok(i) => {
-                let old = std::mem::replace(&mut state.objects[i], stored);
-                let uid_changed = old.uid != state.objects[i].uid;
-                (Some(old.verdict), uid_changed)
+                let mut old = std::mem::replace(&mut state.objects[i], stored);
+                let uid_changed = old.uid() != uid;
+                (Some(old.set_verdict(Verdict::Pass)), uid_changed)
             }
             Err(i) => {
                 if state.objects.len() == state.objects.capacity() {
                     // Grown by half, not doubled: most namespaces hold a handful of objects,
-                    // and a doubled list of 80-byte entries would be a third empty.
+                    // and a doubled list of 48-byte entries would be a third empty.
                     state
                         .objects
                         .reserve_exact((state.objects.len() / 2).max(1));
@@ -627,7 +588,7 @@ impl Store {
                 (None, true)
             }
         };
-        let Some(now) = self.stored(&key).map(|s| s.verdict.clone()) else {
+        let Some(now) = self.stored(&key).map(|s| s.verdict().clone()) else {
             return ch;
         };
         if let Some(w) = &was {
@@ -661,17 +622,18 @@ impl Store {
     }
 
     fn rejudge(&mut self, key: &Key, apexes: &dyn Apexes, ch: &mut Changes) {
-        let Some(text) = self.stored(key).and_then(|s| s.body.clone()) else {
-            return;
+        let verdict = match self.unpacked(key) {
+            None => return,
+            Some(Ok(body)) => self.judge(key, &body, apexes),
+            Some(Err(bug)) => bug,
         };
-        let verdict = self.judge(key, &text, apexes);
         let Some(stored) = self.stored_mut(key) else {
             return;
         };
-        if stored.verdict == verdict {
+        if stored.verdict() == &verdict {
             return;
         }
-        let old = std::mem::replace(&mut stored.verdict, verdict.clone());
+        let old = stored.set_verdict(verdict.clone());
         self.count(key.kind, &old, -1);
         self.count(key.kind, &verdict, 1);
         ch.namespaces.insert(key.namespace.clone());
@@ -691,7 +653,7 @@ impl Store {
                     .map(|o| Key {
                         namespace: namespace.clone(),
                         kind: o.kind,
-                        name: o.name.clone(),
+                        name: o.name().into(),
                     })
                     .collect()
             })
@@ -720,15 +682,17 @@ impl Store {
                 s.objects
                     .iter()
                     .filter(|o| o.kind == GuardedKind::Ingress)
-                    .filter(|o| match (apexes_changed, o.body.as_deref()) {
+                    .filter(|o| match (apexes_changed, o.body()) {
                         (_, None) => false,
                         (None, Some(_)) => true,
-                        (Some(changed), Some(text)) => mentions_host_under(o.kind, text, changed),
+                        (Some(changed), Some(body)) => {
+                            mentions_host_under(o.kind, body, s.host.as_deref(), changed)
+                        }
                     })
                     .map(move |o| Key {
                         namespace: ns.clone(),
                         kind: o.kind,
-                        name: o.name.clone(),
+                        name: o.name().into(),
                     })
             })
             .collect();
@@ -809,14 +773,14 @@ impl Store {
             .get(&s.kind)
             .map(|v| v.to_string())
             .unwrap_or_else(|| format!("{}/{}", s.kind.group(), s.kind.default_version()));
-        let (outcome, messages) = outcome_of(&s.verdict);
+        let (outcome, messages) = outcome_of(s.verdict());
         AuditResult {
             object: ObjectRef {
                 api_version,
                 kind: s.kind.kind().to_string(),
                 namespace: namespace.to_string(),
-                name: s.name.to_string(),
-                uid: s.uid.get(),
+                name: s.name().to_string(),
+                uid: s.uid().get(),
             },
             layer: s.kind.layer(),
             rule: rule_of(s.kind.layer()),
@@ -868,9 +832,14 @@ fn namespace_result(name: &str, v: &Verdict) -> AuditResult {
     }
 }
 
-/// True when a string of the packed projection `text`, split at commas and whitespace, is a
-/// hostname within one of `apexes` (lowercase).
-fn mentions_host_under(kind: GuardedKind, text: &str, apexes: &[String]) -> bool {
+/// True when a string of the packed projection `body` (relative to `host`, its namespace's
+/// label), split at commas and whitespace, is a hostname within one of `apexes` (lowercase).
+fn mentions_host_under(
+    kind: GuardedKind,
+    body: &[u8],
+    host: Option<&str>,
+    apexes: &[String],
+) -> bool {
     fn walk(v: &Value, apexes: &[String]) -> bool {
         match v {
             Value::String(s) => s
@@ -882,9 +851,10 @@ fn mentions_host_under(kind: GuardedKind, text: &str, apexes: &[String]) -> bool
             _ => false,
         }
     }
-    // Unreadable text cannot be judged either; nothing to re-judge.
-    unpack(kind, text).is_ok_and(|v| walk(&v, apexes))
+    // An unreadable projection cannot be judged either; nothing to re-judge.
+    decode(kind, body, host).is_ok_and(|v| walk(&v, apexes))
 }
 
+mod entry;
 #[cfg(test)]
 mod tests;

@@ -5,7 +5,7 @@
 //! | concern | file |
 //! |---|---|
 //! | connecting to the API server: kubeconfig, context, in-cluster (SPEC §2.6) | `client.rs` |
-//! | guarded watch streams: each object decoded alone, "is this kind served" | `watch.rs` |
+//! | guarded watch streams: each object decoded alone, "is this kind served"; a watch that also hands a tap each object's projection (`Tapped`) | `watch.rs` |
 //! | what the caches keep of an owned object (packed, deflated) and the caches | `kept.rs` |
 //! | who owns an owned object's fields (managedFields): the foreign-owner test, moving them to us | `managed_fields.rs` |
 //! | shared copies of values repeated across cached objects | `intern.rs` |

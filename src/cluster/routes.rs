@@ -244,8 +244,21 @@ pub struct WatchedRoute {
     pub view: RouteView,
     pub redirect: Option<HttpRoute>,
     /// What the continuous audit reads of the route ([`AUDITED_PATHS`]), for the
-    /// [`RouteWatchTap`]s; dropped with the event.
+    /// [`RouteWatchTap`]s; dropped with the event. `Null` unless decoded as a
+    /// [`TappedRoute`].
     pub audited: Value,
+}
+
+/// A watched route with what the continuous audit reads of it ([`WatchedRoute::audited`]):
+/// what the route watch decodes while a [`RouteWatchTap`] listens, and only then (a route's
+/// projection costs ~2 KB of transient allocations, paid at every list and event).
+#[derive(Debug, Clone, Default)]
+pub struct TappedRoute(pub WatchedRoute);
+
+impl FromWatch for TappedRoute {
+    fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+        WatchedRoute::decode(raw, true).map(TappedRoute)
+    }
 }
 
 /// The parts of a route the continuous audit judges (SPEC §3.9: layer 7 reads the
@@ -254,8 +267,19 @@ pub const AUDITED_PATHS: &[Path] = &[&["metadata", "uid"], &["spec", "hostnames"
 
 impl FromWatch for WatchedRoute {
     fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+        WatchedRoute::decode(raw, false)
+    }
+}
+
+impl WatchedRoute {
+    /// `audited`: with the audit's projection.
+    fn decode(raw: &str, audited: bool) -> Result<Self, serde_json::Error> {
         let view: RouteView = serde_json::from_str(raw)?;
-        let audited = project_json(raw, AUDITED_PATHS)?;
+        let audited = if audited {
+            project_json(raw, AUDITED_PATHS)?
+        } else {
+            Value::Null
+        };
         let redirect = if view.is_redirect_candidate() {
             match serde_json::from_str::<HttpRoute>(raw) {
                 Ok(r) => Some(r),
@@ -463,12 +487,24 @@ fn is_route(kind: RouteKind, namespace: &str, name: &str) -> impl Fn(&Arc<RouteF
     move |f| f.kind == kind && &*f.namespace == namespace && &*f.name == name
 }
 
-/// A second reader of the route watches that fill the index (the continuous audit, SPEC
-/// §3.9): told each event of the HTTPRoute and TLSRoute watches as it arrives, so each kind is
-/// listed and watched once per process. Called on the watch's task, before the index applies
-/// the event: it must not block.
+/// What the continuous audit reads of a Gateway (SPEC §3.9: layer 2 reads its listeners'
+/// names and hostnames) and its uid, with their JSON types as stored: the Gateway watch
+/// decodes these beside the Gateway while a [`RouteWatchTap`] listens.
+pub const AUDITED_GATEWAY_PATHS: &[Path] = &[
+    &["metadata", "uid"],
+    &["spec", "listeners", "name"],
+    &["spec", "listeners", "hostname"],
+];
+
+/// A second reader of the watches that fill the index and the reconciler's Gateway cache
+/// (the continuous audit, SPEC §3.9): told each event of the HTTPRoute, TLSRoute and Gateway
+/// watches as it arrives, so each kind is listed and watched once per process. Called on
+/// the watch's task, before the event is applied: it must not block.
 pub trait RouteWatchTap: Send + Sync {
     fn event(&self, kind: RouteKind, event: &Event<Watched<WatchedRoute>>);
+    /// An event of the Gateway watch: each Gateway's values on [`AUDITED_GATEWAY_PATHS`], or
+    /// why its JSON could not be read.
+    fn gateway_event(&self, event: &Event<Watched<Value>>);
 }
 
 /// Route facts per Gateway.
@@ -487,6 +523,23 @@ impl RouteIndex {
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .push(tap);
+    }
+
+    /// True when a tap listens: the watch filling the index decodes what the taps read
+    /// ([`TappedRoute`]).
+    pub fn tapped(&self) -> bool {
+        !self
+            .taps
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .is_empty()
+    }
+
+    /// For the Gateway watch: tell the taps `event`.
+    pub fn tell_gateway_taps(&self, event: &Event<Watched<Value>>) {
+        for t in self.taps.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            t.gateway_event(event);
+        }
     }
 
     /// For the watch filling the index: tell the taps `event` of `kind`'s watch.
@@ -860,6 +913,39 @@ mod tests {
                 ("tenant-root".to_string(), "gw".to_string())
             ]
         );
+    }
+
+    /// The audit's projection is decoded for a tap only: the index's own watch skips it.
+    #[test]
+    fn the_audit_projection_is_decoded_only_for_a_tap() {
+        let raw = serde_json::json!({
+            "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
+            "metadata": {"name": "web", "namespace": "a", "uid": "u-1"},
+            "spec": {"hostnames": ["a.example.org", 5], "parentRefs": [{"name": "gw"}]}
+        })
+        .to_string();
+        let plain = WatchedRoute::from_watch(&raw).expect("decodes");
+        let tapped = TappedRoute::from_watch(&raw).expect("decodes").0;
+        assert_eq!(plain.audited, Value::Null);
+        assert_eq!(
+            tapped.audited,
+            serde_json::json!({"metadata": {"uid": "u-1"},
+                               "spec": {"hostnames": ["a.example.org", 5]}})
+        );
+        assert_eq!(
+            tapped.view.facts(RouteKind::HttpRoute),
+            plain.view.facts(RouteKind::HttpRoute),
+            "the same view either way"
+        );
+        let index = RouteIndex::default();
+        assert!(!index.tapped());
+        struct Deaf;
+        impl RouteWatchTap for Deaf {
+            fn event(&self, _: RouteKind, _: &Event<Watched<WatchedRoute>>) {}
+            fn gateway_event(&self, _: &Event<Watched<Value>>) {}
+        }
+        index.tap(Arc::new(Deaf));
+        assert!(index.tapped());
     }
 
     #[test]

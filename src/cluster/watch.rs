@@ -16,7 +16,10 @@ use kube::runtime::WatchStreamExt;
 use kube::runtime::watcher::{self, Event};
 use serde::Deserialize;
 use serde::de::{DeserializeOwned, Deserializer};
+use serde_json::Value;
 use serde_json::value::RawValue;
+
+use super::projection::{Path, project_json};
 
 /// `(namespace, name)`.
 pub type Key = (String, String);
@@ -77,6 +80,14 @@ impl<T> Watched<T> {
     /// `(namespace, name)`.
     pub fn key(&self) -> Key {
         key_of(&self.meta)
+    }
+
+    /// The same object, its decoded body turned into `U`.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Watched<U> {
+        Watched {
+            meta: self.meta,
+            body: self.body.map(f),
+        }
     }
 
     /// The decoded object; one that did not decode is logged (fix or delete it) and `None`.
@@ -180,6 +191,82 @@ where
                 }
             }
         })
+}
+
+/// A kind whose watch can also hand a second reader (a tap) the values on [`Self::TAP_PATHS`]
+/// of each object, decoded from the same JSON ([`Tapped`]).
+pub trait TapPaths {
+    const TAP_PATHS: &'static [Path];
+}
+
+/// An object decoded as `T` for its cache and, beside it, its values on `T::TAP_PATHS` for a
+/// tap (the continuous audit, SPEC §3.9), so that one watch serves both. A `T` that does not
+/// decode leaves the projection whole: the tap judges what is stored.
+#[derive(Debug, Clone)]
+pub struct Tapped<T> {
+    pub inner: Result<T, Arc<str>>,
+    pub projection: Value,
+}
+
+impl<T: FromWatch + TapPaths> FromWatch for Tapped<T> {
+    fn from_watch(raw: &str) -> Result<Self, serde_json::Error> {
+        let projection = project_json(raw, T::TAP_PATHS)?;
+        let inner = T::from_watch(raw).map_err(|e| Arc::from(e.to_string()));
+        Ok(Tapped { inner, projection })
+    }
+}
+
+impl<T> Watched<Tapped<T>> {
+    /// The projection for the tap, and the object for the cache.
+    fn split(self) -> (Watched<Value>, Watched<T>) {
+        let (tap, own) = match self.body {
+            Ok(t) => (Ok(t.projection), t.inner),
+            Err(e) => (Err(e.clone()), Err(e)),
+        };
+        (
+            Watched {
+                meta: self.meta.clone(),
+                body: tap,
+            },
+            Watched {
+                meta: self.meta,
+                body: own,
+            },
+        )
+    }
+}
+
+/// `ev` as the tap reads it (each object's projection) and as the cache keeps it.
+pub fn split_tapped<T>(
+    ev: Event<Watched<Tapped<T>>>,
+) -> (Event<Watched<Value>>, Event<Watched<T>>) {
+    match ev {
+        Event::Init => (Event::Init, Event::Init),
+        Event::InitApply(o) => {
+            let (t, o) = o.split();
+            (Event::InitApply(t), Event::InitApply(o))
+        }
+        Event::Apply(o) => {
+            let (t, o) = o.split();
+            (Event::Apply(t), Event::Apply(o))
+        }
+        Event::Delete(o) => {
+            let (t, o) = o.split();
+            (Event::Delete(t), Event::Delete(o))
+        }
+        Event::InitDone => (Event::InitDone, Event::InitDone),
+    }
+}
+
+/// `ev` with each object's decoded body turned into `U`.
+pub fn map_event<T, U>(ev: Event<Watched<T>>, f: impl Fn(T) -> U) -> Event<Watched<U>> {
+    match ev {
+        Event::Init => Event::Init,
+        Event::InitApply(o) => Event::InitApply(o.map(f)),
+        Event::Apply(o) => Event::Apply(o.map(f)),
+        Event::Delete(o) => Event::Delete(o.map(f)),
+        Event::InitDone => Event::InitDone,
+    }
 }
 
 /// Objects per page of the initial list: a page's text and its decoded objects are held at

@@ -14,6 +14,7 @@
 //! | namespaces → TenantGateways (links, attachments) | `watch_namespaces`, `rebuild_links`, `tgws_in` |
 //! | routes → the Gateways they name → their TenantGateways; the redirect routes kept | `watch_routes`, `gateway_tgws` |
 //! | Gateways, Issuers, Certificates → their owner (a Gateway also by name, `<name>` or `<name>-passthrough`) | `watch_owned`, `owner_of`, `gateway_tgws`, the `Split` impls |
+//! | the route and Gateway watches' events told to the route index's taps (the continuous audit) | `watch_routes`, `gateway_events` |
 //! | TenantGateways → siblings and rivals | [`tenant_gateways`], `related` |
 //! | TenantGateways → their Gateway's listener layout in the route index (certMode) | `record_listeners` |
 //! | optional CRDs (TLSRoute, cert-manager) | `wait_served` |
@@ -23,6 +24,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::channel::mpsc::UnboundedSender;
+use futures::stream::BoxStream;
 use futures::{Stream, StreamExt, TryStreamExt};
 use gateway_api::apis::experimental::gateways::{Gateway, GatewaySpec, GatewayStatus};
 use gateway_api::apis::experimental::httproutes::{HttpRoute, HttpRouteSpec, HttpRouteStatus};
@@ -43,8 +45,8 @@ use super::inputs::RouteKind;
 use crate::cluster::NamespaceChange;
 use crate::cluster::kept::{Kept, ObjectCache, Split};
 use crate::cluster::route_facts::{HttpsListeners, http01_passthrough};
-use crate::cluster::routes::{RouteIndex, WatchedRoute};
-use crate::cluster::watch::{self as cw, FromWatch, Key};
+use crate::cluster::routes::{AUDITED_GATEWAY_PATHS, RouteIndex, TappedRoute, WatchedRoute};
+use crate::cluster::watch::{self as cw, FromWatch, Key, TapPaths, Tapped, Watched};
 use crate::platform::{GATEWAY_API_GROUP, TGW_KIND};
 
 /// How often an optional CRD (TLSRoute, cert-manager) is looked for until it is served.
@@ -95,6 +97,10 @@ owned_kinds! {
     Certificate => CertificateSpec, CertificateStatus;
 }
 
+impl TapPaths for Gateway {
+    const TAP_PATHS: &'static [crate::cluster::projection::Path] = AUDITED_GATEWAY_PATHS;
+}
+
 // The redirect route arrives with the route watch (`WatchedRoute`); only kept like the others.
 impl Split for HttpRoute {
     type Spec = HttpRouteSpec;
@@ -137,25 +143,25 @@ pub fn spawn(client: &Client, caches: &Arc<Caches>, trigger: &Trigger) {
         client.clone(),
         caches.clone(),
         trigger.clone(),
-        "Gateway",
-        GATEWAY_API_GROUP,
+        ("Gateway", GATEWAY_API_GROUP),
         |c| &c.gateways,
+        gateway_events,
     ));
     tokio::spawn(watch_owned::<Issuer>(
         client.clone(),
         caches.clone(),
         trigger.clone(),
-        "Issuer",
-        "cert-manager.io",
+        ("Issuer", "cert-manager.io"),
         |c| &c.issuers,
+        events,
     ));
     tokio::spawn(watch_owned::<Certificate>(
         client.clone(),
         caches.clone(),
         trigger.clone(),
-        "Certificate",
-        "cert-manager.io",
+        ("Certificate", "cert-manager.io"),
         |c| &c.certificates,
+        events,
     ));
 }
 
@@ -440,12 +446,14 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
             }
         }
     };
-    let mut stream = std::pin::pin!(cw::guarded::<WatchedRoute>(
-        client,
-        &ar,
-        kind.as_str(),
-        cw::PAGE_SIZE
-    ));
+    // What the continuous audit reads of each route is decoded only when it listens.
+    let mut stream = if idx.tapped() {
+        cw::guarded::<TappedRoute>(client, &ar, kind.as_str(), cw::PAGE_SIZE)
+            .map(|ev| cw::map_event(ev, |t| t.0))
+            .boxed()
+    } else {
+        cw::guarded::<WatchedRoute>(client, &ar, kind.as_str(), cw::PAGE_SIZE).boxed()
+    };
     while let Some(ev) = stream.next().await {
         // The continuous audit reads this watch too (not a second one of its own).
         idx.tell_taps(kind, &ev);
@@ -499,13 +507,53 @@ async fn watch_routes(client: Client, caches: Arc<Caches>, trigger: Trigger, kin
     }
 }
 
+/// How a watch of owned objects opens its stream: [`events`], or [`gateway_events`].
+type Open<T> =
+    fn(Client, &ApiResource, &'static str, u32, &Caches) -> BoxStream<'static, Event<Watched<T>>>;
+
+fn events<T>(
+    client: Client,
+    ar: &ApiResource,
+    kind: &'static str,
+    page: u32,
+    _: &Caches,
+) -> BoxStream<'static, Event<Watched<T>>>
+where
+    T: FromWatch + Clone + std::fmt::Debug + Send + 'static,
+{
+    cw::guarded::<T>(client, ar, kind, page).boxed()
+}
+
+/// The Gateways' events; while a tap listens (the continuous audit), each Gateway's
+/// projection is decoded beside it and the tap told first, so the audit lists and watches
+/// no Gateways of its own.
+fn gateway_events(
+    client: Client,
+    ar: &ApiResource,
+    kind: &'static str,
+    page: u32,
+    caches: &Caches,
+) -> BoxStream<'static, Event<Watched<Gateway>>> {
+    if !caches.routes.tapped() {
+        return events(client, ar, kind, page, caches);
+    }
+    let idx = caches.routes.clone();
+    cw::guarded::<Tapped<Gateway>>(client, ar, kind, page)
+        .map(move |ev| {
+            let (tapped, own) = cw::split_tapped(ev);
+            idx.tell_gateway_taps(&tapped);
+            own
+        })
+        .boxed()
+}
+
 async fn watch_owned<T>(
     client: Client,
     caches: Arc<Caches>,
     trigger: Trigger,
-    kind: &'static str,
-    group: &'static str,
+    (kind, group): (&'static str, &'static str),
     cache: fn(&Caches) -> &ObjectCache<Kept<T>>,
+    open: Open<T>,
 ) where
     T: FromWatch + Split + Resource + Clone + std::fmt::Debug + Send + Sync + 'static,
     Kept<T>: Send + Sync,
@@ -516,7 +564,7 @@ async fn watch_owned<T>(
     } else {
         cw::PAGE_SIZE
     };
-    let mut stream = std::pin::pin!(cw::guarded::<T>(client, &ar, kind, page));
+    let mut stream = open(client, &ar, kind, page, &caches);
     let target = |key: &Key, o: Option<&T>| {
         // A Gateway is named like its TenantGateway or its second one (owned or not: a
         // same-named Gateway that appears or goes away changes the plan); other kinds carry

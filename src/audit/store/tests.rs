@@ -626,3 +626,68 @@ fn incremental_results_equal_a_fresh_audit() {
         }
     }
 }
+
+/// The store keeps each projection relative to its namespace's label (`entry`): a relabel,
+/// a namespace gone and back, or an object that came before its namespace, still judge and
+/// report the hostnames as stored.
+#[test]
+fn a_relabel_judges_the_hostnames_as_stored() {
+    let message = |w: &World, ns: &str| -> Vec<String> {
+        w.store
+            .results(ns)
+            .into_iter()
+            .filter(|r| r.object.kind == "HTTPRoute")
+            .flat_map(|r| r.messages)
+            .collect()
+    };
+    let mut w = World::new();
+    // Before its namespace is known: not found, an error naming the route.
+    w.route("tenant-a", "web", &["w.a.example.org", "a.example.org"]);
+    w.ns("tenant-a", Some("a.example.org"));
+    assert_eq!(
+        w.outcome("tenant-a", "HTTPRoute", "web"),
+        Some(Outcome::Pass)
+    );
+    w.ns("tenant-a", Some("b.example.org"));
+    assert_eq!(
+        w.outcome("tenant-a", "HTTPRoute", "web"),
+        Some(Outcome::Fail)
+    );
+    let m = message(&w, "tenant-a");
+    assert!(
+        m.len() == 2 && m[0].contains("\"w.a.example.org\"") && m[1].contains("\"a.example.org\""),
+        "{m:?}"
+    );
+    // Relabelled as written in another case, then removed, then back.
+    w.ns("tenant-a", Some("A.example.org"));
+    w.ns("tenant-a", None);
+    w.ns_gone("tenant-a");
+    w.ns("tenant-a", Some("a.example.org"));
+    assert_eq!(
+        w.outcome("tenant-a", "HTTPRoute", "web"),
+        Some(Outcome::Pass)
+    );
+    // The same route again is no change: its packed form under the label is the same.
+    let before = w.judged();
+    assert!(
+        w.route("tenant-a", "web", &["w.a.example.org", "a.example.org"])
+            .is_empty()
+    );
+    assert_eq!(w.judged(), before);
+
+    // An Ingress elsewhere with a custom domain follows tenant-a's relabels to and from an
+    // apex above it, its own namespace relabelled in between.
+    w.ns("tenant-b", Some("b.example.org"));
+    w.ingress("tenant-b", "i", &["x.b.example.org", "shop.custom.test"]);
+    assert_eq!(w.outcome("tenant-b", "Ingress", "i"), Some(Outcome::Pass));
+    w.ns("tenant-b", Some("c.example.org"));
+    w.ns("tenant-b", Some("b.example.org"));
+    w.ns("tenant-a", Some("custom.test"));
+    assert_eq!(
+        w.outcome("tenant-b", "Ingress", "i"),
+        Some(Outcome::Fail),
+        "within another namespace's apex"
+    );
+    w.ns("tenant-a", Some("a.example.org"));
+    assert_eq!(w.outcome("tenant-b", "Ingress", "i"), Some(Outcome::Pass));
+}
