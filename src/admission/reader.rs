@@ -80,10 +80,12 @@ fn specials(x: u64) -> u64 {
 }
 
 impl<'a> Reader<'a> {
+    #[inline(always)]
     fn peek(&self) -> Option<u8> {
         self.b.get(self.i).copied()
     }
 
+    #[inline(always)]
     fn ws(&mut self) {
         while let Some(b' ' | b'\n' | b'\t' | b'\r') = self.peek() {
             self.i += 1;
@@ -97,6 +99,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The index of the first `"`, `\` or control character at or after `i`, if any.
+    #[inline(always)]
     fn special_from(&self, mut i: usize) -> Option<usize> {
         while let Some(chunk) = self.b.get(i..i + 8) {
             let mut word = [0u8; 8];
@@ -114,6 +117,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A string without escapes, borrowed (the reader is at its opening quote).
+    #[inline(always)]
     fn plain_str(&mut self) -> Option<&'a str> {
         if self.peek()? != b'"' {
             return None;
@@ -130,6 +134,7 @@ impl<'a> Reader<'a> {
 
     /// Skip a string as serde_json's skip does: escapes checked (`\u` with four hex digits,
     /// surrogates not paired), control characters refused.
+    #[inline(always)]
     fn skip_str(&mut self) -> Option<()> {
         if self.peek()? != b'"' {
             return None;
@@ -198,6 +203,7 @@ impl<'a> Reader<'a> {
         self.s.get(start..self.i)
     }
 
+    #[inline(always)]
     fn literal(&mut self, word: &[u8]) -> Option<()> {
         let end = self.i + word.len();
         (self.b.get(self.i..end)? == word).then(|| self.i = end)
@@ -276,6 +282,7 @@ impl<'a> Reader<'a> {
     }
 
     /// A skipped object's key and its colon.
+    #[inline(always)]
     fn key_colon(&mut self) -> Option<()> {
         self.ws();
         self.skip_str()?;
