@@ -2,7 +2,7 @@
 //! decode (serde_json with the projection of `project`) gives, at a fraction of its cost.
 //! Most of a review is fields nobody reads (`managedFields`, rules, options, requestKind);
 //! serde_json visits each of them a byte at a time, and its parse of a 4 KiB body cost more
-//! than the whole benchmark baseline (bench/RESULTS.md, sessions 31–32). Here unread values
+//! than the whole benchmark baseline (bench/RESULTS.md, session 32). Here unread values
 //! are skipped by a loop over bytes that checks their syntax exactly as serde_json's skip does
 //! (strings eight bytes at a time), and the read ones are built as the typed decode builds
 //! them.
@@ -23,8 +23,9 @@
 //!   both and needs no stack of its own beyond a fixed bit set);
 //! - the kept fields exceeding the allowance (charged exactly as `project` charges them).
 //!
-//! `project_reads_like_the_typed_decode` (in this file) holds the two equal over the test
-//! reviews and every truncation and byte substitution of them.
+//! `reader/tests.rs` holds the two equal over the test reviews (every layer's, the uid
+//! table, an API-server-shaped route) and every truncation, deletion and substitution of a
+//! byte in them.
 
 use std::borrow::Cow;
 
