@@ -120,9 +120,9 @@ pub const MIN_ALLOWANCE: usize = 64 * 1024;
 
 /// Estimated heap cost of kept values: a `Value` slot, a string's bytes plus allocation
 /// overhead, a map entry (key and tree node).
-const VALUE_COST: usize = 32;
-const STRING_OVERHEAD: usize = 16;
-const ENTRY_COST: usize = 64;
+pub(super) const VALUE_COST: usize = 32;
+pub(super) const STRING_OVERHEAD: usize = 16;
+pub(super) const ENTRY_COST: usize = 64;
 
 /// The allowance for a body (or object) of `len` bytes.
 pub fn allowance(len: usize) -> usize {
@@ -205,34 +205,76 @@ impl ObjectField<'_> {
 #[derive(Clone, Copy)]
 struct Projector<'p> {
     paths: &'p [Path],
-    /// Which of `paths` match the keys above this value (bit `i` for `paths[i]`): a set
-    /// instead of a filtered copy, so descending allocates nothing.
-    live: u64,
-    depth: usize,
-    /// Below the end of a path: keep everything.
-    all: bool,
+    at: Step,
     /// Estimated bytes the kept values may still take.
     left: &'p Cell<usize>,
 }
 
-/// Paths one projection can follow (`Projector::live` has a bit per path); the layers list
+/// Where a value is on the paths: shared by the projector here and the envelope reader
+/// (`reader`), so both keep a key by one rule.
+#[derive(Clone, Copy)]
+pub(super) struct Step {
+    /// Which of `paths` match the keys above this value (bit `i` for `paths[i]`): a set
+    /// instead of a filtered copy, so descending allocates nothing.
+    pub(super) live: u64,
+    pub(super) depth: usize,
+    /// Below the end of a path: keep everything.
+    pub(super) all: bool,
+}
+
+impl Step {
+    /// Where the value of `key` in this object is, or `None`: the key is on no path and
+    /// its value is skipped.
+    pub(super) fn below(self, paths: &[Path], key: &str) -> Option<Step> {
+        if self.all {
+            return Some(Step {
+                depth: self.depth + 1,
+                ..self
+            });
+        }
+        let mut live = 0u64;
+        let mut all = false;
+        for (i, p) in paths.iter().enumerate() {
+            if self.live & (1 << i) != 0 && p.get(self.depth) == Some(&key) {
+                live |= 1 << i;
+                all |= p.len() == self.depth + 1;
+            }
+        }
+        (live != 0).then_some(Step {
+            live,
+            depth: self.depth + 1,
+            all,
+        })
+    }
+}
+
+/// Paths one projection can follow (`Step::live` has a bit per path); the layers list
 /// at most ten (`layer_paths_fit` test).
 const MAX_PATHS: usize = 64;
 
+/// The paths a projection follows and the set of all of them.
+pub(super) fn start(paths: &[Path]) -> (&[Path], u64) {
+    // Paths are the static lists of `layer_paths`; `layer_paths_fit` holds them within
+    // MAX_PATHS, so no path is ever left out of `live`.
+    let n = paths.len().min(MAX_PATHS);
+    let live = if n == MAX_PATHS {
+        u64::MAX
+    } else {
+        (1u64 << n) - 1
+    };
+    (&paths[..n], live)
+}
+
 impl<'p> Projector<'p> {
     fn new(paths: &'p [Path], left: &'p Cell<usize>) -> Projector<'p> {
-        // Paths are the static lists of `layer_paths`; `layer_paths_fit` holds them within
-        // MAX_PATHS, so no path is ever left out of `live`.
-        let n = paths.len().min(MAX_PATHS);
+        let (paths, live) = start(paths);
         Projector {
-            paths: &paths[..n],
-            live: if n == MAX_PATHS {
-                u64::MAX
-            } else {
-                (1u64 << n) - 1
+            paths,
+            at: Step {
+                live,
+                depth: 0,
+                all: false,
             },
-            depth: 0,
-            all: false,
             left,
         }
     }
@@ -336,27 +378,12 @@ impl<'de> Visitor<'de> for Projector<'_> {
         self.charge(VALUE_COST)?;
         let mut out = Map::new();
         while let Some(Key(key)) = map.next_key::<Key<'de>>()? {
-            let mut below = 0u64;
-            let mut whole = self.all;
-            if !self.all {
-                for (i, p) in self.paths.iter().enumerate() {
-                    if self.live & (1 << i) != 0 && p.get(self.depth) == Some(&key.as_ref()) {
-                        below |= 1 << i;
-                        whole |= p.len() == self.depth + 1;
-                    }
-                }
-            }
-            if !self.all && below == 0 {
+            let Some(at) = self.at.below(self.paths, &key) else {
                 map.next_value::<IgnoredAny>()?;
                 continue;
-            }
+            };
             self.charge(ENTRY_COST + key.len())?;
-            let value = map.next_value_seed(Projector {
-                live: below,
-                depth: self.depth + 1,
-                all: whole,
-                ..self
-            })?;
+            let value = map.next_value_seed(Projector { at, ..self })?;
             out.insert(key.into_owned(), value);
         }
         Ok(Value::Object(out))
