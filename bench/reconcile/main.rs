@@ -856,7 +856,10 @@ fn tree_cpu_ms(pid: u32) -> u64 {
 async fn costs(client: &Client, a: &Args) -> Result<(), String> {
     use kube::api::{Patch, PatchParams};
     use serde_json::json;
-    let ns = "bench-costs";
+    // Each round of `bench/reconcile/run`'s step 4 writes into a namespace of its own: the
+    // previous round's is still terminating.
+    let ns_owned = std::env::var("COSTS_NS").unwrap_or_else(|_| "bench-costs".to_string());
+    let ns = ns_owned.as_str();
     let n = a.routes.max(10);
     let ns_ar = ar("", "v1", "Namespace");
     let tgw_ar = ar("gateway.cozystack.io", "v1alpha1", "TenantGateway");
@@ -1059,7 +1062,7 @@ async fn costs(client: &Client, a: &Args) -> Result<(), String> {
         }
     );
     let nss: Api<DynamicObject> = Api::all_with(client.clone(), &ns_ar);
-    let ns_names: Vec<String> = (0..few).map(|i| format!("bench-costs-{i:03}")).collect();
+    let ns_names: Vec<String> = (0..few).map(|i| format!("{ns}-{i:03}")).collect();
     create_all(
         client,
         ns_names
@@ -1104,9 +1107,14 @@ async fn costs(client: &Client, a: &Args) -> Result<(), String> {
             }
         );
     }
-    let _ = nss.delete(ns, &Default::default()).await;
-    for n in &ns_names {
-        let _ = nss.delete(n, &Default::default()).await;
+    // With COSTS_KEEP the caller deletes the namespaces once every round is measured: a
+    // namespace's teardown (the namespace controller deleting ~1,300 objects) would otherwise
+    // fall into the next round's windows.
+    if std::env::var_os("COSTS_KEEP").is_none() {
+        let _ = nss.delete(ns, &Default::default()).await;
+        for n in &ns_names {
+            let _ = nss.delete(n, &Default::default()).await;
+        }
     }
     println!(
         "{{\"concurrency\": {}, \"writes\": [{}]}}",
