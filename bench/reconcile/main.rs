@@ -14,6 +14,10 @@
 //!   reconcile-load writeloop --kubeconfig F [--seconds S] [--concurrency C]
 //!   reconcile-load costs --kubeconfig F --cp-pid PID [--routes N] [--listeners L] [--concurrency C]
 //!   reconcile-load cpu-ms --kubeconfig F --cp-pid PID   (CPU ms of PID and its descendants)
+//!   reconcile-load replay --kubeconfig F --cp-pid PID [--concurrency C] [--timeout S]
+//!       (the cold start's writes undone and issued again: the API server's floor; replay.rs)
+
+mod replay;
 
 use std::time::{Duration, Instant};
 
@@ -1140,6 +1144,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "churn-hot" => churn_hot(&client, &a).await?,
         "writeloop" => writeloop(&client, &a).await?,
         "costs" => costs(&client, &a).await?,
+        "replay" => replay::replay(&client, &a).await?,
         "cpu-ms" => println!("{}", tree_cpu_ms(a.cp_pid)),
         other => return Err(format!("unknown command {other}").into()),
     }
