@@ -14,9 +14,9 @@ cluster_cleanup() {
   cp_pid=""
 }
 
-# start_control_plane: tests/k8s/control-plane in $work/cp; sets kubectl=(...).
+# start_control_plane [tgcp flags...]: tests/k8s/control-plane in $work/cp; sets kubectl=(...).
 start_control_plane() {
-  tests/k8s/control-plane --dir "$work/cp" >"$work/cp.url" 2>"$work/cp.stderr" &
+  tests/k8s/control-plane --dir "$work/cp" "$@" >"$work/cp.url" 2>"$work/cp.stderr" &
   cp_pid=$!
   local deadline=$((SECONDS + 2400))
   until [ -f "$work/cp/ready" ]; do
