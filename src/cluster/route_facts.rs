@@ -31,19 +31,23 @@ impl RouteKind {
 /// The facts of one route the reconciler reads (SPEC §3.3).
 ///
 /// Sized for the index: tens of thousands are kept, each in one allocation of jemalloc's
-/// 128-byte class with its `Arc` counts (`facts_fit_their_size_class`). The name, the
-/// resourceVersion and the hostnames share one string of their length ([`Packed`]), the
-/// optional scalars keep their presence in one byte of flags, the namespace is interned, and
-/// the lists are at their length (`Box<[T]>`, no allocation when empty). The plain form,
-/// [`RouteFactsParts`], is what builders and tests write; readers go through the accessors.
+/// 112-byte class with its `Arc` counts (`facts_fit_their_size_class`). The name, the
+/// resourceVersion, the status layout's numbers and the hostnames share one string of their
+/// length (`text`, see [`RouteFacts::from`]), the optional scalars keep their presence in
+/// one byte of flags, the namespace is interned, and the lists are at their length
+/// (`Box<[T]>`, no allocation when empty). The plain form, [`RouteFactsParts`], is what
+/// builders and tests write; readers go through the accessors.
 #[derive(Clone, PartialEq)]
 pub struct RouteFacts {
     pub kind: RouteKind,
     flags: u8,
+    /// Where the name ends in `text` and where the resourceVersion ends.
+    name_end: u32,
+    rv_end: u32,
     /// The creation time's nanosecond (0 when absent).
     creation_nanosecond: i32,
     pub namespace: Arc<str>,
-    text: Packed,
+    text: Box<str>,
     /// The creation time's second (0 when absent).
     creation_second: i64,
     /// `metadata.generation` (0 when absent).
@@ -51,9 +55,6 @@ pub struct RouteFacts {
     pub parent_refs: Box<[SharedRef]>,
     /// The route's `status.parents` entries whose controllerName is ours (any Gateway).
     pub our_status: Box<[RouteParentStatus]>,
-    /// The layout's length of `status.parents` (when [`HAS_PARENTS`]) followed by its
-    /// `ours_at`; empty, so no allocation, when neither is there (a route without status).
-    layout: Box<[u32]>,
 }
 
 const HAS_RESOURCE_VERSION: u8 = 1;
@@ -62,6 +63,8 @@ const HAS_GENERATION: u8 = 1 << 2;
 const HAS_LAYOUT: u8 = 1 << 3;
 const LAYOUT_STATUS: u8 = 1 << 4;
 const HAS_PARENTS: u8 = 1 << 5;
+/// `text` holds the layout's numbers (its length of `status.parents`, then `ours_at`).
+const LAYOUT_NUMBERS: u8 = 1 << 6;
 
 /// A route's facts in plain form: what [`RouteFacts`] packs and restores exactly
 /// ([`RouteFacts::parts`]).
@@ -84,8 +87,14 @@ pub struct RouteFactsParts {
     pub parents_layout: Option<ParentsLayout>,
 }
 
+/// The packing: `text` is the name, then the resourceVersion (empty when absent), then,
+/// when the layout has any, its numbers in decimal each ended by `,` (the length of
+/// `status.parents`, 0 when absent, then `ours_at`) and a `;`, then each hostname as
+/// `<length>:<hostname>` (decimal length, so any string round-trips exactly, a `:`, `;` or
+/// digit in it included).
 impl From<RouteFactsParts> for RouteFacts {
     fn from(p: RouteFactsParts) -> RouteFacts {
+        use std::fmt::Write;
         let mut flags = 0;
         let (creation_second, creation_nanosecond) = match &p.creation {
             Some(t) => {
@@ -97,46 +106,48 @@ impl From<RouteFactsParts> for RouteFacts {
         if p.generation.is_some() {
             flags |= HAS_GENERATION;
         }
-        if p.resource_version.is_some() {
+        let rv = p.resource_version.as_deref();
+        if rv.is_some() {
             flags |= HAS_RESOURCE_VERSION;
         }
-        let layout = match p.parents_layout {
-            None => Box::default(),
-            Some(l) => {
-                flags |= HAS_LAYOUT;
-                if l.status {
-                    flags |= LAYOUT_STATUS;
-                }
-                if let Some(n) = l.parents {
-                    flags |= HAS_PARENTS;
-                    std::iter::once(n)
-                        .chain(l.ours_at.iter().copied())
-                        .collect()
-                } else if l.ours_at.is_empty() {
-                    Box::default()
-                } else {
-                    // Not a layout the watch makes (`ours_at` indexes a list), kept exactly.
-                    std::iter::once(0)
-                        .chain(l.ours_at.iter().copied())
-                        .collect()
-                }
+        let rv = rv.unwrap_or_default();
+        let mut text = String::with_capacity(p.name.len() + rv.len());
+        text.push_str(&p.name);
+        text.push_str(rv);
+        if let Some(l) = &p.parents_layout {
+            flags |= HAS_LAYOUT;
+            if l.status {
+                flags |= LAYOUT_STATUS;
             }
-        };
+            if l.parents.is_some() {
+                flags |= HAS_PARENTS;
+            }
+            if l.parents.is_some() || !l.ours_at.is_empty() {
+                flags |= LAYOUT_NUMBERS;
+                for n in std::iter::once(l.parents.unwrap_or(0)).chain(l.ours_at.iter().copied()) {
+                    // Cannot fail: writing to a String.
+                    let _ = write!(text, "{n},");
+                }
+                text.push(';');
+            }
+        }
+        for h in &p.hostnames {
+            // Cannot fail: writing to a String.
+            let _ = write!(text, "{}:{h}", h.len());
+        }
         RouteFacts {
             kind: p.kind,
             flags,
+            // Lengths from one API object: the API server takes requests of a few MiB.
+            name_end: u32::try_from(p.name.len()).unwrap_or(u32::MAX),
+            rv_end: u32::try_from(p.name.len() + rv.len()).unwrap_or(u32::MAX),
             creation_nanosecond,
             namespace: p.namespace,
-            text: Packed::new(
-                &p.name,
-                p.resource_version.as_deref(),
-                p.hostnames.iter().map(String::as_str),
-            ),
+            text: text.into_boxed_str(),
             creation_second,
             generation: p.generation.unwrap_or(0),
             parent_refs: p.parent_refs,
             our_status: p.our_status,
-            layout,
         }
     }
 }
@@ -172,17 +183,32 @@ impl RouteFacts {
 
     /// `metadata.name`.
     pub fn name(&self) -> &str {
-        self.text.name()
+        self.text.get(..self.name_end as usize).unwrap_or_default()
     }
 
     /// `metadata.resourceVersion`.
     pub fn resource_version(&self) -> Option<&str> {
-        (self.flags & HAS_RESOURCE_VERSION != 0).then(|| self.text.resource_version())
+        (self.flags & HAS_RESOURCE_VERSION != 0).then(|| {
+            self.text
+                .get(self.name_end as usize..self.rv_end as usize)
+                .unwrap_or_default()
+        })
+    }
+
+    /// The layout's numbers and the hostnames, packed.
+    fn after_rv(&self) -> (&str, &str) {
+        let rest = self.text.get(self.rv_end as usize..).unwrap_or_default();
+        if self.flags & LAYOUT_NUMBERS == 0 {
+            return ("", rest);
+        }
+        rest.split_once(';').unwrap_or((rest, ""))
     }
 
     /// `spec.hostnames` as written (the strings among them), in order.
     pub fn hostnames(&self) -> Hostnames<'_> {
-        self.text.hostnames()
+        Hostnames {
+            rest: self.after_rv().1,
+        }
     }
 
     /// `metadata.creationTimestamp`.
@@ -206,42 +232,48 @@ impl RouteFacts {
         (self.flags & HAS_LAYOUT != 0).then(|| ParentsLayout {
             status: self.flags & LAYOUT_STATUS != 0,
             parents: self.layout_parents(),
-            ours_at: self.ours_at().into(),
+            ours_at: self.ours_at().collect(),
         })
+    }
+
+    /// The layout's numbers as packed: its length of `status.parents`, then `ours_at`.
+    fn layout_numbers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.after_rv()
+            .0
+            .split_terminator(',')
+            .filter_map(|n| n.parse().ok())
     }
 
     fn layout_parents(&self) -> Option<u32> {
         if self.flags & HAS_PARENTS == 0 {
             return None;
         }
-        self.layout.first().copied()
+        self.layout_numbers().next()
     }
 
-    fn ours_at(&self) -> &[u32] {
-        self.layout.get(1..).unwrap_or_default()
+    fn ours_at(&self) -> impl Iterator<Item = u32> + '_ {
+        self.layout_numbers().skip(1)
     }
 
     /// Sets the name (builders and tests; the index never edits facts in place).
     pub fn set_name(&mut self, name: &str) {
-        self.text = Packed::new(name, self.resource_version(), self.hostnames());
+        let mut p = self.parts();
+        p.name = name.into();
+        *self = RouteFacts::from(p);
     }
 
     /// Sets the hostnames (builders and tests).
     pub fn set_hostnames<S: AsRef<str>>(&mut self, hostnames: &[S]) {
-        self.text = Packed::new(
-            self.name(),
-            self.resource_version(),
-            hostnames.iter().map(AsRef::as_ref),
-        );
+        let mut p = self.parts();
+        p.hostnames = hostnames.iter().map(|h| h.as_ref().to_string()).collect();
+        *self = RouteFacts::from(p);
     }
 
     /// Sets the resourceVersion (builders and tests).
     pub fn set_resource_version(&mut self, rv: Option<&str>) {
-        self.flags &= !HAS_RESOURCE_VERSION;
-        if rv.is_some() {
-            self.flags |= HAS_RESOURCE_VERSION;
-        }
-        self.text = Packed::new(self.name(), rv, self.hostnames());
+        let mut p = self.parts();
+        p.resource_version = rv.map(Box::from);
+        *self = RouteFacts::from(p);
     }
 
     /// Sets the creation time (builders and tests).
@@ -253,11 +285,9 @@ impl RouteFacts {
 
     /// Sets the generation (builders and tests).
     pub fn set_generation(&mut self, generation: Option<i64>) {
-        self.flags &= !HAS_GENERATION;
-        if generation.is_some() {
-            self.flags |= HAS_GENERATION;
-        }
-        self.generation = generation.unwrap_or(0);
+        let mut p = self.parts();
+        p.generation = generation;
+        *self = RouteFacts::from(p);
     }
 
     /// Sets the layout (builders and tests).
@@ -268,60 +298,13 @@ impl RouteFacts {
     }
 }
 
-/// A route's name, resourceVersion and hostnames in one string of their length: the name,
-/// then the resourceVersion (empty when absent), then each hostname as `<length>:<hostname>`
-/// (decimal length, so any string round-trips exactly, a `:` or a digit in it included).
-#[derive(Clone, PartialEq, Eq, Default)]
-struct Packed {
-    text: Box<str>,
-    /// Where the name ends and where the resourceVersion ends.
-    name_end: u32,
-    rv_end: u32,
-}
-
-impl Packed {
-    fn new<'a>(name: &str, rv: Option<&str>, hostnames: impl Iterator<Item = &'a str>) -> Packed {
-        use std::fmt::Write;
-        let rv = rv.unwrap_or_default();
-        let mut text = String::with_capacity(name.len() + rv.len());
-        text.push_str(name);
-        text.push_str(rv);
-        for h in hostnames {
-            // Cannot fail: writing to a String.
-            let _ = write!(text, "{}:{h}", h.len());
-        }
-        Packed {
-            text: text.into_boxed_str(),
-            // Lengths from one API object: the API server takes requests of at most a few MiB.
-            name_end: u32::try_from(name.len()).unwrap_or(u32::MAX),
-            rv_end: u32::try_from(name.len() + rv.len()).unwrap_or(u32::MAX),
-        }
-    }
-
-    fn name(&self) -> &str {
-        self.text.get(..self.name_end as usize).unwrap_or_default()
-    }
-
-    fn resource_version(&self) -> &str {
-        self.text
-            .get(self.name_end as usize..self.rv_end as usize)
-            .unwrap_or_default()
-    }
-
-    fn hostnames(&self) -> Hostnames<'_> {
-        Hostnames {
-            rest: self.text.get(self.rv_end as usize..).unwrap_or_default(),
-        }
-    }
-}
-
 /// A route's hostnames ([`RouteFacts::hostnames`]), read from their packed form.
 #[derive(Clone)]
 pub struct Hostnames<'a> {
     rest: &'a str,
 }
 
-impl<'a> Hostnames<'a> {
+impl Hostnames<'_> {
     /// No hostnames left (a route with none takes every hostname of its listeners).
     pub fn is_empty(&self) -> bool {
         self.rest.is_empty()
@@ -379,7 +362,7 @@ impl RouteFacts {
         let others = if self.flags & HAS_LAYOUT == 0 {
             0
         } else {
-            (self.layout_parents().unwrap_or(0) as usize).saturating_sub(self.ours_at().len())
+            (self.layout_parents().unwrap_or(0) as usize).saturating_sub(self.ours_at().count())
         };
         let ours_elsewhere = self
             .our_status
@@ -395,16 +378,15 @@ impl RouteFacts {
             return None;
         }
         let rv = self.resource_version()?;
-        let ours_at = self.ours_at();
-        if ours_at.len() != self.our_status.len() {
+        if self.ours_at().count() != self.our_status.len() {
             return None;
         }
         let mut remove_at: Vec<u32> = self
             .our_status
             .iter()
-            .zip(ours_at)
+            .zip(self.ours_at())
             .filter(|(e, _)| e.parent_ref.targets(&self.namespace, gateway.0, gateway.1))
-            .map(|(_, i)| *i)
+            .map(|(_, i)| i)
             .collect();
         remove_at.sort_unstable_by(|a, b| b.cmp(a));
         Some(InPlaceEdit {
@@ -745,11 +727,11 @@ mod tests {
     use super::*;
 
     /// The index holds one `Arc<RouteFacts>` per route: 16 bytes of counts and the facts
-    /// must stay within jemalloc's 128-byte size class (the unpacked facts took 192).
+    /// must stay within jemalloc's 112-byte size class (the unpacked facts took 192).
     #[test]
     fn facts_fit_their_size_class() {
         let arc_inner = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<RouteFacts>();
-        assert!(arc_inner <= 128, "Arc<RouteFacts> takes {arc_inner} bytes");
+        assert!(arc_inner <= 112, "Arc<RouteFacts> takes {arc_inner} bytes");
     }
 
     /// Values of each field, the edges included: what the API server allows (names and
@@ -784,6 +766,7 @@ mod tests {
                 Some(String::new()),
                 Some("7".into()),
                 Some("18446744073709551615".into()),
+                Some("1,2;3:".into()),
             ],
             hostnames: vec![
                 vec![],
@@ -794,6 +777,8 @@ mod tests {
                     "3:abc".into(),
                     ":".into(),
                     "12".into(),
+                    ";".into(),
+                    "1,;2:".into(),
                     "a.example.org".into(),
                 ],
                 vec![
