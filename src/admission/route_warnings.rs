@@ -145,7 +145,7 @@ impl<'a> Admitted<'a> {
 
     /// An indexed route is this one (an earlier version of it).
     fn is(&self, r: &RouteFacts) -> bool {
-        (r.kind, &*r.namespace, &*r.name()) == (self.kind, self.namespace, self.name)
+        (r.kind, &*r.namespace, r.name()) == (self.kind, self.namespace, self.name)
     }
 
     /// The Gateways its parentRefs name, each once, in order (`cluster::routes::gateways_of`
@@ -416,7 +416,7 @@ struct HostClaims {
 fn apex_claimant<'a>(r: &'a RouteFacts, apex: &'a Apexes) -> ApexClaimant<'a> {
     ApexClaimant {
         namespace: &r.namespace,
-        name: &r.name(),
+        name: r.name(),
         apex: apex.get(&*r.namespace).and_then(|a| a.0.as_deref()),
     }
 }

@@ -326,7 +326,7 @@ items:
         assert_eq!(gw.len(), 2);
         let dash = gw
             .values()
-            .find(|r| &*r.name() == "dashboard")
+            .find(|r| r.name() == "dashboard")
             .expect("dashboard");
         assert_eq!(
             dash.hostnames().collect::<Vec<_>>(),

@@ -53,7 +53,7 @@ pub struct GatewayRoutes(Vec<Arc<RouteFacts>>);
 impl GatewayRoutes {
     fn position(&self, kind: RouteKind, namespace: &str, name: &str) -> Result<usize, usize> {
         self.0
-            .binary_search_by(|f| (f.kind, &*f.namespace, &*f.name()).cmp(&(kind, namespace, name)))
+            .binary_search_by(|f| (f.kind, &*f.namespace, f.name()).cmp(&(kind, namespace, name)))
     }
 
     /// Route `kind` `namespace/name`, when it is indexed on this Gateway.
@@ -78,7 +78,7 @@ impl GatewayRoutes {
 
     /// Insert or replace the route with `facts`' key.
     fn insert(&mut self, facts: Arc<RouteFacts>) {
-        match self.position(facts.kind, &facts.namespace, &facts.name()) {
+        match self.position(facts.kind, &facts.namespace, facts.name()) {
             Ok(i) => self.0[i] = facts,
             Err(i) => {
                 super::kept::reserve_one(&mut self.0);
@@ -480,11 +480,11 @@ fn key_hash(kind: RouteKind, namespace: &str, name: &str) -> u64 {
 }
 
 fn hash_of(f: &Arc<RouteFacts>) -> u64 {
-    key_hash(f.kind, &f.namespace, &f.name())
+    key_hash(f.kind, &f.namespace, f.name())
 }
 
 fn is_route(kind: RouteKind, namespace: &str, name: &str) -> impl Fn(&Arc<RouteFacts>) -> bool {
-    move |f| f.kind == kind && &*f.namespace == namespace && &*f.name() == name
+    move |f| f.kind == kind && &*f.namespace == namespace && f.name() == name
 }
 
 /// What the continuous audit reads of a Gateway (SPEC §3.9: layer 2 reads its listeners'
@@ -679,8 +679,8 @@ impl RouteIndex {
     /// Insert or replace a route; returns the Gateways whose routes changed.
     pub fn apply(&self, mut facts: RouteFacts) -> BTreeSet<Key> {
         let mut g = self.write();
-        let hash = key_hash(facts.kind, &facts.namespace, &facts.name());
-        let found = is_route(facts.kind, &facts.namespace, &facts.name());
+        let hash = key_hash(facts.kind, &facts.namespace, facts.name());
+        let found = is_route(facts.kind, &facts.namespace, facts.name());
         let (key, facts, old) = match g.routes.entry(hash, found, hash_of) {
             // The namespace already indexed, so the facts share it.
             Entry::Occupied(mut o) => {
@@ -899,7 +899,7 @@ mod tests {
             f.our_status[0].conditions.accepted_since(true),
             Some(accepted.last_transition_time.clone())
         );
-        assert_eq!(f.resource_version().as_deref(), Some("7"));
+        assert_eq!(f.resource_version(), Some("7"));
         let gws = gateways_of(&f);
         assert_eq!(
             gws.into_iter().collect::<Vec<_>>(),

@@ -104,7 +104,7 @@ pub fn analyse(
         .routes
         .iter()
         .filter(|r| allowed.contains(&*r.namespace))
-        .filter(|r| !(r.kind == RouteKind::HttpRoute && (&*r.namespace, &*r.name()) == skip))
+        .filter(|r| !(r.kind == RouteKind::HttpRoute && (&*r.namespace, r.name()) == skip))
         .filter(|r| {
             r.parent_refs
                 .iter()

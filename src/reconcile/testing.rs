@@ -532,7 +532,7 @@ pub fn entries<'a>(inputs: &'a Inputs, ns: &str, name: &str) -> &'a [RouteParent
     inputs
         .routes
         .iter()
-        .find(|r| &*r.namespace == ns && &*r.name() == name)
+        .find(|r| &*r.namespace == ns && r.name() == name)
         .map(|r| &*r.our_status)
         .unwrap_or(&[])
 }

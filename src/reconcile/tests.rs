@@ -119,7 +119,7 @@ fn http01_listener_certificate_and_route_status() {
 
     // Deleting the route removes both.
     let mut w3 = w.clone();
-    w3.routes.retain(|r| &*r.name() != "harbor");
+    w3.routes.retain(|r| r.name() != "harbor");
     let (w3, _) = settle(w3);
     assert!(!listener_names(&w3).contains(&"https-harbor".to_string()));
     assert_eq!(cert_names(&w3), [format!("gw-{deep}-tls")]);
@@ -1576,7 +1576,7 @@ fn a_listener_whose_certificate_is_missing_keeps_its_certificate_ref() {
         (format!("https-{stem}"), format!("gw-{stem}-tls"))
     );
     // The deep hostname goes, and the twin's Certificate is not in the cache.
-    w.routes.retain(|r| &*r.name() != "deep");
+    w.routes.retain(|r| r.name() != "deep");
     let cert = before[&twin].1.clone();
     w.observed
         .certificates
@@ -1783,7 +1783,7 @@ fn the_platform_controllers_world_is_adopted_in_place() {
     );
 
     let mut shrunk = grown.clone();
-    shrunk.routes.retain(|r| &*r.name() != "r0");
+    shrunk.routes.retain(|r| r.name() != "r0");
     let p = plan(&shrunk, &cfg());
     let deletes: Vec<(ObjectKind, &str)> = p
         .writes
@@ -1915,7 +1915,7 @@ fn accepted_on(w: &Inputs, ns: &str, name: &str, gw: &str) -> (String, String, S
     let r = w
         .routes
         .iter()
-        .find(|r| &*r.namespace == ns && &*r.name() == name)
+        .find(|r| &*r.namespace == ns && r.name() == name)
         .expect("route");
     let e: Vec<_> = status::entries_for(&r.our_status, &r.namespace, ("tenant-alice", gw));
     assert_eq!(e.len(), 1, "{ns}/{name} on {gw}: {:?}", r.our_status);

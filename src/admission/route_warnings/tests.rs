@@ -1049,7 +1049,7 @@ fn kept_summaries_equal_summaries_built_afresh() {
                 }
                 16..=17 if !indexed.is_empty() => {
                     let r = indexed.swap_remove(rng.usize(0..indexed.len()));
-                    idx.delete(r.kind, &r.namespace, &r.name());
+                    idx.delete(r.kind, &r.namespace, r.name());
                 }
                 18 => {
                     let listeners = [
@@ -1449,7 +1449,7 @@ mod naive_scan {
                 if mine.contains(h) {
                     claimed.entry(h).or_default().push(Claimant {
                         namespace: &r.namespace,
-                        name: &r.name(),
+                        name: r.name(),
                     });
                 }
                 if with_listener.len() < MAX_LISTENERS
@@ -1462,7 +1462,7 @@ mod naive_scan {
         }
         let me = Claimant {
             namespace: &route.namespace,
-            name: &route.name(),
+            name: route.name(),
         };
         let apex_of = |ns: &str| apexes.apex_of(ns);
         for h in &mine {
@@ -1547,7 +1547,7 @@ mod naive_scan {
                 h,
                 owned.iter().map(|(r, a)| ApexClaimant {
                     namespace: &r.namespace,
-                    name: &r.name(),
+                    name: r.name(),
                     apex: a.as_deref(),
                 }),
                 system_prefix,
