@@ -1,7 +1,7 @@
 //! The facts the route index keeps of each HTTPRoute and TLSRoute (SPEC §3.3, §3.4): what
 //! the reconciler plans from, what the admission warnings compare against, and what a route
 //! status write edits in place. Sized for tens of thousands of routes: parentRefs shared,
-//! conditions packed.
+//! conditions fingerprinted, a route's strings packed into one ([`RouteFacts`]).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
