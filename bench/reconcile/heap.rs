@@ -10,8 +10,11 @@
 //!                         the status entry the reconciler gives it, its Certificate, and the
 //!                         Gateway of each 40 as the reconciler renders it; the marginal bytes
 //!                         of a route are the difference of two sizes, measured in one process)
+//!   reconcile-heap --synth-cold N1,N2,…   (the same routes as a cold world has them: no
+//!                         status yet)
 
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 mod holder;
 
@@ -19,6 +22,9 @@ use holder::{Holder, Kind};
 
 #[global_allocator]
 static ALLOC: dhat::Alloc = dhat::Alloc;
+
+/// `--synth-cold`: the synthetic routes have no status.
+static COLD: AtomicBool = AtomicBool::new(false);
 
 fn items(dir: &Path, file: &str) -> Vec<String> {
     let text = std::fs::read_to_string(dir.join(file)).unwrap_or_else(|e| {
@@ -41,7 +47,7 @@ fn mib(b: u64) -> f64 {
 fn synth_route(i: usize, r: usize) -> String {
     let ns = format!("tenant-b{i:04}");
     let host = format!("h{r:02}.b{i:04}.example.org");
-    serde_json::json!({
+    let mut route = serde_json::json!({
         "apiVersion": "gateway.networking.k8s.io/v1", "kind": "HTTPRoute",
         "metadata": {"name": format!("r{r:02}"), "namespace": ns, "generation": 1,
             "resourceVersion": format!("{}", 100_000 + i * 40 + r),
@@ -58,8 +64,11 @@ fn synth_route(i: usize, r: usize) -> String {
                 "observedGeneration": 1, "lastTransitionTime": "2026-12-01T15:16:02Z",
                 "message": format!("hostname(s) \"{host}\" served by TenantGateway {ns}/gw")}]
         }]}
-    })
-    .to_string()
+    });
+    if COLD.load(Ordering::Relaxed) {
+        route.as_object_mut().map(|o| o.remove("status"));
+    }
+    route.to_string()
 }
 
 /// What the reconciler renders for TenantGateway `i` (namespace `tenant-b{i}`, http01, the
@@ -217,10 +226,15 @@ fn synth(sizes: &str) {
 
 fn main() {
     let mut args = std::env::args().skip(1);
-    if let Some("--synth") = args.next().as_deref() {
-        synth(&args.next().unwrap_or_else(|| "10000,20000".into()));
-        return;
+    match args.next().as_deref() {
+        Some("--synth") => {}
+        Some("--synth-cold") => COLD.store(true, Ordering::Relaxed),
+        _ => return measure_dumps(),
     }
+    synth(&args.next().unwrap_or_else(|| "10000,20000".into()));
+}
+
+fn measure_dumps() {
     let dir = std::env::args()
         .nth(1)
         .expect("usage: reconcile-heap DIR (the kubectl dumps)");

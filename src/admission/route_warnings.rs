@@ -51,7 +51,7 @@ use crate::claims::{
     share_warning, share_warning_sorted,
 };
 use crate::cluster::route_facts::{
-    HttpsListeners, ParentRef, PassthroughListener, RouteFacts, RouteKind,
+    Hostnames, HttpsListeners, ParentRef, PassthroughListener, RouteFacts, RouteKind,
 };
 use crate::cluster::routes::{GatewayRoutes, RouteFollower, RouteIndex};
 use crate::cluster::watch::Key;
@@ -129,8 +129,8 @@ impl<'a> Admitted<'a> {
         Admitted {
             kind: f.kind,
             namespace: &f.namespace,
-            name: &f.name,
-            hostnames: f.hostnames.iter().map(String::as_str).collect(),
+            name: f.name(),
+            hostnames: f.hostnames().collect(),
             hostnames_valid: false,
             parent_refs: f.parent_refs.iter().map(|p| ParentOf::of(p)).collect(),
         }
@@ -145,7 +145,7 @@ impl<'a> Admitted<'a> {
 
     /// An indexed route is this one (an earlier version of it).
     fn is(&self, r: &RouteFacts) -> bool {
-        (r.kind, &*r.namespace, &*r.name) == (self.kind, self.namespace, self.name)
+        (r.kind, &*r.namespace, r.name()) == (self.kind, self.namespace, self.name)
     }
 
     /// The Gateways its parentRefs name, each once, in order (`cluster::routes::gateways_of`
@@ -416,17 +416,17 @@ struct HostClaims {
 fn apex_claimant<'a>(r: &'a RouteFacts, apex: &'a Apexes) -> ApexClaimant<'a> {
     ApexClaimant {
         namespace: &r.namespace,
-        name: &r.name,
+        name: r.name(),
         apex: apex.get(&*r.namespace).and_then(|a| a.0.as_deref()),
     }
 }
 
 /// Its hostnames, each once: a route listing a hostname twice claims it once.
-fn distinct(hosts: &[String]) -> impl Iterator<Item = &String> {
+fn distinct(hosts: Hostnames<'_>) -> impl Iterator<Item = &str> {
+    let all = hosts.clone();
     hosts
-        .iter()
         .enumerate()
-        .filter(|(i, h)| !hosts[..*i].contains(h))
+        .filter(move |(i, h)| !all.clone().take(*i).any(|seen| seen == *h))
         .map(|(_, h)| h)
 }
 
@@ -477,8 +477,8 @@ impl GatewaySummary {
             match r.kind {
                 RouteKind::HttpRoute => {
                     if on.claimed_by(r) {
-                        for h in distinct(&r.hostnames) {
-                            https.entry(h.clone()).or_default().push(r.clone());
+                        for h in distinct(r.hostnames()) {
+                            https.entry(h.to_string()).or_default().push(r.clone());
                             apex.entry(r.namespace.clone())
                                 .or_insert_with(|| (apexes.apex_of(&r.namespace), 0))
                                 .1 += 1;
@@ -489,8 +489,10 @@ impl GatewaySummary {
                     for s in on.tls_sections(r) {
                         *sections.entry(s.into()).or_default() += 1;
                     }
-                    for h in distinct(&r.hostnames) {
-                        tls.entry(h.clone()).or_default().push(r.namespace.clone());
+                    for h in distinct(r.hostnames()) {
+                        tls.entry(h.to_string())
+                            .or_default()
+                            .push(r.namespace.clone());
                     }
                 }
             }
@@ -567,7 +569,7 @@ impl GatewaySummary {
         match r.kind {
             RouteKind::HttpRoute => {
                 if on.claimed_by(r) {
-                    for h in distinct(&r.hostnames) {
+                    for h in distinct(r.hostnames()) {
                         self.claim(h, r, system_prefix, apexes);
                     }
                 }
@@ -576,11 +578,12 @@ impl GatewaySummary {
                 for s in on.tls_sections(r) {
                     *self.sections.entry(s.into()).or_default() += 1;
                 }
-                for h in distinct(&r.hostnames) {
-                    match self.tls.get_mut(h.as_str()) {
+                for h in distinct(r.hostnames()) {
+                    match self.tls.get_mut(h) {
                         Some(v) => count_in(v, &r.namespace),
                         None => {
-                            self.tls.insert(h.clone(), vec![(r.namespace.clone(), 1)]);
+                            self.tls
+                                .insert(h.to_string(), vec![(r.namespace.clone(), 1)]);
                         }
                     }
                 }
@@ -592,7 +595,7 @@ impl GatewaySummary {
         match r.kind {
             RouteKind::HttpRoute => {
                 if on.claimed_by(r) {
-                    for h in distinct(&r.hostnames) {
+                    for h in distinct(r.hostnames()) {
                         self.unclaim(h, r, system_prefix);
                     }
                 }
@@ -606,11 +609,11 @@ impl GatewaySummary {
                         }
                     }
                 }
-                for h in distinct(&r.hostnames) {
-                    if let Some(v) = self.tls.get_mut(h.as_str()) {
+                for h in distinct(r.hostnames()) {
+                    if let Some(v) = self.tls.get_mut(h) {
                         count_out(v, &r.namespace);
                         if v.is_empty() {
-                            self.tls.remove(h.as_str());
+                            self.tls.remove(h);
                         }
                     }
                 }
@@ -1110,9 +1113,7 @@ fn http_route<'g>(
     // The budget, as http01 counts it: hostnames only this route's published version claims
     // are the ones it would take over, not listeners in use by others.
     let own_only = own.map_or(0, |r| {
-        r.hostnames
-            .iter()
-            .map(String::as_str)
+        r.hostnames()
             .collect::<BTreeSet<&str>>()
             .into_iter()
             .filter(|h| listenable(h) && !claimed_by_others(h))
@@ -1139,12 +1140,7 @@ fn http_route<'g>(
     let mut mine_published = summary.demands.get(me.namespace);
     let mut others_gain: Vec<&str> = Vec::new();
     if let Some(old) = own {
-        let hosts: BTreeSet<&str> = old
-            .hostnames
-            .iter()
-            .map(String::as_str)
-            .filter(|h| listenable(h))
-            .collect();
+        let hosts: BTreeSet<&str> = old.hostnames().filter(|h| listenable(h)).collect();
         for h in hosts {
             let Some(c) = summary.https.get(h) else {
                 continue;

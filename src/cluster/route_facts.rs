@@ -1,7 +1,7 @@
 //! The facts the route index keeps of each HTTPRoute and TLSRoute (SPEC §3.3, §3.4): what
 //! the reconciler plans from, what the admission warnings compare against, and what a route
 //! status write edits in place. Sized for tens of thousands of routes: parentRefs shared,
-//! conditions packed.
+//! conditions fingerprinted, a route's strings packed into one ([`RouteFacts`]).
 
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
@@ -12,8 +12,9 @@ use super::intern::{Interner, MAX_INTERNED_LEN};
 use super::kept::KeptJson;
 use crate::platform::GATEWAY_API_GROUP;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Default)]
 pub enum RouteKind {
+    #[default]
     HttpRoute,
     TlsRoute,
 }
@@ -28,13 +29,47 @@ impl RouteKind {
 }
 
 /// The facts of one route the reconciler reads (SPEC §3.3).
-#[derive(Debug, Clone, PartialEq)]
 ///
 /// Sized for the index: tens of thousands are kept, each in one allocation of jemalloc's
-/// 192-byte class (`facts_fit_their_size_class`), with the namespace interned, the name in a
-/// box of its length (nothing else holds it: an `Arc`'s counts were 16 bytes more a route),
-/// and lists at their length (`Box<[T]>`, no spare capacity).
+/// 112-byte class with its `Arc` counts (`facts_fit_their_size_class`). The name, the
+/// resourceVersion, the status layout's numbers and the hostnames share one string of their
+/// length (`text`, see [`RouteFacts::from`]), the optional scalars keep their presence in
+/// one byte of flags, the namespace is interned, and the lists are at their length
+/// (`Box<[T]>`, no allocation when empty). The plain form, [`RouteFactsParts`], is what
+/// builders and tests write; readers go through the accessors.
+#[derive(Clone, PartialEq)]
 pub struct RouteFacts {
+    pub kind: RouteKind,
+    flags: u8,
+    /// Where the name ends in `text` and where the resourceVersion ends.
+    name_end: u32,
+    rv_end: u32,
+    /// The creation time's nanosecond (0 when absent).
+    creation_nanosecond: i32,
+    pub namespace: Arc<str>,
+    text: Box<str>,
+    /// The creation time's second (0 when absent).
+    creation_second: i64,
+    /// `metadata.generation` (0 when absent).
+    generation: i64,
+    pub parent_refs: Box<[SharedRef]>,
+    /// The route's `status.parents` entries whose controllerName is ours (any Gateway).
+    pub our_status: Box<[RouteParentStatus]>,
+}
+
+const HAS_RESOURCE_VERSION: u8 = 1;
+const HAS_CREATION: u8 = 1 << 1;
+const HAS_GENERATION: u8 = 1 << 2;
+const HAS_LAYOUT: u8 = 1 << 3;
+const LAYOUT_STATUS: u8 = 1 << 4;
+const HAS_PARENTS: u8 = 1 << 5;
+/// `text` holds the layout's numbers (its length of `status.parents`, then `ours_at`).
+const LAYOUT_NUMBERS: u8 = 1 << 6;
+
+/// A route's facts in plain form: what [`RouteFacts`] packs and restores exactly
+/// ([`RouteFacts::parts`]).
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RouteFactsParts {
     pub kind: RouteKind,
     pub namespace: Arc<str>,
     pub name: Box<str>,
@@ -50,6 +85,247 @@ pub struct RouteFacts {
     /// the view is not exact (an entry under our controllerName that did not decode, a
     /// `status.parents` that is not a list): the write then reads the route.
     pub parents_layout: Option<ParentsLayout>,
+}
+
+/// The packing: `text` is the name, then the resourceVersion (empty when absent), then,
+/// when the layout has any, its numbers in decimal each ended by `,` (the length of
+/// `status.parents`, 0 when absent, then `ours_at`) and a `;`, then each hostname as
+/// `<length>:<hostname>` (decimal length, so any string round-trips exactly, a `:`, `;` or
+/// digit in it included).
+impl From<RouteFactsParts> for RouteFacts {
+    fn from(p: RouteFactsParts) -> RouteFacts {
+        use std::fmt::Write;
+        let mut flags = 0;
+        let (creation_second, creation_nanosecond) = match &p.creation {
+            Some(t) => {
+                flags |= HAS_CREATION;
+                (t.0.as_second(), t.0.subsec_nanosecond())
+            }
+            None => (0, 0),
+        };
+        if p.generation.is_some() {
+            flags |= HAS_GENERATION;
+        }
+        let rv = p.resource_version.as_deref();
+        if rv.is_some() {
+            flags |= HAS_RESOURCE_VERSION;
+        }
+        let rv = rv.unwrap_or_default();
+        let mut text = String::with_capacity(p.name.len() + rv.len());
+        text.push_str(&p.name);
+        text.push_str(rv);
+        if let Some(l) = &p.parents_layout {
+            flags |= HAS_LAYOUT;
+            if l.status {
+                flags |= LAYOUT_STATUS;
+            }
+            if l.parents.is_some() {
+                flags |= HAS_PARENTS;
+            }
+            if l.parents.is_some() || !l.ours_at.is_empty() {
+                flags |= LAYOUT_NUMBERS;
+                for n in std::iter::once(l.parents.unwrap_or(0)).chain(l.ours_at.iter().copied()) {
+                    // Cannot fail: writing to a String.
+                    let _ = write!(text, "{n},");
+                }
+                text.push(';');
+            }
+        }
+        for h in &p.hostnames {
+            // Cannot fail: writing to a String.
+            let _ = write!(text, "{}:{h}", h.len());
+        }
+        RouteFacts {
+            kind: p.kind,
+            flags,
+            // Lengths from one API object: the API server takes requests of a few MiB.
+            name_end: u32::try_from(p.name.len()).unwrap_or(u32::MAX),
+            rv_end: u32::try_from(p.name.len() + rv.len()).unwrap_or(u32::MAX),
+            creation_nanosecond,
+            namespace: p.namespace,
+            text: text.into_boxed_str(),
+            creation_second,
+            generation: p.generation.unwrap_or(0),
+            parent_refs: p.parent_refs,
+            our_status: p.our_status,
+        }
+    }
+}
+
+impl Default for RouteFacts {
+    fn default() -> RouteFacts {
+        RouteFacts::from(RouteFactsParts::default())
+    }
+}
+
+impl std::fmt::Debug for RouteFacts {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.parts().fmt(f)
+    }
+}
+
+impl RouteFacts {
+    /// The plain form, restored exactly.
+    pub fn parts(&self) -> RouteFactsParts {
+        RouteFactsParts {
+            kind: self.kind,
+            namespace: self.namespace.clone(),
+            name: self.name().into(),
+            creation: self.creation(),
+            generation: self.generation(),
+            resource_version: self.resource_version().map(Box::from),
+            hostnames: self.hostnames().map(str::to_string).collect(),
+            parent_refs: self.parent_refs.clone(),
+            our_status: self.our_status.clone(),
+            parents_layout: self.parents_layout(),
+        }
+    }
+
+    /// `metadata.name`.
+    pub fn name(&self) -> &str {
+        self.text.get(..self.name_end as usize).unwrap_or_default()
+    }
+
+    /// `metadata.resourceVersion`.
+    pub fn resource_version(&self) -> Option<&str> {
+        (self.flags & HAS_RESOURCE_VERSION != 0).then(|| {
+            self.text
+                .get(self.name_end as usize..self.rv_end as usize)
+                .unwrap_or_default()
+        })
+    }
+
+    /// The layout's numbers and the hostnames, packed.
+    fn after_rv(&self) -> (&str, &str) {
+        let rest = self.text.get(self.rv_end as usize..).unwrap_or_default();
+        if self.flags & LAYOUT_NUMBERS == 0 {
+            return ("", rest);
+        }
+        rest.split_once(';').unwrap_or((rest, ""))
+    }
+
+    /// `spec.hostnames` as written (the strings among them), in order.
+    pub fn hostnames(&self) -> Hostnames<'_> {
+        Hostnames {
+            rest: self.after_rv().1,
+        }
+    }
+
+    /// `metadata.creationTimestamp`.
+    pub fn creation(&self) -> Option<Time> {
+        if self.flags & HAS_CREATION == 0 {
+            return None;
+        }
+        // Cannot fail: the parts are those of a timestamp (`From<RouteFactsParts>`).
+        k8s_openapi::jiff::Timestamp::new(self.creation_second, self.creation_nanosecond)
+            .ok()
+            .map(Time)
+    }
+
+    /// `metadata.generation`.
+    pub fn generation(&self) -> Option<i64> {
+        (self.flags & HAS_GENERATION != 0).then_some(self.generation)
+    }
+
+    /// Where `our_status`'s entries sit in `status.parents` ([`RouteFactsParts::parents_layout`]).
+    pub fn parents_layout(&self) -> Option<ParentsLayout> {
+        (self.flags & HAS_LAYOUT != 0).then(|| ParentsLayout {
+            status: self.flags & LAYOUT_STATUS != 0,
+            parents: self.layout_parents(),
+            ours_at: self.ours_at().collect(),
+        })
+    }
+
+    /// The layout's numbers as packed: its length of `status.parents`, then `ours_at`.
+    fn layout_numbers(&self) -> impl Iterator<Item = u32> + '_ {
+        self.after_rv()
+            .0
+            .split_terminator(',')
+            .filter_map(|n| n.parse().ok())
+    }
+
+    fn layout_parents(&self) -> Option<u32> {
+        if self.flags & HAS_PARENTS == 0 {
+            return None;
+        }
+        self.layout_numbers().next()
+    }
+
+    fn ours_at(&self) -> impl Iterator<Item = u32> + '_ {
+        self.layout_numbers().skip(1)
+    }
+
+    /// Sets the name (builders and tests; the index never edits facts in place).
+    pub fn set_name(&mut self, name: &str) {
+        let mut p = self.parts();
+        p.name = name.into();
+        *self = RouteFacts::from(p);
+    }
+
+    /// Sets the hostnames (builders and tests).
+    pub fn set_hostnames<S: AsRef<str>>(&mut self, hostnames: &[S]) {
+        let mut p = self.parts();
+        p.hostnames = hostnames.iter().map(|h| h.as_ref().to_string()).collect();
+        *self = RouteFacts::from(p);
+    }
+
+    /// Sets the resourceVersion (builders and tests).
+    pub fn set_resource_version(&mut self, rv: Option<&str>) {
+        let mut p = self.parts();
+        p.resource_version = rv.map(Box::from);
+        *self = RouteFacts::from(p);
+    }
+
+    /// Sets the creation time (builders and tests).
+    pub fn set_creation(&mut self, creation: Option<Time>) {
+        let mut p = self.parts();
+        p.creation = creation;
+        *self = RouteFacts::from(p);
+    }
+
+    /// Sets the generation (builders and tests).
+    pub fn set_generation(&mut self, generation: Option<i64>) {
+        let mut p = self.parts();
+        p.generation = generation;
+        *self = RouteFacts::from(p);
+    }
+
+    /// Sets the layout (builders and tests).
+    pub fn set_parents_layout(&mut self, layout: Option<ParentsLayout>) {
+        let mut p = self.parts();
+        p.parents_layout = layout;
+        *self = RouteFacts::from(p);
+    }
+}
+
+/// A route's hostnames ([`RouteFacts::hostnames`]), read from their packed form.
+#[derive(Clone)]
+pub struct Hostnames<'a> {
+    rest: &'a str,
+}
+
+impl Hostnames<'_> {
+    /// No hostnames left (a route with none takes every hostname of its listeners).
+    pub fn is_empty(&self) -> bool {
+        self.rest.is_empty()
+    }
+}
+
+impl<'a> Iterator for Hostnames<'a> {
+    type Item = &'a str;
+
+    fn next(&mut self) -> Option<&'a str> {
+        let (len, rest) = self.rest.split_once(':')?;
+        let (h, rest) = rest.split_at_checked(len.parse().ok()?)?;
+        self.rest = rest;
+        Some(h)
+    }
+}
+
+impl std::fmt::Debug for Hostnames<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_list().entries(self.clone()).finish()
+    }
 }
 
 /// The shape of a route's `status.parents` as watched.
@@ -83,9 +359,11 @@ impl RouteFacts {
     /// entries are unknown here and count as none; the write edge then reads the route and
     /// keeps the bound itself.
     pub fn foreign_parents(&self, gateway: (&str, &str)) -> usize {
-        let others = self.parents_layout.as_ref().map_or(0, |l| {
-            (l.parents.unwrap_or(0) as usize).saturating_sub(l.ours_at.len())
-        });
+        let others = if self.flags & HAS_LAYOUT == 0 {
+            0
+        } else {
+            (self.layout_parents().unwrap_or(0) as usize).saturating_sub(self.ours_at().count())
+        };
         let ours_elsewhere = self
             .our_status
             .iter()
@@ -96,23 +374,25 @@ impl RouteFacts {
 
     /// The in-place edit that replaces our entries for Gateway `gateway` (`None`: read first).
     pub fn in_place_edit(&self, gateway: (&str, &str)) -> Option<InPlaceEdit> {
-        let layout = self.parents_layout.as_ref()?;
-        let rv = self.resource_version.clone()?;
-        if layout.ours_at.len() != self.our_status.len() {
+        if self.flags & HAS_LAYOUT == 0 {
+            return None;
+        }
+        let rv = self.resource_version()?;
+        if self.ours_at().count() != self.our_status.len() {
             return None;
         }
         let mut remove_at: Vec<u32> = self
             .our_status
             .iter()
-            .zip(&layout.ours_at)
+            .zip(self.ours_at())
             .filter(|(e, _)| e.parent_ref.targets(&self.namespace, gateway.0, gateway.1))
-            .map(|(_, i)| *i)
+            .map(|(_, i)| i)
             .collect();
         remove_at.sort_unstable_by(|a, b| b.cmp(a));
         Some(InPlaceEdit {
             resource_version: rv.into(),
-            status: layout.status,
-            parents: layout.parents,
+            status: self.flags & LAYOUT_STATUS != 0,
+            parents: self.layout_parents(),
             remove_at,
         })
     }
@@ -447,11 +727,241 @@ mod tests {
     use super::*;
 
     /// The index holds one `Arc<RouteFacts>` per route: 16 bytes of counts and the facts
-    /// must stay within jemalloc's 192-byte size class (they took a 256-byte one before).
+    /// must stay within jemalloc's 112-byte size class (the unpacked facts took 192).
     #[test]
     fn facts_fit_their_size_class() {
         let arc_inner = 2 * std::mem::size_of::<usize>() + std::mem::size_of::<RouteFacts>();
-        assert!(arc_inner <= 192, "Arc<RouteFacts> takes {arc_inner} bytes");
+        assert!(arc_inner <= 112, "Arc<RouteFacts> takes {arc_inner} bytes");
+    }
+
+    /// Values of each field, the edges included: what the API server allows (names and
+    /// hostnames up to 253 bytes, 16 hostnames) and what it would not (more, longer, empty,
+    /// with the packing's own `:` and digits), as a tenant's objects may reach the index by
+    /// other means than a validated write.
+    fn field_values() -> FieldValues {
+        let t = |s: i64, n: i32| {
+            Some(Time(
+                k8s_openapi::jiff::Timestamp::new(s, n).expect("a time"),
+            ))
+        };
+        let long = |c: char, n: usize| std::iter::repeat_n(c, n).collect::<String>();
+        let entry = |gw: &str, at: i64| RouteParentStatus {
+            parent_ref: ParentRef {
+                name: gw.to_string(),
+                ..ParentRef::default()
+            }
+            .into(),
+            conditions: Conditions::observed(&[cond(ACCEPTED, "True", "Accepted", "", at)]),
+        };
+        FieldValues {
+            names: vec![
+                String::new(),
+                "r".into(),
+                "r1".into(),
+                long('n', 253),
+                long('x', 70_000),
+            ],
+            rvs: vec![
+                None,
+                Some(String::new()),
+                Some("7".into()),
+                Some("18446744073709551615".into()),
+                Some("1,2;3:".into()),
+            ],
+            hostnames: vec![
+                vec![],
+                vec!["a.example.org".into()],
+                vec![String::new()],
+                vec![String::new(), String::new()],
+                vec![
+                    "3:abc".into(),
+                    ":".into(),
+                    "12".into(),
+                    ";".into(),
+                    "1,;2:".into(),
+                    "a.example.org".into(),
+                ],
+                vec![
+                    "*.example.org".into(),
+                    "a.example.org".into(),
+                    "a.example.org".into(),
+                ],
+                (0..16)
+                    .map(|i| format!("{}.{i}.example.org", long('h', 240)))
+                    .collect(),
+                (0..300).map(|i| format!("h{i}.example.org")).collect(),
+                vec![long('h', 70_000)],
+            ],
+            creations: vec![
+                None,
+                t(0, 0),
+                t(1_764_600_000, 0),
+                t(1_764_600_000, 250_000_000),
+                t(-1, -999_999_999),
+                Some(Time(k8s_openapi::jiff::Timestamp::MIN)),
+                Some(Time(k8s_openapi::jiff::Timestamp::MAX)),
+            ],
+            generations: vec![
+                None,
+                Some(0),
+                Some(1),
+                Some(-1),
+                Some(i64::MIN),
+                Some(i64::MAX),
+            ],
+            statuses: vec![
+                vec![],
+                vec![entry("gw", 100)],
+                vec![entry("gw", 100), entry("gw2", 200)],
+            ],
+            layouts: vec![
+                None,
+                Some(ParentsLayout::default()),
+                Some(ParentsLayout {
+                    status: true,
+                    ..ParentsLayout::default()
+                }),
+                Some(ParentsLayout {
+                    status: true,
+                    parents: Some(0),
+                    ours_at: Box::default(),
+                }),
+                Some(ParentsLayout {
+                    status: true,
+                    parents: Some(1),
+                    ours_at: [0].into(),
+                }),
+                Some(ParentsLayout {
+                    status: true,
+                    parents: Some(u32::MAX),
+                    ours_at: [u32::MAX - 1, 0, 7].into(),
+                }),
+                // Not one the watch makes (`ours_at` without a list), kept all the same.
+                Some(ParentsLayout {
+                    status: false,
+                    parents: None,
+                    ours_at: [3].into(),
+                }),
+            ],
+        }
+    }
+
+    struct FieldValues {
+        names: Vec<String>,
+        rvs: Vec<Option<String>>,
+        hostnames: Vec<Vec<String>>,
+        creations: Vec<Option<Time>>,
+        generations: Vec<Option<i64>>,
+        statuses: Vec<Vec<RouteParentStatus>>,
+        layouts: Vec<Option<ParentsLayout>>,
+    }
+
+    fn random_parts(v: &FieldValues, rng: &mut fastrand::Rng) -> RouteFactsParts {
+        fn pick<'a, T>(rng: &mut fastrand::Rng, of: &'a [T]) -> &'a T {
+            &of[rng.usize(0..of.len())]
+        }
+        RouteFactsParts {
+            kind: if rng.bool() {
+                RouteKind::HttpRoute
+            } else {
+                RouteKind::TlsRoute
+            },
+            namespace: pick(rng, &["tenant-a", "", "tenant-b"]).to_string().into(),
+            name: pick(rng, &v.names).as_str().into(),
+            creation: pick(rng, &v.creations).clone(),
+            generation: *pick(rng, &v.generations),
+            resource_version: pick(rng, &v.rvs).as_deref().map(Box::from),
+            hostnames: pick(rng, &v.hostnames).clone().into(),
+            parent_refs: pick(rng, &[vec![], vec!["gw"], vec!["gw", "gw2"]])
+                .iter()
+                .map(|n| {
+                    SharedRef::from(ParentRef {
+                        name: n.to_string(),
+                        ..ParentRef::default()
+                    })
+                })
+                .collect(),
+            our_status: pick(rng, &v.statuses).clone().into(),
+            parents_layout: pick(rng, &v.layouts).clone(),
+        }
+    }
+
+    /// The packed facts restore every field exactly, read the same through each accessor, are
+    /// equal exactly when their plain forms are, and each setter makes what packing the
+    /// changed plain form makes.
+    #[test]
+    fn packed_facts_round_trip_every_field_exactly() {
+        let v = field_values();
+        let mut rng = fastrand::Rng::with_seed(33);
+        let cases: Vec<RouteFactsParts> = (0..600).map(|_| random_parts(&v, &mut rng)).collect();
+        // Every value of every field at least once, beside random others.
+        let mut all = cases.clone();
+        let base = &cases[0];
+        all.extend(v.names.iter().map(|n| RouteFactsParts {
+            name: n.as_str().into(),
+            ..base.clone()
+        }));
+        all.extend(v.rvs.iter().map(|r| RouteFactsParts {
+            resource_version: r.as_deref().map(Box::from),
+            ..base.clone()
+        }));
+        all.extend(v.hostnames.iter().map(|h| RouteFactsParts {
+            hostnames: h.clone().into(),
+            ..base.clone()
+        }));
+        all.extend(v.creations.iter().map(|c| RouteFactsParts {
+            creation: c.clone(),
+            ..base.clone()
+        }));
+        all.extend(v.generations.iter().map(|g| RouteFactsParts {
+            generation: *g,
+            ..base.clone()
+        }));
+        all.extend(v.statuses.iter().map(|s| RouteFactsParts {
+            our_status: s.clone().into(),
+            ..base.clone()
+        }));
+        all.extend(v.layouts.iter().map(|l| RouteFactsParts {
+            parents_layout: l.clone(),
+            ..base.clone()
+        }));
+        let packed: Vec<RouteFacts> = all.iter().cloned().map(RouteFacts::from).collect();
+        for (p, f) in all.iter().zip(&packed) {
+            assert_eq!(&f.parts(), p);
+            assert_eq!(f.name(), &*p.name);
+            assert_eq!(f.resource_version(), p.resource_version.as_deref());
+            assert_eq!(
+                f.hostnames().collect::<Vec<_>>(),
+                p.hostnames.iter().map(String::as_str).collect::<Vec<_>>()
+            );
+            assert_eq!(f.hostnames().is_empty(), p.hostnames.is_empty());
+            assert_eq!(f.creation(), p.creation);
+            assert_eq!(f.generation(), p.generation);
+            assert_eq!(f.parents_layout(), p.parents_layout);
+        }
+        for (i, (p, f)) in all.iter().zip(&packed).enumerate().step_by(7) {
+            for (q, g) in all.iter().zip(&packed) {
+                assert_eq!(f == g, p == q, "case {i}: {p:?} against {q:?}");
+            }
+        }
+        for (p, q) in all.iter().zip(all.iter().skip(1)) {
+            let mut f = RouteFacts::from(p.clone());
+            f.set_name(&q.name);
+            f.set_resource_version(q.resource_version.as_deref());
+            f.set_hostnames(&q.hostnames);
+            f.set_creation(q.creation.clone());
+            f.set_generation(q.generation);
+            f.set_parents_layout(q.parents_layout.clone());
+            let want = RouteFactsParts {
+                kind: p.kind,
+                namespace: p.namespace.clone(),
+                parent_refs: p.parent_refs.clone(),
+                our_status: p.our_status.clone(),
+                ..q.clone()
+            };
+            assert_eq!(f, RouteFacts::from(want.clone()));
+            assert_eq!(f.parts(), want);
+        }
     }
 
     fn cond(type_: &str, status: &str, reason: &str, message: &str, at: i64) -> Condition {

@@ -326,9 +326,12 @@ items:
         assert_eq!(gw.len(), 2);
         let dash = gw
             .values()
-            .find(|r| &*r.name == "dashboard")
+            .find(|r| r.name() == "dashboard")
             .expect("dashboard");
-        assert_eq!(*dash.hostnames, ["dash.alice.example.org"]);
+        assert_eq!(
+            dash.hostnames().collect::<Vec<_>>(),
+            ["dash.alice.example.org"]
+        );
         assert_eq!(
             dash.our_status.len(),
             1,

@@ -31,7 +31,7 @@ use super::intern::intern;
 use super::projection::{Path, project_json};
 use super::route_facts::{
     Conditions, HttpsListeners, ParentRef, ParentsLayout, PassthroughListener, RouteFacts,
-    RouteKind, RouteParentStatus, SharedRef,
+    RouteFactsParts, RouteKind, RouteParentStatus, SharedRef,
 };
 use super::watch::{FromWatch, Key, Lenient, Watched};
 use crate::platform::{
@@ -53,7 +53,7 @@ pub struct GatewayRoutes(Vec<Arc<RouteFacts>>);
 impl GatewayRoutes {
     fn position(&self, kind: RouteKind, namespace: &str, name: &str) -> Result<usize, usize> {
         self.0
-            .binary_search_by(|f| (f.kind, &*f.namespace, &*f.name).cmp(&(kind, namespace, name)))
+            .binary_search_by(|f| (f.kind, &*f.namespace, f.name()).cmp(&(kind, namespace, name)))
     }
 
     /// Route `kind` `namespace/name`, when it is indexed on this Gateway.
@@ -78,7 +78,7 @@ impl GatewayRoutes {
 
     /// Insert or replace the route with `facts`' key.
     fn insert(&mut self, facts: Arc<RouteFacts>) {
-        match self.position(facts.kind, &facts.namespace, &facts.name) {
+        match self.position(facts.kind, &facts.namespace, facts.name()) {
             Ok(i) => self.0[i] = facts,
             Err(i) => {
                 super::kept::reserve_one(&mut self.0);
@@ -376,7 +376,7 @@ impl RouteView {
                 }
             },
         };
-        RouteFacts {
+        RouteFacts::from(RouteFactsParts {
             kind,
             namespace: intern(&m.namespace),
             name: m.name.into_boxed_str(),
@@ -387,7 +387,7 @@ impl RouteView {
             parent_refs,
             our_status: our_status.into(),
             parents_layout: layout,
-        }
+        })
     }
 }
 
@@ -480,11 +480,11 @@ fn key_hash(kind: RouteKind, namespace: &str, name: &str) -> u64 {
 }
 
 fn hash_of(f: &Arc<RouteFacts>) -> u64 {
-    key_hash(f.kind, &f.namespace, &f.name)
+    key_hash(f.kind, &f.namespace, f.name())
 }
 
 fn is_route(kind: RouteKind, namespace: &str, name: &str) -> impl Fn(&Arc<RouteFacts>) -> bool {
-    move |f| f.kind == kind && &*f.namespace == namespace && &*f.name == name
+    move |f| f.kind == kind && &*f.namespace == namespace && f.name() == name
 }
 
 /// What the continuous audit reads of a Gateway (SPEC §3.9: layer 2 reads its listeners'
@@ -679,13 +679,13 @@ impl RouteIndex {
     /// Insert or replace a route; returns the Gateways whose routes changed.
     pub fn apply(&self, mut facts: RouteFacts) -> BTreeSet<Key> {
         let mut g = self.write();
-        let hash = key_hash(facts.kind, &facts.namespace, &facts.name);
-        let found = is_route(facts.kind, &facts.namespace, &facts.name);
+        let hash = key_hash(facts.kind, &facts.namespace, facts.name());
+        let found = is_route(facts.kind, &facts.namespace, facts.name());
         let (key, facts, old) = match g.routes.entry(hash, found, hash_of) {
             // The namespace already indexed, so the facts share it.
             Entry::Occupied(mut o) => {
                 let seen = o.get();
-                let key: RouteKey = (seen.kind, seen.namespace.clone(), facts.name.clone());
+                let key: RouteKey = (seen.kind, seen.namespace.clone(), Box::from(facts.name()));
                 facts.namespace = key.1.clone();
                 let facts = Arc::new(facts);
                 let old = std::mem::replace(o.get_mut(), facts.clone());
@@ -693,7 +693,7 @@ impl RouteIndex {
             }
             Entry::Vacant(v) => {
                 facts.namespace = intern(&facts.namespace);
-                let key: RouteKey = (facts.kind, facts.namespace.clone(), facts.name.clone());
+                let key: RouteKey = (facts.kind, facts.namespace.clone(), Box::from(facts.name()));
                 let facts = Arc::new(facts);
                 v.insert(facts.clone());
                 (key, facts, None)
@@ -753,7 +753,7 @@ impl RouteIndex {
             g.routes
                 .iter()
                 .filter(|f| f.kind == kind)
-                .map(|f| (f.kind, f.namespace.clone(), f.name.clone()))
+                .map(|f| (f.kind, f.namespace.clone(), Box::from(f.name())))
                 .filter(|k| !seen.contains(k))
                 .collect()
         };
@@ -826,18 +826,13 @@ mod tests {
                 list.remove(kind, ns, name);
                 map.remove(&key);
             } else {
-                let f = Arc::new(RouteFacts {
+                let f = Arc::new(RouteFacts::from(RouteFactsParts {
                     kind,
                     namespace: key.1.clone(),
                     name: key.2.clone(),
-                    creation: None,
                     generation: Some(step),
-                    resource_version: None,
-                    hostnames: Box::default(),
-                    parent_refs: Box::default(),
-                    our_status: Box::default(),
-                    parents_layout: None,
-                });
+                    ..RouteFactsParts::default()
+                }));
                 list.insert(f.clone());
                 map.insert(key, f);
             }
@@ -884,7 +879,7 @@ mod tests {
         );
         let f = project(RouteKind::HttpRoute, &o);
         assert_eq!(
-            *f.hostnames,
+            f.hostnames().collect::<Vec<_>>(),
             ["a.example.org"],
             "a non-string hostname is dropped"
         );
@@ -904,7 +899,7 @@ mod tests {
             f.our_status[0].conditions.accepted_since(true),
             Some(accepted.last_transition_time.clone())
         );
-        assert_eq!(f.resource_version.as_deref(), Some("7"));
+        assert_eq!(f.resource_version(), Some("7"));
         let gws = gateways_of(&f);
         assert_eq!(
             gws.into_iter().collect::<Vec<_>>(),
@@ -996,25 +991,27 @@ mod tests {
         };
         let f =
             facts(serde_json::json!({"parents": [other.clone(), ours("gw"), other, ours("gw2")]}));
-        let layout = f.parents_layout.expect("exact");
+        let layout = f.parents_layout().expect("exact");
         assert_eq!((layout.status, layout.parents), (true, Some(4)));
         assert_eq!(*layout.ours_at, [1, 3]);
         assert_eq!(f.our_status.len(), 2);
         assert_eq!(
-            facts(Value::Null).parents_layout,
+            facts(Value::Null).parents_layout(),
             Some(ParentsLayout::default())
         );
-        let no_list = facts(serde_json::json!({})).parents_layout.expect("exact");
+        let no_list = facts(serde_json::json!({}))
+            .parents_layout()
+            .expect("exact");
         assert_eq!((no_list.status, no_list.parents), (true, None));
         assert_eq!(
-            facts(serde_json::json!({"parents": "x"})).parents_layout,
+            facts(serde_json::json!({"parents": "x"})).parents_layout(),
             None,
             "not a list: read before writing"
         );
         assert_eq!(
             facts(serde_json::json!({"parents": [
                 {"controllerName": CONTROLLER_NAME, "parentRef": {}}]}))
-            .parents_layout,
+            .parents_layout(),
             None,
             "an entry of ours without a name: read before writing"
         );
@@ -1065,7 +1062,9 @@ mod tests {
             new: Option<&Arc<RouteFacts>>,
             routes: &GatewayRoutes,
         ) {
-            let hosts = |r: Option<&Arc<RouteFacts>>| r.map(|r| r.hostnames.to_vec());
+            let hosts = |r: Option<&Arc<RouteFacts>>| {
+                r.map(|r| r.hostnames().map(str::to_string).collect::<Vec<_>>())
+            };
             self.0.lock().expect("not poisoned").push((
                 gateway.1.clone(),
                 hosts(old),
@@ -1088,7 +1087,7 @@ mod tests {
                 RouteKind::HttpRoute,
                 &route("n", "r", serde_json::json!({"name": gw}), Value::Null),
             );
-            r.hostnames = vec![host.to_string()].into();
+            r.set_hostnames(&[host]);
             r
         };
         let told = || std::mem::take(&mut *rec.0.lock().expect("not poisoned"));
@@ -1250,7 +1249,7 @@ mod tests {
         let left: Vec<RouteKey> = idx
             .for_gateway("n", "gw")
             .values()
-            .map(|f| (f.kind, f.namespace.clone(), f.name.clone()))
+            .map(|f| (f.kind, f.namespace.clone(), Box::from(f.name())))
             .collect();
         assert_eq!(
             left,

@@ -949,17 +949,14 @@ mod tests {
                     .filter(|(_, e)| e["controllerName"] == CONTROLLER_NAME)
                     .map(|(i, _)| i as u32)
                     .collect();
-                let facts = crate::reconcile::inputs::RouteFacts {
-                    our_status: our_status.clone().into(),
-                    parents_layout: Some(crate::reconcile::inputs::ParentsLayout {
-                        status: doc.get("status").is_some(),
-                        parents: doc["status"]["parents"].as_array().map(|a| a.len() as u32),
-                        ours_at: ours_at.into(),
-                    }),
-                    namespace: "tenant-a".into(),
-                    resource_version: Some("5".into()),
-                    ..crate::reconcile::testing::route("tenant-a", "r", &[])
-                };
+                let mut facts = crate::reconcile::testing::route("tenant-a", "r", &[]);
+                facts.our_status = our_status.clone().into();
+                facts.set_parents_layout(Some(crate::reconcile::inputs::ParentsLayout {
+                    status: doc.get("status").is_some(),
+                    parents: doc["status"]["parents"].as_array().map(|a| a.len() as u32),
+                    ours_at: ours_at.into(),
+                }));
+                facts.set_resource_version(Some("5"));
                 let edit = facts
                     .in_place_edit(("tenant-root", "gw"))
                     .expect("exact layout");

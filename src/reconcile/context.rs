@@ -456,7 +456,7 @@ pub fn gather(tgw: &TenantGateway, caches: &Caches, scope: &Scope, now: Time) ->
         .chain(
             second
                 .values()
-                .filter(|r| first.get(r.kind, &r.namespace, &r.name).is_none()),
+                .filter(|r| first.get(r.kind, &r.namespace, r.name()).is_none()),
         )
         .map(|r| (**r).clone())
         .collect();

@@ -21,8 +21,9 @@ use super::api::{
 use super::certmanager::{Certificate, Issuer};
 use crate::cluster::nsmeta::NamespaceMeta;
 pub use crate::cluster::route_facts::{
-    Conditions, InPlaceEdit, ParentRef, ParentsLayout, PassthroughListener, RouteFacts, RouteKind,
-    RouteParentStatus, SharedRef, passthrough_listener, passthrough_listeners,
+    Conditions, InPlaceEdit, ParentRef, ParentsLayout, PassthroughListener, RouteFacts,
+    RouteFactsParts, RouteKind, RouteParentStatus, SharedRef, passthrough_listener,
+    passthrough_listeners,
 };
 use crate::platform::{self, Scope};
 

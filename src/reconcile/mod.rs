@@ -750,7 +750,7 @@ fn route_writes(
     for r in ordered.iter().copied() {
         if r.kind == inputs::RouteKind::HttpRoute
             && *r.namespace == *tgw.namespace
-            && &*r.name == redirect_name
+            && r.name() == redirect_name
         {
             continue;
         }
@@ -760,8 +760,8 @@ fn route_writes(
                 .cloned()
                 .collect();
         let want = verdicts
-            .get(&(r.kind, &*r.namespace, &*r.name))
-            .map(|v| entries(v, r.generation, &current))
+            .get(&(r.kind, &*r.namespace, r.name()))
+            .map(|v| entries(v, r.generation(), &current))
             .unwrap_or_default();
         let parent_refs = want.len();
         let (want, cut) = status::fit_parents(want, r.foreign_parents(gw));
@@ -769,7 +769,7 @@ fn route_writes(
             full.push(status::ParentsFull {
                 kind: r.kind,
                 namespace: r.namespace.to_string(),
-                name: r.name.to_string(),
+                name: r.name().to_string(),
                 without_entry: cut,
                 parent_refs,
             });
@@ -786,7 +786,7 @@ fn route_writes(
 /// The routes of `inputs`, each once (its first fact), in (kind, namespace, name) order.
 fn routes_in_order(inputs: &Inputs) -> Vec<&inputs::RouteFacts> {
     fn key(r: &inputs::RouteFacts) -> (inputs::RouteKind, &str, &str) {
-        (r.kind, &r.namespace, &r.name)
+        (r.kind, &r.namespace, r.name())
     }
     let mut ordered: Vec<&inputs::RouteFacts> = inputs.routes.iter().collect();
     // Stable: of the facts of one route the first stays first, and dedup keeps it.
@@ -805,8 +805,8 @@ fn route_status_write(
     Write::RouteStatus(RouteStatusWrite {
         kind: r.kind,
         namespace: r.namespace.to_string(),
-        name: r.name.to_string(),
-        resource_version: r.resource_version.as_deref().map(str::to_string),
+        name: r.name().to_string(),
+        resource_version: r.resource_version().map(str::to_string),
         gateway_namespace: gw.0.to_string(),
         gateway_name: gw.1.to_string(),
         entries,

@@ -104,15 +104,17 @@ pub fn analyse(
         .routes
         .iter()
         .filter(|r| allowed.contains(&*r.namespace))
-        .filter(|r| !(r.kind == RouteKind::HttpRoute && (&*r.namespace, &*r.name) == skip))
+        .filter(|r| !(r.kind == RouteKind::HttpRoute && (&*r.namespace, r.name()) == skip))
         .filter(|r| {
             r.parent_refs
                 .iter()
                 .any(|p| p.targets(&r.namespace, gw_ns, gw_name))
         })
         .collect();
-    attaching.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
-    attaching.dedup_by(|a, b| (a.kind, &a.namespace, &a.name) == (b.kind, &b.namespace, &b.name));
+    attaching
+        .sort_by(|a, b| (a.kind, &a.namespace, &a.name()).cmp(&(b.kind, &b.namespace, &b.name())));
+    attaching
+        .dedup_by(|a, b| (a.kind, &a.namespace, &a.name()) == (b.kind, &b.namespace, &b.name()));
 
     let mut verdicts: Vec<RouteVerdict> = Vec::with_capacity(attaching.len());
     // hostname -> indexes of the claiming routes
@@ -134,7 +136,7 @@ pub fn analyse(
         let mut v = RouteVerdict {
             kind: r.kind,
             namespace: r.namespace.to_string(),
-            name: r.name.to_string(),
+            name: r.name().to_string(),
             parents,
             not_listenable: BTreeMap::new(),
             passthrough: BTreeMap::new(),
@@ -144,17 +146,17 @@ pub fn analyse(
         };
         if claiming {
             let idx = verdicts.len();
-            let hosts: BTreeSet<&String> = r.hostnames.iter().collect();
+            let hosts: BTreeSet<&str> = r.hostnames().collect();
             for h in hosts {
                 if let Some(l) = passthrough.get(&h.to_ascii_lowercase()) {
-                    v.passthrough.insert(h.clone(), (*l).to_string());
+                    v.passthrough.insert(h.to_string(), (*l).to_string());
                     continue;
                 }
                 match claim_problem(h, settings) {
                     Some(why) => {
-                        v.not_listenable.insert(h.clone(), why);
+                        v.not_listenable.insert(h.to_string(), why);
                     }
-                    None => claims.entry(h.clone()).or_default().push(idx),
+                    None => claims.entry(h.to_string()).or_default().push(idx),
                 }
             }
         }
@@ -206,7 +208,7 @@ pub fn analyse(
             let oldest = |h: &str| {
                 winners[h]
                     .iter()
-                    .map(|i| attaching[*i].creation.clone())
+                    .map(|i| attaching[*i].creation().clone())
                     .min_by(|a, b| match (a, b) {
                         // A route without a creation time sorts after every dated one.
                         (Some(a), Some(b)) => a.cmp(b),
@@ -288,8 +290,10 @@ pub fn passthrough_gateway_routes(
                 .any(|p| p.targets(&r.namespace, gw_ns, gateway))
         })
         .collect();
-    attaching.sort_by(|a, b| (a.kind, &a.namespace, &a.name).cmp(&(b.kind, &b.namespace, &b.name)));
-    attaching.dedup_by(|a, b| (a.kind, &a.namespace, &a.name) == (b.kind, &b.namespace, &b.name));
+    attaching
+        .sort_by(|a, b| (a.kind, &a.namespace, &a.name()).cmp(&(b.kind, &b.namespace, &b.name())));
+    attaching
+        .dedup_by(|a, b| (a.kind, &a.namespace, &a.name()) == (b.kind, &b.namespace, &b.name()));
     attaching
         .into_iter()
         .map(|r| {
@@ -306,7 +310,7 @@ pub fn passthrough_gateway_routes(
             RouteVerdict {
                 kind: r.kind,
                 namespace: r.namespace.to_string(),
-                name: r.name.to_string(),
+                name: r.name().to_string(),
                 parents,
                 not_listenable: BTreeMap::new(),
                 passthrough: BTreeMap::new(),
@@ -591,7 +595,7 @@ mod tests {
                 &format!("r{i:02}"),
                 &[&format!("h{i:02}.alice.example.org")],
             );
-            r.creation = Some(testing::at(1000 + i));
+            r.set_creation(Some(testing::at(1000 + i)));
             w.routes.push(r);
         }
         let a = testing::analyse(&w);
@@ -610,7 +614,7 @@ mod tests {
         // A newer route from cozy-* goes first: tenant-alice's share drops to 62.
         let mut r = route("cozy-mon", "grafana", &["grafana.alice.example.org"]);
         r.parent_refs[0].namespace = Some("tenant-alice".into());
-        r.creation = Some(testing::at(5000));
+        r.set_creation(Some(testing::at(5000)));
         w.routes.push(r);
         let a = testing::analyse(&w);
         assert!(a.listener_hosts.contains("grafana.alice.example.org"));
@@ -661,7 +665,7 @@ mod tests {
                 &[&format!("s{i}.x.alice.example.org")],
             );
             r.parent_refs[0].namespace = Some("tenant-alice".into());
-            r.creation = Some(testing::at(9000 + i));
+            r.set_creation(Some(testing::at(9000 + i)));
             w.routes.push(r);
         }
         let a = run(&w, &all);

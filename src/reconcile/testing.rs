@@ -14,7 +14,8 @@ use super::api::{
 };
 use super::diff::{Object, Write};
 use super::inputs::{
-    Inputs, Observed, ParentRef, RouteFacts, RouteKind, RouteParentStatus, TgwFacts,
+    Inputs, Observed, ParentRef, RouteFacts, RouteFactsParts, RouteKind, RouteParentStatus,
+    TgwFacts,
 };
 use super::labels::NamespaceWrite;
 use super::routes::{self, Analysis};
@@ -51,7 +52,7 @@ pub fn push<T>(list: &mut Box<[T]>, item: T) {
 
 /// An HTTPRoute with one parentRef `{name: gw}` (all defaults).
 pub fn route(ns: &str, name: &str, hostnames: &[&str]) -> RouteFacts {
-    RouteFacts {
+    RouteFacts::from(RouteFactsParts {
         kind: RouteKind::HttpRoute,
         namespace: ns.into(),
         name: name.into(),
@@ -67,7 +68,7 @@ pub fn route(ns: &str, name: &str, hostnames: &[&str]) -> RouteFacts {
         .into(),
         our_status: Box::default(),
         parents_layout: Some(Default::default()),
-    }
+    })
 }
 
 /// An HTTPRoute from another namespace, pointing at `tenant-alice/gw`.
@@ -79,10 +80,9 @@ pub fn remote_route(ns: &str, name: &str, hostnames: &[&str]) -> RouteFacts {
 
 /// A TLSRoute with one parentRef `{name: gw}`.
 pub fn tls_route(ns: &str, name: &str, hostnames: &[&str]) -> RouteFacts {
-    RouteFacts {
-        kind: RouteKind::TlsRoute,
-        ..route(ns, name, hostnames)
-    }
+    let mut r = route(ns, name, hostnames);
+    r.kind = RouteKind::TlsRoute;
+    r
 }
 
 /// The http01 spec of the test tenant.
@@ -295,7 +295,7 @@ pub fn converge(inputs: &Inputs, plan: &Plan) -> Inputs {
             }
             Write::RouteStatus(rs) => {
                 for r in next.routes.iter_mut().filter(|r| {
-                    r.kind == rs.kind && *r.namespace == *rs.namespace && *r.name == *rs.name
+                    r.kind == rs.kind && *r.namespace == *rs.namespace && *r.name() == *rs.name
                 }) {
                     let ns = r.namespace.clone();
                     let mut entries = std::mem::take(&mut r.our_status).into_vec();
@@ -403,7 +403,10 @@ pub fn shuffled(inputs: &Inputs, rng: &mut Rng) -> Inputs {
     rng.shuffle(&mut s.observed.certificates);
     rng.shuffle(&mut s.observed.http_routes);
     for r in &mut s.routes {
-        rng.shuffle(&mut r.hostnames);
+        let mut hostnames: Vec<&str> = r.hostnames().collect();
+        rng.shuffle(&mut hostnames);
+        let hostnames: Vec<String> = hostnames.into_iter().map(str::to_string).collect();
+        r.set_hostnames(&hostnames);
         rng.shuffle(&mut r.our_status);
     }
     s
@@ -529,7 +532,7 @@ pub fn entries<'a>(inputs: &'a Inputs, ns: &str, name: &str) -> &'a [RouteParent
     inputs
         .routes
         .iter()
-        .find(|r| &*r.namespace == ns && &*r.name == name)
+        .find(|r| &*r.namespace == ns && r.name() == name)
         .map(|r| &*r.our_status)
         .unwrap_or(&[])
 }

@@ -101,8 +101,8 @@ fn http01_listener_certificate_and_route_status() {
 
     // Changing the hostname swaps listener and Certificate.
     let mut w2 = w.clone();
-    w2.routes[0].hostnames = ["registry.alice.example.org".into()].into();
-    w2.routes[0].generation = Some(2);
+    w2.routes[0].set_hostnames(&["registry.alice.example.org"]);
+    w2.routes[0].set_generation(Some(2));
     let p = plan(&w2, &cfg());
     assert!(p.writes.contains(&Write::Delete {
         kind: ObjectKind::Certificate,
@@ -119,7 +119,7 @@ fn http01_listener_certificate_and_route_status() {
 
     // Deleting the route removes both.
     let mut w3 = w.clone();
-    w3.routes.retain(|r| &*r.name != "harbor");
+    w3.routes.retain(|r| r.name() != "harbor");
     let (w3, _) = settle(w3);
     assert!(!listener_names(&w3).contains(&"https-harbor".to_string()));
     assert_eq!(cert_names(&w3), [format!("gw-{deep}-tls")]);
@@ -220,7 +220,7 @@ fn seventy_routes_make_sixty_four_listeners_and_route_71_evicts_nothing() {
             &format!("r{i:02}"),
             &[&format!("app{i:02}.alice.example.org")],
         );
-        r.creation = Some(at(1000 + i));
+        r.set_creation(Some(at(1000 + i)));
         w.routes.push(r);
     }
     let (w, p) = settle(w);
@@ -248,7 +248,7 @@ fn seventy_routes_make_sixty_four_listeners_and_route_71_evicts_nothing() {
     // Route 71, older than everyone, still evicts nothing: existing listeners stay.
     let mut w = w;
     let mut r = route("tenant-alice", "r70", &["app70.alice.example.org"]);
-    r.creation = Some(at(1));
+    r.set_creation(Some(at(1)));
     w.routes.push(r);
     let (w, _) = settle(w);
     assert_eq!(listener_names(&w), before);
@@ -767,7 +767,7 @@ fn random_world(rng: &mut Rng) -> Inputs {
             1 => Some("tls-api".into()),
             _ => None,
         };
-        r.creation = Some(at(rng.below(50) as i64));
+        r.set_creation(Some(at(rng.below(50) as i64)));
         w.routes.push(r);
     }
     w
@@ -957,13 +957,13 @@ fn route_status_never_pushes_parents_past_32() {
                 conditions: Default::default(),
             })
             .collect();
-        big.parents_layout = Some(ParentsLayout {
+        big.set_parents_layout(Some(ParentsLayout {
             status: true,
             parents: Some(u32::try_from(others + elsewhere).expect("small")),
             ours_at: (others..others + elsewhere)
                 .map(|i| u32::try_from(i).expect("small"))
                 .collect(),
-        });
+        }));
         w.routes.push(big);
         w.routes
             .push(route("tenant-alice", "small", &["small.alice.example.org"]));
@@ -1059,7 +1059,7 @@ fn listener_share_is_fair_between_namespaces() {
                 &format!("a{i:02}"),
                 &[&format!("a{i:02}.alice.example.org")],
             );
-            r.creation = Some(at(1000 + i as i64));
+            r.set_creation(Some(at(1000 + i as i64)));
             w.routes.push(r);
         }
         // The first tenant alone: it takes every listener it can.
@@ -1072,7 +1072,7 @@ fn listener_share_is_fair_between_namespaces() {
                 &format!("x{i:02}"),
                 &[&format!("x{i:02}.x.alice.example.org")],
             );
-            r.creation = Some(at(5000 + i as i64));
+            r.set_creation(Some(at(5000 + i as i64)));
             w.routes.push(r);
         }
         for i in 0..n_cozy {
@@ -1081,7 +1081,7 @@ fn listener_share_is_fair_between_namespaces() {
                 &format!("m{i}"),
                 &[&format!("m{i}.alice.example.org")],
             );
-            r.creation = Some(at(6000 + i as i64));
+            r.set_creation(Some(at(6000 + i as i64)));
             w.routes.push(r);
         }
         let (w, p) = settle(w);
@@ -1166,7 +1166,7 @@ fn parent_never_takes_a_hostname_from_the_child_apex_owner() {
         "tenant-alice",
     ));
     let mut parent = route("tenant-alice", "shop", &[h]);
-    parent.creation = Some(at(1));
+    parent.set_creation(Some(at(1)));
     w.routes.push(parent);
     let (w, _) = settle(w);
     assert_eq!(
@@ -1512,7 +1512,7 @@ fn property_sticky_names_survive_adds_and_removes() {
                 .map(|(i, ((ns, h), _))| {
                     let mut r = remote_route(ns, &format!("r{i}"), &[h]);
                     r.parent_refs[0].name = tgw.clone();
-                    r.creation = Some(at(i as i64));
+                    r.set_creation(Some(at(i as i64)));
                     r
                 })
                 .collect();
@@ -1576,7 +1576,7 @@ fn a_listener_whose_certificate_is_missing_keeps_its_certificate_ref() {
         (format!("https-{stem}"), format!("gw-{stem}-tls"))
     );
     // The deep hostname goes, and the twin's Certificate is not in the cache.
-    w.routes.retain(|r| &*r.name != "deep");
+    w.routes.retain(|r| r.name() != "deep");
     let cert = before[&twin].1.clone();
     w.observed
         .certificates
@@ -1783,7 +1783,7 @@ fn the_platform_controllers_world_is_adopted_in_place() {
     );
 
     let mut shrunk = grown.clone();
-    shrunk.routes.retain(|r| &*r.name != "r0");
+    shrunk.routes.retain(|r| r.name() != "r0");
     let p = plan(&shrunk, &cfg());
     let deletes: Vec<(ObjectKind, &str)> = p
         .writes
@@ -1915,7 +1915,7 @@ fn accepted_on(w: &Inputs, ns: &str, name: &str, gw: &str) -> (String, String, S
     let r = w
         .routes
         .iter()
-        .find(|r| &*r.namespace == ns && &*r.name == name)
+        .find(|r| &*r.namespace == ns && r.name() == name)
         .expect("route");
     let e: Vec<_> = status::entries_for(&r.our_status, &r.namespace, ("tenant-alice", gw));
     assert_eq!(e.len(), 1, "{ns}/{name} on {gw}: {:?}", r.our_status);
@@ -2301,7 +2301,7 @@ fn separate_layout_route_entries() {
             )
             .is_empty(),
             "{}: {:?}",
-            r.name,
+            r.name(),
             r.our_status
         );
     }
@@ -2486,7 +2486,7 @@ fn property_separate_layout_converges_and_switches_cleanly() {
                 status::entries_for(&r.our_status, &r.namespace, ("tenant-alice", &second))
                     .is_empty(),
                 "case {case}: {}",
-                r.name
+                r.name()
             );
         }
         let (again, _) = settle_with(back, &opts);

@@ -918,13 +918,16 @@ fn summaries_answer_as_the_naive_scan_does() {
                 // plus one.
                 let o = &indexed[rng.usize(0..indexed.len())];
                 if rng.bool() {
-                    (route.kind, route.namespace, route.name) =
-                        (o.kind, o.namespace.clone(), o.name.clone());
+                    (route.kind, route.namespace) = (o.kind, o.namespace.clone());
+                    route.set_name(o.name());
                 } else {
-                    let extra = route.hostnames.first().cloned();
+                    let extra = route.hostnames().next().map(str::to_string);
                     route = o.clone();
                     if let Some(h) = extra {
-                        crate::reconcile::testing::push(&mut route.hostnames, h);
+                        let mut hostnames: Vec<String> =
+                            route.hostnames().map(str::to_string).collect();
+                        hostnames.push(h);
+                        route.set_hostnames(&hostnames);
                     }
                 }
             }
@@ -1020,7 +1023,8 @@ fn kept_summaries_equal_summaries_built_afresh() {
         // the first review; the changes below are then made to that summary.
         for _ in 0..[0, 150, 400, 400][rng.usize(0..4)] {
             let r = random_route(&mut rng, hosts);
-            indexed.retain(|o| (o.kind, &o.namespace, &o.name) != (r.kind, &r.namespace, &r.name));
+            indexed
+                .retain(|o| (o.kind, &o.namespace, &o.name()) != (r.kind, &r.namespace, &r.name()));
             indexed.push(r.clone());
             idx.apply(r);
         }
@@ -1029,7 +1033,7 @@ fn kept_summaries_equal_summaries_built_afresh() {
                 0..=11 => {
                     let r = random_route(&mut rng, hosts);
                     indexed.retain(|o| {
-                        (o.kind, &o.namespace, &o.name) != (r.kind, &r.namespace, &r.name)
+                        (o.kind, &o.namespace, &o.name()) != (r.kind, &r.namespace, &r.name())
                     });
                     indexed.push(r.clone());
                     idx.apply(r);
@@ -1038,17 +1042,14 @@ fn kept_summaries_equal_summaries_built_afresh() {
                     // The same route changed: hostnames, sections, Gateways, published or not.
                     let at = rng.usize(0..indexed.len());
                     let mut r = random_route(&mut rng, hosts);
-                    (r.kind, r.namespace, r.name) = (
-                        indexed[at].kind,
-                        indexed[at].namespace.clone(),
-                        indexed[at].name.clone(),
-                    );
+                    (r.kind, r.namespace) = (indexed[at].kind, indexed[at].namespace.clone());
+                    r.set_name(indexed[at].name());
                     indexed[at] = r.clone();
                     idx.apply(r);
                 }
                 16..=17 if !indexed.is_empty() => {
                     let r = indexed.swap_remove(rng.usize(0..indexed.len()));
-                    idx.delete(r.kind, &r.namespace, &r.name);
+                    idx.delete(r.kind, &r.namespace, r.name());
                 }
                 18 => {
                     let listeners = [
@@ -1366,9 +1367,7 @@ mod naive_scan {
 
     /// Its valid hostnames, each once, in order.
     fn valid_hostnames(r: &RouteFacts) -> BTreeSet<&str> {
-        r.hostnames
-            .iter()
-            .map(String::as_str)
+        r.hostnames()
             .filter(|h| hostname::validate(h).is_ok())
             .collect()
     }
@@ -1393,10 +1392,8 @@ mod naive_scan {
         apexes: &dyn ApexOwners,
     ) -> Vec<RouteWarning> {
         // Only the Gateways its parentRefs name (the admitted object's status is not ours to read).
-        let targets = RouteFacts {
-            our_status: Box::default(),
-            ..route.clone()
-        };
+        let mut targets = route.clone();
+        targets.our_status = Box::default();
         let mut out = Vec::new();
         for (gw_ns, gw_name) in gateways_of(&targets) {
             if *gw_ns != *route.namespace && publishes_through.is_some_and(|g| g != gw_ns) {
@@ -1411,7 +1408,8 @@ mod naive_scan {
                 .values()
                 .map(|r| &**r)
                 .filter(|r| {
-                    (r.kind, &r.namespace, &r.name) != (route.kind, &route.namespace, &route.name)
+                    (r.kind, &r.namespace, &r.name())
+                        != (route.kind, &route.namespace, &route.name())
                 })
                 .filter(|r| on.published_by(r))
                 .collect();
@@ -1447,11 +1445,11 @@ mod naive_scan {
         let mut claimed: BTreeMap<&str, Vec<Claimant<'_>>> = BTreeMap::new();
         let mut with_listener: HashSet<&str> = HashSet::new();
         for r in published.iter().filter(|r| on.claimed_by(r)) {
-            for h in r.hostnames.iter().map(String::as_str) {
+            for h in r.hostnames() {
                 if mine.contains(h) {
                     claimed.entry(h).or_default().push(Claimant {
                         namespace: &r.namespace,
-                        name: &r.name,
+                        name: r.name(),
                     });
                 }
                 if with_listener.len() < MAX_LISTENERS
@@ -1464,7 +1462,7 @@ mod naive_scan {
         }
         let me = Claimant {
             namespace: &route.namespace,
-            name: &route.name,
+            name: route.name(),
         };
         let apex_of = |ns: &str| apexes.apex_of(ns);
         for h in &mine {
@@ -1535,7 +1533,7 @@ mod naive_scan {
         // publish, for the namespace of its winning claimant.
         let mut by_host: BTreeMap<&str, Vec<&RouteFacts>> = BTreeMap::new();
         for r in published.iter().filter(|r| on.claimed_by(r)) {
-            for h in r.hostnames.iter().map(String::as_str) {
+            for h in r.hostnames() {
                 if !hostname::is_wildcard(h) && hostname::validate(h).is_ok() {
                     by_host.entry(h).or_default().push(r);
                 }
@@ -1549,7 +1547,7 @@ mod naive_scan {
                 h,
                 owned.iter().map(|(r, a)| ApexClaimant {
                     namespace: &r.namespace,
-                    name: &r.name,
+                    name: r.name(),
                     apex: a.as_deref(),
                 }),
                 system_prefix,
@@ -1592,7 +1590,7 @@ mod naive_scan {
             let others: BTreeSet<&str> = published
                 .iter()
                 .filter(|r| r.kind == RouteKind::TlsRoute && r.namespace != route.namespace)
-                .filter(|r| r.hostnames.iter().any(|x| x == h))
+                .filter(|r| r.hostnames().any(|x| x == h))
                 .map(|r| &*r.namespace)
                 .collect();
             if others.is_empty() {
@@ -1964,7 +1962,7 @@ mod passthrough_hostname {
                     w.text.split(' ').nth(1).unwrap_or_default()
                 })
                 .collect();
-            assert_eq!(hosts, want, "{}: {got:?}", route.name);
+            assert_eq!(hosts, want, "{}: {got:?}", route.name());
         }
         let got = judge(
             &idx,
