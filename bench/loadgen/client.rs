@@ -402,6 +402,27 @@ pub async fn open_loop(
     merge(outs, duration.as_secs_f64(), true)
 }
 
+/// One review on every sender at once (the senders of one HTTP/2 connection: concurrent
+/// streams), answers read; the connections stay open, idle, for whoever measures them.
+pub async fn each_once(pool: &mut Pool, review: &Review) -> Failures {
+    let builder = &pool.builder;
+    let sends = pool.senders.iter_mut().enumerate().map(|(w, sender)| async move {
+        let uid = payload::uid(w as u32, 0);
+        let req = builder.build(review.with_uid(&uid));
+        send_one(sender, req, &uid).await
+    });
+    let mut out = WorkerOut {
+        ok: 0,
+        failures: Failures::default(),
+        latency: new_hist(),
+        lag: new_hist(),
+    };
+    for outcome in futures::future::join_all(sends).await {
+        record(&mut out, outcome, Duration::ZERO, true);
+    }
+    out.failures
+}
+
 async fn collect(
     tasks: Vec<tokio::task::JoinHandle<(WorkerOut, Sender)>>,
     pool: &mut Pool,
