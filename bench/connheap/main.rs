@@ -128,7 +128,11 @@ fn run_client(a: ClientArgs) -> ExitCode {
         }
     };
     let failures = rt.block_on(client::each_once(&mut pool, &review));
-    println!("answered {} failed {}", a.conns as u64 - failures.total(), failures.total());
+    println!(
+        "answered {} failed {}",
+        a.conns as u64 - failures.total(),
+        failures.total()
+    );
     if let Some(f) = failures.first {
         eprintln!("client: first failure: {f}");
     }

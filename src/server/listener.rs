@@ -35,8 +35,8 @@ use std::time::{Duration, Instant};
 
 use axum::Router;
 use hyper::rt::{Sleep, Timer};
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -71,18 +71,19 @@ pub(crate) struct ConnSettings {
     pub h2_max_concurrent_streams: u32,
 }
 
-/// HTTP/1-only and HTTP/2-only variants of one configured builder: on TLS the protocol is
-/// chosen by ALPN, so no bytes are sniffed (sniffing would wait for a preface without any
-/// timeout).
+/// hyper's HTTP/1 and HTTP/2 builders, each used alone: on TLS the protocol is chosen by
+/// ALPN, so no bytes are sniffed (sniffing would wait for a preface without any timeout), and
+/// a connection's state holds its own protocol's machinery only (hyper-util's `auto`
+/// connection is an enum sized for both protocols and a copy of the builder).
 struct Builders {
-    h1: Builder<TokioExecutor>,
-    h2: Builder<TokioExecutor>,
+    h1: http1::Builder,
+    h2: http2::Builder<TokioExecutor>,
 }
 
 impl Builders {
     fn new(s: &ConnSettings) -> Builders {
-        let mut b = Builder::new(TokioExecutor::new());
-        b.http1()
+        let mut h1 = http1::Builder::new();
+        h1
             // hyper starts this timer whenever it waits for a request head, so with it a
             // keep-alive HTTP/1 connection may sit idle only this long between requests; the
             // webhook's TLS connections replace it by a `HeadTimer`.
@@ -92,18 +93,15 @@ impl Builders {
             // small and bodies stream through in pieces either way.
             .max_buf_size(H1_MAX_BUF)
             .keep_alive(true);
-        b.http2()
-            .timer(TokioTimer::new())
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
             .max_concurrent_streams(s.h2_max_concurrent_streams)
             // What a client may send before anyone reads it: bounded per stream and per
             // connection, so unread data stays small next to the body budget.
             .initial_stream_window_size(H2_STREAM_WINDOW)
             .initial_connection_window_size(H2_CONN_WINDOW)
             .max_header_list_size(H2_MAX_HEADER_LIST);
-        Builders {
-            h1: b.clone().http1_only(),
-            h2: b.http2_only(),
-        }
+        Builders { h1, h2 }
     }
 }
 
@@ -351,13 +349,20 @@ async fn serve_connection(
     };
     let service =
         TowerToHyperService::new(tracked(router, activity.clone(), conn.connections.clone()));
+    // Each phase of a connection (handshake, HTTP/1, HTTP/2) runs boxed at its own size: the
+    // task is spawned before the handshake, so inline it would be sized for the largest phase
+    // (HTTP/2's) for as long as any connection lives, and would hold the TLS stream twice
+    // (the handshake's copy beside the connection's).
     match tls {
         None => {
             let c = builders.h1.serve_connection(TokioIo::new(io), service);
-            drive(c, &activity, settings, drain).await;
+            Box::pin(drive(c, &activity, settings, drain)).await;
         }
         Some(acceptor) => {
-            let handshake = tokio::time::timeout(settings.handshake_timeout, acceptor.accept(io));
+            let handshake = Box::pin(tokio::time::timeout(
+                settings.handshake_timeout,
+                acceptor.accept(io),
+            ));
             let tls_stream = tokio::select! {
                 _ = drain.wait_for(|d| *d) => return,
                 _ = activity.evicted() => {
@@ -398,21 +403,22 @@ async fn serve_connection(
                 protocol = if h2 { "h2" } else { "http/1.1" },
                 "connection established"
             );
-            let mut h1 = builders.h1.clone();
-            h1.http1().timer(HeadTimer(activity.clone()));
-            let c = if h2 {
+            if h2 {
                 // hyper's HTTP/2 server waits for the client preface without a timeout (and
                 // a graceful shutdown waits for it too); a client that negotiated h2 and
                 // then stays silent is dropped after the header timeout, like a slow HTTP/1
                 // request head.
                 activity.start_waiting_for_client();
-                builders
+                let c = builders
                     .h2
-                    .serve_connection(TokioIo::new(tls_stream), service)
+                    .serve_connection(TokioIo::new(tls_stream), service);
+                Box::pin(drive(c, &activity, settings, drain)).await;
             } else {
-                h1.serve_connection(TokioIo::new(tls_stream), service)
-            };
-            drive(c, &activity, settings, drain).await;
+                let mut h1 = builders.h1.clone();
+                h1.timer(HeadTimer(activity.clone()));
+                let c = h1.serve_connection(TokioIo::new(tls_stream), service);
+                Box::pin(drive(c, &activity, settings, drain)).await;
+            }
         }
     }
     drop(conn);
