@@ -10,6 +10,11 @@
 //! before the client connects and once the connections are idle; the difference divided by
 //! the connections (or streams) is what each costs.
 //!
+//! `--hold`: the handler keeps every review until `--conns` of them (or, on HTTP/2, the
+//! server's stream limit) are inside it at once; the heap is read then, so the figure is
+//! what a connection with a review in progress holds (its body, hyper's and rustls' state
+//! mid-request), the most a closed-loop load can have at one moment.
+//!
 //! `--dhat-file PATH` writes dhat's profile at the idle-connections moment (its "at end"
 //! figures are then the held bytes by allocation site, for `dh_view` or a script).
 
@@ -26,13 +31,16 @@ use std::io::{BufRead, BufReader, Write};
 use std::path::PathBuf;
 use std::process::{Command, ExitCode, Stdio};
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
+use std::sync::atomic::{AtomicBool, AtomicUsize};
 use std::time::{Duration, Instant};
 
 use clap::{Args, Parser, Subcommand};
+use tenant_gateway::admission::{Reply, WebhookResource};
 use tenant_gateway::certs;
 use tenant_gateway::metrics::Metrics;
 use tenant_gateway::readiness::Readiness;
-use tenant_gateway::server::{self, AlwaysAllow, ServeOptions};
+use tenant_gateway::server::{self, AlwaysAllow, ReviewHandler, ServeOptions};
 
 use client::{Pool, Proto, Target};
 
@@ -66,6 +74,33 @@ struct MeasureArgs {
     /// Write dhat's profile here while the connections are held.
     #[arg(long)]
     dhat_file: Option<PathBuf>,
+    /// Read the heap while the reviews are inside the handler, not after their answers.
+    #[arg(long)]
+    hold: bool,
+}
+
+/// `AlwaysAllow`; once armed (`--hold`), every review after the first waits for the
+/// release (the client sends its first review alone and waits for its answer).
+#[derive(Default)]
+struct Holding {
+    armed: AtomicBool,
+    arrived: AtomicUsize,
+    inside: AtomicUsize,
+    release: tokio::sync::Notify,
+    released: AtomicBool,
+}
+
+impl ReviewHandler for Holding {
+    async fn handle(&self, _target: WebhookResource, body: bytes::Bytes) -> Reply {
+        if self.armed.load(SeqCst) && self.arrived.fetch_add(1, SeqCst) > 0 {
+            let released = self.release.notified();
+            self.inside.fetch_add(1, SeqCst);
+            if !self.released.load(SeqCst) {
+                released.await;
+            }
+        }
+        AlwaysAllow::decide(&body)
+    }
 }
 
 #[derive(Debug, Args)]
@@ -236,10 +271,11 @@ fn measure(a: MeasureArgs) -> ExitCode {
         shutdown_grace: Duration::from_secs(2),
         max_connections: server::DEFAULT_MAX_CONNECTIONS,
     };
+    let handler = Arc::new(Holding::default());
     let bound = rt
         .block_on(server::bind(
             opts,
-            Arc::new(AlwaysAllow),
+            handler.clone(),
             Arc::new(Readiness::new()),
             Metrics::new(),
         ))
@@ -258,9 +294,31 @@ fn measure(a: MeasureArgs) -> ExitCode {
     warm.finish();
     let before = settled();
 
+    handler.armed.store(a.hold, SeqCst);
     let mut child = spawn_client(addr, &ca, a.proto, a.conns, a.payload);
+    let held = if a.hold {
+        // All but the first review (h1), or as many as the stream limit lets in (h2).
+        let expect = match a.proto {
+            Proto::H1 => a.conns - 1,
+            Proto::H2 => (a.conns - 1).min(server::DEFAULT_MAX_CONCURRENT_STREAMS as usize),
+        };
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while handler.inside.load(SeqCst) < expect && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        let inside = handler.inside.load(SeqCst);
+        let held = settled();
+        println!("reviews inside the handler when read: {inside} (expected {expect})");
+        // The profile (if asked) with the reviews still inside.
+        drop(profiler.take());
+        handler.released.store(true, SeqCst);
+        handler.release.notify_waiters();
+        held
+    } else {
+        (0, 0)
+    };
     let line = child.answered();
-    let held = settled();
+    let held = if a.hold { held } else { settled() };
     let per = (held.0 as f64 - before.0 as f64) / a.conns as f64;
     let per_blocks = (held.1 as f64 - before.1 as f64) / a.conns as f64;
     println!(

@@ -210,8 +210,11 @@ enum BodyRead {
 /// capacity (the allocation is what takes memory, and a doubling buffer holds up to twice
 /// its length).
 async fn read_limited(body: &mut Body, max: usize, budget: &Budget, held: &mut Held) -> BodyRead {
-    // Most reviews arrive in one frame: keep it without copying, and only start a buffer
-    // when a second frame comes.
+    // Most reviews arrive in one frame: keep a copy of exactly its bytes, and only start a
+    // buffer when a second frame comes. The frame itself is a view into the connection's
+    // read buffer (hyper's 8-64 KiB HTTP/1 buffer, or h2's shared by many streams' frames):
+    // kept, it would pin that whole allocation while the review is decided, make hyper
+    // allocate a fresh one for its next read, and hold more than the budget was charged.
     let mut first: Option<Bytes> = None;
     let mut rest: Option<BytesMut> = None;
     let mut len = 0usize;
@@ -244,7 +247,7 @@ async fn read_limited(body: &mut Body, max: usize, budget: &Budget, held: &mut H
             charged = needed;
         }
         match (&mut first, &mut rest) {
-            (None, _) => first = Some(data),
+            (None, _) => first = Some(Bytes::copy_from_slice(&data)),
             (Some(f), None) => {
                 let mut buf = BytesMut::with_capacity(needed);
                 buf.extend_from_slice(f);
