@@ -58,8 +58,21 @@ struct Cli {
 enum Cmd {
     /// Serve, drive the child client, print the server's held bytes.
     Measure(MeasureArgs),
-    /// (internal) The child: connect, one review each, report, hold until stdin closes.
+    /// The child: connect, one review each (and `--rounds` more), report, hold until stdin
+    /// closes. Also a client for a `tenant-gateway serve` under callgrind
+    /// (`bench/connheap/callgrind`).
     Client(ClientArgs),
+    /// Write what `tenant-gateway serve` needs for `bench/connheap/callgrind`: development
+    /// certificates (`tls.crt`, `tls.key`, `ca.crt`) and a namespace snapshot.
+    Files(FilesArgs),
+}
+
+#[derive(Debug, Args)]
+struct FilesArgs {
+    #[arg(long)]
+    dir: PathBuf,
+    #[arg(long, default_value_t = 10_000)]
+    namespaces: usize,
 }
 
 #[derive(Debug, Args)]
@@ -115,6 +128,9 @@ struct ClientArgs {
     conns: usize,
     #[arg(long)]
     payload: payload::Shape,
+    /// Rounds of one review on every connection after the first, before reporting.
+    #[arg(long, default_value_t = 0)]
+    rounds: usize,
 }
 
 fn parse_proto(s: &str) -> Result<Proto, String> {
@@ -136,6 +152,7 @@ fn main() -> ExitCode {
     match Cli::parse().cmd {
         Cmd::Measure(a) => measure(a),
         Cmd::Client(a) => run_client(a),
+        Cmd::Files(a) => files(a),
     }
 }
 
@@ -162,10 +179,14 @@ fn run_client(a: ClientArgs) -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    let failures = rt.block_on(client::each_once(&mut pool, &review));
+    let mut failures = rt.block_on(client::each_once(&mut pool, &review));
+    for _ in 0..a.rounds {
+        failures.merge(rt.block_on(client::each_once(&mut pool, &review)));
+    }
+    let sent = (a.conns * (a.rounds + 1)) as u64;
     println!(
         "answered {} failed {}",
-        a.conns as u64 - failures.total(),
+        sent - failures.total(),
         failures.total()
     );
     if let Some(f) = failures.first {
@@ -176,6 +197,16 @@ fn run_client(a: ClientArgs) -> ExitCode {
     let mut sink = String::new();
     let _ = std::io::stdin().read_line(&mut sink);
     drop(pool);
+    ExitCode::SUCCESS
+}
+
+fn files(a: FilesArgs) -> ExitCode {
+    let dev = certs::generate(&certs::default_hosts()).expect("development certificates");
+    certs::write(&a.dir, &dev).expect("certificates written");
+    std::fs::write(a.dir.join("ca.crt"), &dev.ca_cert_pem).expect("the CA written");
+    let ns = payload::namespaces(a.namespaces);
+    std::fs::write(a.dir.join("namespaces.yaml"), payload::namespaces_yaml(&ns))
+        .expect("snapshot written");
     ExitCode::SUCCESS
 }
 
@@ -224,7 +255,7 @@ fn spawn_client(
         .args(["client", "--addr", &addr.to_string(), "--ca-file"])
         .arg(ca)
         .args(["--proto", proto_arg(proto), "--conns", &conns.to_string()])
-        .args(["--payload", shape])
+        .args(["--payload", shape, "--rounds", "0"])
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .spawn()
