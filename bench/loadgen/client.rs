@@ -405,6 +405,8 @@ pub async fn open_loop(
 /// One review on every sender, answers read; the connections stay open, idle, for whoever
 /// measures them. The first sender's review goes alone, so an HTTP/2 connection has the
 /// server's SETTINGS (its stream limit) before the rest go at once as concurrent streams.
+// Called by `conn-heap` (bench/connheap), which shares this file; loadgen does not.
+#[allow(dead_code)]
 pub async fn each_once(pool: &mut Pool, review: &Review) -> Failures {
     let builder = &pool.builder;
     let mut out = WorkerOut {
