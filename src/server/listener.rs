@@ -34,6 +34,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use futures::future::Either;
 use hyper::rt::{Sleep, Timer};
 use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
@@ -359,66 +360,73 @@ async fn serve_connection(
             Box::pin(drive(c, &activity, settings, drain)).await;
         }
         Some(acceptor) => {
-            let handshake = Box::pin(tokio::time::timeout(
-                settings.handshake_timeout,
-                acceptor.accept(io),
-            ));
-            let tls_stream = tokio::select! {
-                _ = drain.wait_for(|d| *d) => return,
-                _ = activity.evicted() => {
-                    tracing::debug!(listener = settings.name, "handshake pool full; closing the oldest pending handshake");
+            // The TLS stream (1.2 KiB) is a local of this block only: one that lived to the
+            // end of the arm would keep its space in the task beside the connection's copy
+            // for as long as the connection is open.
+            let connection = {
+                let handshake = Box::pin(tokio::time::timeout(
+                    settings.handshake_timeout,
+                    acceptor.accept(io),
+                ));
+                let tls_stream = tokio::select! {
+                    _ = drain.wait_for(|d| *d) => return,
+                    _ = activity.evicted() => {
+                        tracing::debug!(listener = settings.name, "handshake pool full; closing the oldest pending handshake");
+                        return;
+                    }
+                    r = handshake => match r {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(listener = settings.name, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(listener = settings.name, "TLS handshake timed out");
+                            return;
+                        }
+                    },
+                };
+                // The connection slot is taken only now: handshakes that never finish
+                // cannot hold one. Release the handshake slot first so the two pools stay
+                // apart.
+                drop(std::mem::replace(
+                    &mut conn.slot,
+                    Slot::none(&conn.connections),
+                ));
+                let Some(slot) = conn.connections.admit(&activity) else {
+                    tracing::debug!(
+                        listener = settings.name,
+                        "connection limit reached after the handshake; closing"
+                    );
                     return;
-                }
-                r = handshake => match r {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(listener = settings.name, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(listener = settings.name, "TLS handshake timed out");
-                        return;
-                    }
-                },
-            };
-            // The connection slot is taken only now: handshakes that never finish cannot
-            // hold one. Release the handshake slot first so the two pools stay apart.
-            drop(std::mem::replace(
-                &mut conn.slot,
-                Slot::none(&conn.connections),
-            ));
-            let Some(slot) = conn.connections.admit(&activity) else {
+                };
+                conn.slot = slot;
+                let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                // Which protocol the API server chose is worth seeing when latency is in
+                // question: it offers HTTP/2 only to a webhook registered by a loopback URL.
                 tracing::debug!(
                     listener = settings.name,
-                    "connection limit reached after the handshake; closing"
+                    protocol = if h2 { "h2" } else { "http/1.1" },
+                    "connection established"
                 );
-                return;
+                if h2 {
+                    // hyper's HTTP/2 server waits for the client preface without a timeout
+                    // (and a graceful shutdown waits for it too); a client that negotiated h2
+                    // and then stays silent is dropped after the header timeout, like a slow
+                    // HTTP/1 request head.
+                    activity.start_waiting_for_client();
+                    let c = builders
+                        .h2
+                        .serve_connection(TokioIo::new(tls_stream), service);
+                    Either::Left(Box::pin(drive(c, &activity, settings, drain)))
+                } else {
+                    let mut h1 = builders.h1.clone();
+                    h1.timer(HeadTimer(activity.clone()));
+                    let c = h1.serve_connection(TokioIo::new(tls_stream), service);
+                    Either::Right(Box::pin(drive(c, &activity, settings, drain)))
+                }
             };
-            conn.slot = slot;
-            let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-            // Which protocol the API server chose is worth seeing when latency is in question:
-            // it offers HTTP/2 only to a webhook registered by a loopback URL.
-            tracing::debug!(
-                listener = settings.name,
-                protocol = if h2 { "h2" } else { "http/1.1" },
-                "connection established"
-            );
-            if h2 {
-                // hyper's HTTP/2 server waits for the client preface without a timeout (and
-                // a graceful shutdown waits for it too); a client that negotiated h2 and
-                // then stays silent is dropped after the header timeout, like a slow HTTP/1
-                // request head.
-                activity.start_waiting_for_client();
-                let c = builders
-                    .h2
-                    .serve_connection(TokioIo::new(tls_stream), service);
-                Box::pin(drive(c, &activity, settings, drain)).await;
-            } else {
-                let mut h1 = builders.h1.clone();
-                h1.timer(HeadTimer(activity.clone()));
-                let c = h1.serve_connection(TokioIo::new(tls_stream), service);
-                Box::pin(drive(c, &activity, settings, drain)).await;
-            }
+            connection.await;
         }
     }
     drop(conn);
