@@ -357,7 +357,7 @@ async fn serve_connection(
     match tls {
         None => {
             let c = builders.h1.serve_connection(TokioIo::new(io), service);
-            Box::pin(drive(c, &activity, settings, drain)).await;
+            Box::pin(drive(Box::pin(c), &activity, settings, drain)).await;
         }
         Some(acceptor) => {
             // The TLS stream (1.2 KiB) is a local of this block only: one that lived to the
@@ -418,12 +418,12 @@ async fn serve_connection(
                     let c = builders
                         .h2
                         .serve_connection(TokioIo::new(tls_stream), service);
-                    Either::Left(Box::pin(drive(c, &activity, settings, drain)))
+                    Either::Left(Box::pin(drive(Box::pin(c), &activity, settings, drain)))
                 } else {
                     let mut h1 = builders.h1.clone();
                     h1.timer(HeadTimer(activity.clone()));
                     let c = h1.serve_connection(TokioIo::new(tls_stream), service);
-                    Either::Right(Box::pin(drive(c, &activity, settings, drain)))
+                    Either::Right(Box::pin(drive(Box::pin(c), &activity, settings, drain)))
                 }
             };
             connection.await;
@@ -587,7 +587,7 @@ impl Drop for Slot {
 /// another `idle_timeout`, the connection is dropped. Eviction drops it at once (it has no
 /// request in progress).
 async fn drive<C>(
-    conn: C,
+    mut conn: Pin<Box<C>>,
     activity: &Activity,
     settings: &ConnSettings,
     mut drain: watch::Receiver<bool>,
@@ -595,7 +595,6 @@ async fn drive<C>(
     C: GracefulConnection,
     C::Error: std::fmt::Display,
 {
-    let mut conn = std::pin::pin!(conn);
     let mut graceful = false;
     let silent_deadline = tokio::time::sleep(settings.header_read_timeout);
     let mut silent_deadline = std::pin::pin!(silent_deadline);
