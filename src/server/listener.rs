@@ -586,6 +586,9 @@ impl Drop for Slot {
 /// being idle for `idle_timeout` (see the module docs); if the peer then stays idle for
 /// another `idle_timeout`, the connection is dropped. Eviction drops it at once (it has no
 /// request in progress).
+///
+/// The connection comes boxed: an argument pinned inside an async fn is held twice in its
+/// future (the argument's slot and the pinned local's), ~1.8 KB on every open connection.
 async fn drive<C>(
     mut conn: Pin<Box<C>>,
     activity: &Activity,
