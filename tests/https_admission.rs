@@ -449,3 +449,37 @@ async fn concurrent_reviews_multiplex_over_http2() {
     }
     s.stop().await;
 }
+
+/// A review far larger than any per-connection buffer (hyper's 8 KiB read buffer and its
+/// 64 KiB cap, rustls' records, the HTTP/2 windows of 128/256 KiB) but under the body limit
+/// is read whole and answered on both HTTP versions, and the connection serves a small
+/// review after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mebibyte_review_is_answered_on_both_http_versions() {
+    let (s, pki, _dir) = server().await;
+    let url = s.url("/validate/httproutes");
+    for (client, expected) in [
+        (client_h1(&pki.ca_cert_pem), Version::HTTP_11),
+        (client(&pki.ca_cert_pem), Version::HTTP_2),
+    ] {
+        let uid = format!("uid-big-{expected:?}");
+        let mut big = admitted(&uid);
+        big["request"]["object"]["metadata"]["annotations"] = json!({
+            "kubectl.kubernetes.io/last-applied-configuration": "x".repeat(1 << 20),
+        });
+        let len = serde_json::to_vec(&big).expect("encode").len();
+        assert!(len > 1 << 20 && len < MAX_BODY_BYTES, "{len} bytes");
+        let (status, version, v) = post_json(&client, &url, &big).await;
+        assert_eq!(version, expected, "negotiated HTTP version");
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(response(&v)["uid"], uid.as_str());
+        assert_eq!(response(&v)["allowed"], true, "{v}");
+
+        let small = format!("uid-small-{expected:?}");
+        let (status, _, v) = post_json(&client, &url, &admitted(&small)).await;
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(response(&v)["uid"], small.as_str());
+        assert_eq!(response(&v)["allowed"], true, "{v}");
+    }
+    s.stop().await;
+}

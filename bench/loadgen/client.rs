@@ -402,6 +402,42 @@ pub async fn open_loop(
     merge(outs, duration.as_secs_f64(), true)
 }
 
+/// One review on every sender, answers read; the connections stay open, idle, for whoever
+/// measures them. The first sender's review goes alone, so an HTTP/2 connection has the
+/// server's SETTINGS (its stream limit) before the rest go at once as concurrent streams.
+// Called by `conn-heap` (bench/connheap), which shares this file; loadgen does not.
+#[allow(dead_code)]
+pub async fn each_once(pool: &mut Pool, review: &Review) -> Failures {
+    let builder = &pool.builder;
+    let mut out = WorkerOut {
+        ok: 0,
+        failures: Failures::default(),
+        latency: new_hist(),
+        lag: new_hist(),
+    };
+    let Some((first, rest)) = pool.senders.split_first_mut() else {
+        return out.failures;
+    };
+    async fn one(b: &RequestBuilder, review: &Review, w: usize, sender: &mut Sender) -> Outcome {
+        let uid = payload::uid(w as u32, 0);
+        send_one(sender, b.build(review.with_uid(&uid)), &uid).await
+    }
+    record(
+        &mut out,
+        one(builder, review, 0, first).await,
+        Duration::ZERO,
+        true,
+    );
+    let sends = rest
+        .iter_mut()
+        .enumerate()
+        .map(|(w, s)| one(builder, review, w + 1, s));
+    for outcome in futures::future::join_all(sends).await {
+        record(&mut out, outcome, Duration::ZERO, true);
+    }
+    out.failures
+}
+
 async fn collect(
     tasks: Vec<tokio::task::JoinHandle<(WorkerOut, Sender)>>,
     pool: &mut Pool,

@@ -117,7 +117,7 @@ impl Budget {
 
 impl Held {
     #[cfg(test)]
-    fn bytes(&self) -> usize {
+    pub(crate) fn bytes(&self) -> usize {
         self.permit.as_ref().map_or(0, |p| p.num_permits())
     }
 }

@@ -34,9 +34,10 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::Router;
+use futures::future::Either;
 use hyper::rt::{Sleep, Timer};
+use hyper::server::conn::{http1, http2};
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-use hyper_util::server::conn::auto::Builder;
 use hyper_util::server::graceful::GracefulConnection;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -71,18 +72,19 @@ pub(crate) struct ConnSettings {
     pub h2_max_concurrent_streams: u32,
 }
 
-/// HTTP/1-only and HTTP/2-only variants of one configured builder: on TLS the protocol is
-/// chosen by ALPN, so no bytes are sniffed (sniffing would wait for a preface without any
-/// timeout).
+/// hyper's HTTP/1 and HTTP/2 builders, each used alone: on TLS the protocol is chosen by
+/// ALPN, so no bytes are sniffed (sniffing would wait for a preface without any timeout), and
+/// a connection's state holds its own protocol's machinery only (hyper-util's `auto`
+/// connection is an enum sized for both protocols and a copy of the builder).
 struct Builders {
-    h1: Builder<TokioExecutor>,
-    h2: Builder<TokioExecutor>,
+    h1: http1::Builder,
+    h2: http2::Builder<TokioExecutor>,
 }
 
 impl Builders {
     fn new(s: &ConnSettings) -> Builders {
-        let mut b = Builder::new(TokioExecutor::new());
-        b.http1()
+        let mut h1 = http1::Builder::new();
+        h1
             // hyper starts this timer whenever it waits for a request head, so with it a
             // keep-alive HTTP/1 connection may sit idle only this long between requests; the
             // webhook's TLS connections replace it by a `HeadTimer`.
@@ -92,18 +94,15 @@ impl Builders {
             // small and bodies stream through in pieces either way.
             .max_buf_size(H1_MAX_BUF)
             .keep_alive(true);
-        b.http2()
-            .timer(TokioTimer::new())
+        let mut h2 = http2::Builder::new(TokioExecutor::new());
+        h2.timer(TokioTimer::new())
             .max_concurrent_streams(s.h2_max_concurrent_streams)
             // What a client may send before anyone reads it: bounded per stream and per
             // connection, so unread data stays small next to the body budget.
             .initial_stream_window_size(H2_STREAM_WINDOW)
             .initial_connection_window_size(H2_CONN_WINDOW)
             .max_header_list_size(H2_MAX_HEADER_LIST);
-        Builders {
-            h1: b.clone().http1_only(),
-            h2: b.http2_only(),
-        }
+        Builders { h1, h2 }
     }
 }
 
@@ -351,68 +350,83 @@ async fn serve_connection(
     };
     let service =
         TowerToHyperService::new(tracked(router, activity.clone(), conn.connections.clone()));
+    // Each phase of a connection (handshake, HTTP/1, HTTP/2) runs boxed at its own size: the
+    // task is spawned before the handshake, so inline it would be sized for the largest phase
+    // (HTTP/2's) for as long as any connection lives, and would hold the TLS stream twice
+    // (the handshake's copy beside the connection's).
     match tls {
         None => {
             let c = builders.h1.serve_connection(TokioIo::new(io), service);
-            drive(c, &activity, settings, drain).await;
+            Box::pin(drive(Box::pin(c), &activity, settings, drain)).await;
         }
         Some(acceptor) => {
-            let handshake = tokio::time::timeout(settings.handshake_timeout, acceptor.accept(io));
-            let tls_stream = tokio::select! {
-                _ = drain.wait_for(|d| *d) => return,
-                _ = activity.evicted() => {
-                    tracing::debug!(listener = settings.name, "handshake pool full; closing the oldest pending handshake");
+            // The TLS stream (1.2 KiB) is a local of this block only: one that lived to the
+            // end of the arm would keep its space in the task beside the connection's copy
+            // for as long as the connection is open.
+            let connection = {
+                let handshake = Box::pin(tokio::time::timeout(
+                    settings.handshake_timeout,
+                    acceptor.accept(io),
+                ));
+                let tls_stream = tokio::select! {
+                    _ = drain.wait_for(|d| *d) => return,
+                    _ = activity.evicted() => {
+                        tracing::debug!(listener = settings.name, "handshake pool full; closing the oldest pending handshake");
+                        return;
+                    }
+                    r = handshake => match r {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(e)) => {
+                            tracing::debug!(listener = settings.name, error = %e, "TLS handshake failed");
+                            return;
+                        }
+                        Err(_) => {
+                            tracing::debug!(listener = settings.name, "TLS handshake timed out");
+                            return;
+                        }
+                    },
+                };
+                // The connection slot is taken only now: handshakes that never finish
+                // cannot hold one. Release the handshake slot first so the two pools stay
+                // apart.
+                drop(std::mem::replace(
+                    &mut conn.slot,
+                    Slot::none(&conn.connections),
+                ));
+                let Some(slot) = conn.connections.admit(&activity) else {
+                    tracing::debug!(
+                        listener = settings.name,
+                        "connection limit reached after the handshake; closing"
+                    );
                     return;
-                }
-                r = handshake => match r {
-                    Ok(Ok(s)) => s,
-                    Ok(Err(e)) => {
-                        tracing::debug!(listener = settings.name, error = %e, "TLS handshake failed");
-                        return;
-                    }
-                    Err(_) => {
-                        tracing::debug!(listener = settings.name, "TLS handshake timed out");
-                        return;
-                    }
-                },
-            };
-            // The connection slot is taken only now: handshakes that never finish cannot
-            // hold one. Release the handshake slot first so the two pools stay apart.
-            drop(std::mem::replace(
-                &mut conn.slot,
-                Slot::none(&conn.connections),
-            ));
-            let Some(slot) = conn.connections.admit(&activity) else {
+                };
+                conn.slot = slot;
+                let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
+                // Which protocol the API server chose is worth seeing when latency is in
+                // question: it offers HTTP/2 only to a webhook registered by a loopback URL.
                 tracing::debug!(
                     listener = settings.name,
-                    "connection limit reached after the handshake; closing"
+                    protocol = if h2 { "h2" } else { "http/1.1" },
+                    "connection established"
                 );
-                return;
+                if h2 {
+                    // hyper's HTTP/2 server waits for the client preface without a timeout
+                    // (and a graceful shutdown waits for it too); a client that negotiated h2
+                    // and then stays silent is dropped after the header timeout, like a slow
+                    // HTTP/1 request head.
+                    activity.start_waiting_for_client();
+                    let c = builders
+                        .h2
+                        .serve_connection(TokioIo::new(tls_stream), service);
+                    Either::Left(Box::pin(drive(Box::pin(c), &activity, settings, drain)))
+                } else {
+                    let mut h1 = builders.h1.clone();
+                    h1.timer(HeadTimer(activity.clone()));
+                    let c = h1.serve_connection(TokioIo::new(tls_stream), service);
+                    Either::Right(Box::pin(drive(Box::pin(c), &activity, settings, drain)))
+                }
             };
-            conn.slot = slot;
-            let h2 = tls_stream.get_ref().1.alpn_protocol() == Some(b"h2".as_slice());
-            // Which protocol the API server chose is worth seeing when latency is in question:
-            // it offers HTTP/2 only to a webhook registered by a loopback URL.
-            tracing::debug!(
-                listener = settings.name,
-                protocol = if h2 { "h2" } else { "http/1.1" },
-                "connection established"
-            );
-            let mut h1 = builders.h1.clone();
-            h1.http1().timer(HeadTimer(activity.clone()));
-            let c = if h2 {
-                // hyper's HTTP/2 server waits for the client preface without a timeout (and
-                // a graceful shutdown waits for it too); a client that negotiated h2 and
-                // then stays silent is dropped after the header timeout, like a slow HTTP/1
-                // request head.
-                activity.start_waiting_for_client();
-                builders
-                    .h2
-                    .serve_connection(TokioIo::new(tls_stream), service)
-            } else {
-                h1.serve_connection(TokioIo::new(tls_stream), service)
-            };
-            drive(c, &activity, settings, drain).await;
+            connection.await;
         }
     }
     drop(conn);
@@ -572,8 +586,11 @@ impl Drop for Slot {
 /// being idle for `idle_timeout` (see the module docs); if the peer then stays idle for
 /// another `idle_timeout`, the connection is dropped. Eviction drops it at once (it has no
 /// request in progress).
+///
+/// The connection comes boxed: an argument pinned inside an async fn is held twice in its
+/// future (the argument's slot and the pinned local's), ~1.8 KB on every open connection.
 async fn drive<C>(
-    conn: C,
+    mut conn: Pin<Box<C>>,
     activity: &Activity,
     settings: &ConnSettings,
     mut drain: watch::Receiver<bool>,
@@ -581,7 +598,6 @@ async fn drive<C>(
     C: GracefulConnection,
     C::Error: std::fmt::Display,
 {
-    let mut conn = std::pin::pin!(conn);
     let mut graceful = false;
     let silent_deadline = tokio::time::sleep(settings.header_read_timeout);
     let mut silent_deadline = std::pin::pin!(silent_deadline);

@@ -210,8 +210,11 @@ enum BodyRead {
 /// capacity (the allocation is what takes memory, and a doubling buffer holds up to twice
 /// its length).
 async fn read_limited(body: &mut Body, max: usize, budget: &Budget, held: &mut Held) -> BodyRead {
-    // Most reviews arrive in one frame: keep it without copying, and only start a buffer
-    // when a second frame comes.
+    // Most reviews arrive in one frame: keep a copy of exactly its bytes, and only start a
+    // buffer when a second frame comes. The frame itself is a view into the connection's
+    // read buffer (hyper's 8-64 KiB HTTP/1 buffer, or h2's shared by many streams' frames):
+    // kept, it would pin that whole allocation while the review is decided, make hyper
+    // allocate a fresh one for its next read, and hold more than the budget was charged.
     let mut first: Option<Bytes> = None;
     let mut rest: Option<BytesMut> = None;
     let mut len = 0usize;
@@ -244,7 +247,7 @@ async fn read_limited(body: &mut Body, max: usize, budget: &Budget, held: &mut H
             charged = needed;
         }
         match (&mut first, &mut rest) {
-            (None, _) => first = Some(data),
+            (None, _) => first = Some(Bytes::copy_from_slice(&data)),
             (Some(f), None) => {
                 let mut buf = BytesMut::with_capacity(needed);
                 buf.extend_from_slice(f);
@@ -349,4 +352,48 @@ async fn not_found(req: Request) -> impl IntoResponse {
             paths.join(", ")
         ),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What a review's body keeps is its own bytes, charged exactly: one frame (a view into
+    /// a larger read buffer, as hyper and h2 hand them out) is copied, so the buffer is not
+    /// pinned while the review is decided; two frames are joined in a buffer of their own.
+    #[tokio::test]
+    async fn the_kept_body_holds_no_view_into_the_read_buffer() {
+        let review = br#"{"kind":"AdmissionReview"}"#;
+        for frames in [1usize, 2] {
+            let mut read_buffer = BytesMut::with_capacity(8192);
+            read_buffer.extend_from_slice(b"POST /validate/httproutes HTTP/1.1\r\n\r\n");
+            read_buffer.extend_from_slice(review);
+            let mut read_buffer = read_buffer.freeze();
+            // hyper has parsed the head and let go of it; the body's frames are what is left.
+            drop(read_buffer.split_to(read_buffer.len() - review.len()));
+            let chunks: Vec<Result<_, std::convert::Infallible>> = match frames {
+                1 => vec![Ok(hyper::body::Frame::data(read_buffer.clone()))],
+                _ => vec![
+                    Ok(hyper::body::Frame::data(read_buffer.slice(..10))),
+                    Ok(hyper::body::Frame::data(read_buffer.slice(10..))),
+                ],
+            };
+            let mut body = Body::new(http_body_util::StreamBody::new(futures::stream::iter(
+                chunks,
+            )));
+            let budget = Budget::new(1 << 20, Duration::from_millis(10));
+            let mut held = Held::default();
+            let kept = match read_limited(&mut body, 1 << 20, &budget, &mut held).await {
+                BodyRead::Complete(b) => b,
+                _ => panic!("a small body is read whole"),
+            };
+            drop(body);
+            assert_eq!(&kept[..], review, "{frames} frame(s)");
+            assert!(
+                read_buffer.is_unique(),
+                "{frames} frame(s): the kept body shares the read buffer's allocation"
+            );
+            assert_eq!(held.bytes(), review.len(), "{frames} frame(s): charged");
+        }
+    }
 }
