@@ -240,13 +240,19 @@ pub async fn replay(client: &Client, a: &Args) -> Result<(), String> {
     let route_rvs = std::sync::Arc::new(std::sync::Mutex::new(
         BTreeMap::<(String, String), String>::new(),
     ));
-    for (r, _, others) in &routes {
+    // Owned routes (the redirect routes) are deleted above; their status comes back after
+    // their create, so it is looked up by key there.
+    let owned_routes: std::collections::HashSet<(String, String)> = owned
+        .iter()
+        .filter(|(k, _, _)| *k == "HTTPRoute")
+        .map(|(_, _, o)| name_ns(o))
+        .collect();
+    let mut owned_route_status = BTreeMap::new();
+    for (r, ours, others) in &routes {
         let (ns, name) = name_ns(r);
-        if owned
-            .iter()
-            .any(|(k, _, o)| *k == "HTTPRoute" && name_ns(o) == (ns.clone(), name.clone()))
-        {
-            continue; // deleted above; its status comes back after its create
+        if owned_routes.contains(&(ns.clone(), name.clone())) {
+            owned_route_status.insert((ns, name), ours.clone());
+            continue;
         }
         let api = ns_of(&route_ar, &ns);
         let ops = if others.is_empty() {
@@ -368,10 +374,10 @@ pub async fn replay(client: &Client, a: &Args) -> Result<(), String> {
         let body = apply_body(o);
         let ssa = ssa.clone();
         // An owned route with our status entry (the redirect route): its status after it.
-        let status = routes
-            .iter()
-            .find(|(r, _, _)| *kind == "HTTPRoute" && name_ns(r) == (ns.clone(), name.clone()))
-            .map(|(_, ours, _)| ours.clone());
+        let status = match *kind {
+            "HTTPRoute" => owned_route_status.get(&(ns.clone(), name.clone())).cloned(),
+            _ => None,
+        };
         let kind = *kind;
         writes.push(Box::pin(async move {
             let made = api
@@ -437,12 +443,7 @@ pub async fn replay(client: &Client, a: &Args) -> Result<(), String> {
     let (kinds, failed) = run(writes, a.concurrency).await;
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), tree_cpu_ms(a.cp_pid) - c0);
     // Redirect routes' status writes ride with their create: one more write each.
-    let status_with_create = owned
-        .iter()
-        .filter(|(k, _, o)| {
-            *k == "HTTPRoute" && routes.iter().any(|(r, _, _)| name_ns(r) == name_ns(o))
-        })
-        .count();
+    let status_with_create = owned_route_status.len();
     println!(
         "{{\"writes\": {}, \"failed\": {failed}, \"by_kind\": {}, \"concurrency\": {}, \"wall_s\": {wall:.1}, \"cp_cpu_ms\": {cpu}, \"teardown_s\": {teardown_s:.1}, \"settle_s\": {settle_s:.1}}}",
         count + status_with_create,
