@@ -802,8 +802,43 @@ async fn every_answer_names_the_uid_read_one_way() {
 
 /// One `review` span per review: the resource and body size when it opens, the uid once
 /// the envelope is decoded; the events of the decision are inside it.
-#[tokio::test]
-async fn one_review_span_carries_resource_bytes_and_uid() {
+///
+/// The check runs in a child process of this test binary, alone. tracing caches each
+/// callsite's interest process-wide: a test on another thread that reaches one of these
+/// callsites first computes its interest without our scoped subscriber and can store
+/// "never" after our subscriber registered, so the events were lost now and then under
+/// the parallel test runner (CI, stop 34).
+#[test]
+fn one_review_span_carries_resource_bytes_and_uid() {
+    const CHILD: &str = "TENANT_GATEWAY_ALONE_IN_PROCESS";
+    let name = concat!(
+        module_path!(),
+        "::one_review_span_carries_resource_bytes_and_uid"
+    );
+    let name = name.split_once("::").map_or(name, |(_, rest)| rest);
+    if std::env::var_os(CHILD).is_some() {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+            .block_on(review_span_alone());
+        return;
+    }
+    let out = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args(["--exact", name, "--test-threads=1", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "child failed:\n{stdout}\n{stderr}");
+    assert!(
+        stdout.contains("1 passed"),
+        "the child ran no test:\n{stdout}"
+    );
+}
+
+async fn review_span_alone() {
     use std::sync::Mutex;
     use tracing_subscriber::fmt::format::FmtSpan;
 
