@@ -16,6 +16,8 @@
 //!   reconcile-load cpu-ms --kubeconfig F --cp-pid PID   (CPU ms of PID and its descendants)
 //!   reconcile-load replay --kubeconfig F --cp-pid PID [--concurrency C] [--timeout S]
 //!       (the cold start's writes undone and issued again: the API server's floor; replay.rs)
+//!   reconcile-load undo --kubeconfig F --cp-pid PID [--concurrency C] [--timeout S]
+//!       (the replay's undo alone: the world as before the cold start, for a second one)
 
 mod replay;
 
@@ -301,7 +303,8 @@ async fn converge(client: &Client, a: &Args) -> Result<(), String> {
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .values()
-            .filter(|n| **n == a.expect.unwrap_or(a.routes + 1))
+            // At least: step 4b's world keeps the route step 3 added (one Gateway has one more).
+            .filter(|n| **n >= a.expect.unwrap_or(a.routes + 1))
             .count();
         // Every TenantGateway reconciled by this process at least once (a resync run starts
         // with a converged world). Scraped only once the statuses say done (or for the
@@ -1145,6 +1148,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         "writeloop" => writeloop(&client, &a).await?,
         "costs" => costs(&client, &a).await?,
         "replay" => replay::replay(&client, &a).await?,
+        "undo" => replay::undo(&client, &a).await?,
         "cpu-ms" => println!("{}", tree_cpu_ms(a.cp_pid)),
         other => return Err(format!("unknown command {other}").into()),
     }

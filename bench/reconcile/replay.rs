@@ -147,6 +147,16 @@ async fn run(writes: Vec<Write>, concurrency: usize) -> (BTreeMap<&'static str, 
 }
 
 pub async fn replay(client: &Client, a: &Args) -> Result<(), String> {
+    undo_then(client, a, true).await
+}
+
+/// Steps 1 and 2 alone: the world as it was before the cold start, on an API server that
+/// has held it converged (`bench/reconcile/run`'s step 4b starts a new `serve` on it).
+pub async fn undo(client: &Client, a: &Args) -> Result<(), String> {
+    undo_then(client, a, false).await
+}
+
+async fn undo_then(client: &Client, a: &Args, rewrite: bool) -> Result<(), String> {
     let tgw_ar = ar("gateway.cozystack.io", "v1alpha1", "TenantGateway");
     let ns_ar = ar("", "v1", "Namespace");
     let route_ar = ar("gateway.networking.k8s.io", "v1", "HTTPRoute");
@@ -313,6 +323,7 @@ pub async fn replay(client: &Client, a: &Args) -> Result<(), String> {
             Ok("TenantGateway")
         }));
     }
+    let undone = undo.len();
     let (_, undo_failed) = run(undo, a.concurrency).await;
     if undo_failed > 0 {
         return Err(format!("{undo_failed} writes of the undo failed"));
@@ -337,6 +348,12 @@ pub async fn replay(client: &Client, a: &Args) -> Result<(), String> {
     }
     let teardown_s = t_down.elapsed().as_secs_f64();
     let settle_s = settle(a.cp_pid, Duration::from_secs(120)).await;
+    if !rewrite {
+        println!(
+            "{{\"undone\": {undone}, \"teardown_s\": {teardown_s:.1}, \"settle_s\": {settle_s:.1}}}"
+        );
+        return Ok(());
+    }
 
     // 3. The same writes again, measured.
     let mut writes: Vec<Write> = Vec::new();
