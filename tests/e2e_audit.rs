@@ -212,6 +212,47 @@ fn contents(r: &Reports) -> BTreeMap<String, Vec<Line>> {
         .collect()
 }
 
+/// Every report of ours as stored, by namespace: what a failure shows of a report that
+/// changed.
+fn raw_reports(cp: &ControlPlane) -> BTreeMap<String, Value> {
+    let o = cp.kubectl_ok(
+        &["get", "policyreports.wgpolicyk8s.io", "-A", "-o", "json"],
+        None,
+    );
+    let v: Value = serde_json::from_str(&o.stdout).expect("reports as JSON");
+    v["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["metadata"]["name"] == "tenant-gateway")
+        .map(|r| {
+            let ns = r["metadata"]["namespace"]
+                .as_str()
+                .unwrap_or("")
+                .to_string();
+            (ns, r.clone())
+        })
+        .collect()
+}
+
+/// The reports in `now` that differ from `before`, each with what it was, for a failure
+/// message.
+fn changed_reports(before: &BTreeMap<String, Value>, now: &BTreeMap<String, Value>) -> String {
+    let mut out = String::new();
+    for (ns, r) in now {
+        let was = before.get(ns);
+        if was.map(|w| &w["metadata"]["resourceVersion"]) != Some(&r["metadata"]["resourceVersion"])
+        {
+            out.push_str(&format!(
+                "namespace {ns}\nbefore: {}\nnow: {}\n",
+                was.map_or("none".to_string(), |w| format!("{:#}", w["results"])),
+                format!("{:#}", r["results"]),
+            ));
+        }
+    }
+    out
+}
+
 fn versions(r: &Reports) -> BTreeMap<String, String> {
     r.iter()
         .map(|(ns, (v, ..))| (ns.clone(), v.clone()))
@@ -645,6 +686,7 @@ fn audit_of_objects_stored_before_the_webhook() {
         .expect("the audit's last change");
     let events = audit_events(&cp);
     let at_rest = versions(&reports(&cp));
+    let at_rest_raw = raw_reports(&cp);
     let moved = try_poll(REST, Duration::from_millis(500), || {
         let now = audit_events(&cp);
         let change = hook.metric("tenant_gateway_audit_last_change_timestamp_seconds");
@@ -677,8 +719,9 @@ fn audit_of_objects_stored_before_the_webhook() {
     assert_eq!(
         (writes("apply"), writes("delete")),
         (Some(0.0), Some(0.0)),
-        "{}",
-        hook.log()
+        "{}\n{}",
+        hook.log(),
+        changed_reports(&at_rest_raw, &raw_reports(&cp))
     );
     assert_eq!(versions(&reports(&cp)), at_rest, "no report written");
 

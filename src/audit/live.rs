@@ -12,6 +12,10 @@
 //!   served, re-checked every [`CRD_RECHECK`] until then.
 //! - Nothing is judged before the namespace index has synced, so an object is never found
 //!   violating for want of a namespace the index has not listed yet.
+//! - Results name each kind by the version the API server serves. A kind the reconciler's
+//!   watch delivers counts as listed only once discovery has told that version too, so the
+//!   first results handed out (the PolicyReports' input) never name a default version that
+//!   a moment later changes and rewrites every report holding the kind.
 //! - Events: queued per object (a set, at most [`EVENT_QUEUE`]), sent at most
 //!   [`EVENTS_PER_SECOND`] a second while this replica holds the Lease, each checked against
 //!   the object's current verdict when it is sent; a replica that gains the Lease sends what
@@ -261,6 +265,9 @@ pub fn start(
     }
     let mut unsynced: BTreeSet<&'static str> = watched.iter().map(|k| k.kind()).collect();
     unsynced.insert("Namespace");
+    if routes.is_some() {
+        unsynced.extend(watched.iter().filter_map(|k| version_key(*k)));
+    }
     let shared = Shared::new(store, metrics, not_audited, unsynced, leader.is_some());
     let auditor = Auditor {
         shared: shared.clone(),
@@ -361,6 +368,19 @@ const FED_KINDS: [GuardedKind; 3] = [
     GuardedKind::Gateway,
 ];
 
+/// The key in [`Shared::unsynced`] of a [`FED_KINDS`] kind's served version. Its objects can
+/// reach the store before discovery answers (another part's watch delivers them), and their
+/// results name that version: the audit is not synced until it is known, so no report is
+/// planned under the kind's default version and rewritten moments later.
+fn version_key(kind: GuardedKind) -> Option<&'static str> {
+    match kind {
+        GuardedKind::HttpRoute => Some("HTTPRoute's served version"),
+        GuardedKind::TlsRoute => Some("TLSRoute's served version"),
+        GuardedKind::Gateway => Some("Gateway's served version"),
+        _ => None,
+    }
+}
+
 /// Wait until `kind` is served (re-checked every [`CRD_RECHECK`]); until then it is listed as
 /// not audited, with nothing to list.
 async fn wait_served(shared: &Shared, client: &Client, kind: GuardedKind) -> ApiResource {
@@ -382,8 +402,11 @@ async fn wait_served(shared: &Shared, client: &Client, kind: GuardedKind) -> Api
                             kind.kind()
                         ),
                     );
-                    // Nothing to list yet.
+                    // Nothing to list yet, under any version.
                     shared.listed(kind.kind());
+                    if let Some(key) = version_key(kind) {
+                        shared.listed(key);
+                    }
                     told = true;
                 }
             }
@@ -393,9 +416,17 @@ async fn wait_served(shared: &Shared, client: &Client, kind: GuardedKind) -> Api
         }
         tokio::time::sleep(CRD_RECHECK).await;
     };
-    lock(&shared.not_audited).remove(&kind);
-    shared.store().set_version(kind, &resource.api_version);
+    served_at(shared, kind, &resource.api_version);
     resource
+}
+
+/// `kind` is served at `api_version`: audited, its results named by that version.
+fn served_at(shared: &Shared, kind: GuardedKind, api_version: &str) {
+    lock(&shared.not_audited).remove(&kind);
+    shared.change(|s| s.set_version(kind, api_version));
+    if let Some(key) = version_key(kind) {
+        shared.listed(key);
+    }
 }
 
 /// A kind another part's watch delivers ([`RouteFeed`]): only whether it is served and at
@@ -890,6 +921,72 @@ mod tests {
         assert_eq!(other.next().now_or_never().map(|s| s.len()), Some(2));
         assert_eq!(auditor.namespaces(), ["tenant-a", "tenant-b"]);
         assert_eq!(auditor.violations().len(), 1);
+    }
+
+    /// A kind another part's watch delivers can be listed before discovery tells its served
+    /// version: the feed waits for the version too, so its first value (what the
+    /// PolicyReport writer plans from) never names the kind's default version. Found in CI:
+    /// a restarted replica rewrote a report whose only change was the TLSRoute's
+    /// `gateway.networking.k8s.io/v1alpha2` in place of `v1`.
+    #[test]
+    fn a_fed_kind_is_synced_only_once_its_served_version_is_known() {
+        let (auditor, shared) = detached(false);
+        lock(&shared.unsynced).extend(["HTTPRoute", "HTTPRoute's served version"]);
+        let mut feed = auditor.subscribe();
+        let routes = RouteFeed::new();
+        let tap: &dyn RouteWatchTap = &*routes;
+        let http = RouteKind::HttpRoute;
+        tap.event(http, &Event::Init);
+        tap.event(
+            http,
+            &Event::InitApply(watched("tenant-a", "web", UID, json!(["w.a.example.org"]))),
+        );
+        tap.event(http, &Event::InitDone);
+        namespace(&shared, "tenant-a", "a.example.org");
+        shared.listed("Namespace");
+        routes.open(&shared, Arc::new(ApexMap::default()));
+        assert_eq!(auditor.results("tenant-a").len(), 2, "judged already");
+        assert!(
+            !auditor.synced() && feed.next().now_or_never().is_none(),
+            "listed, but not synced before the version is known"
+        );
+
+        served_at(
+            &shared,
+            GuardedKind::HttpRoute,
+            "gateway.networking.k8s.io/v1",
+        );
+        assert!(auditor.synced());
+        assert_eq!(
+            feed.next().now_or_never(),
+            Some(BTreeSet::from(["tenant-a".into()]))
+        );
+        let route = auditor
+            .results("tenant-a")
+            .into_iter()
+            .find(|r| r.object.kind == "HTTPRoute")
+            .expect("the route's result");
+        assert_eq!(route.object.api_version, "gateway.networking.k8s.io/v1");
+        // The same version again changes nothing.
+        served_at(
+            &shared,
+            GuardedKind::HttpRoute,
+            "gateway.networking.k8s.io/v1",
+        );
+        assert!(feed.next().now_or_never().is_none());
+    }
+
+    /// Every kind another part's watch delivers has a version key, and no other kind has
+    /// one (the audit's own watches learn the version before they list).
+    #[test]
+    fn version_keys_are_the_fed_kinds() {
+        for kind in GuardedKind::ALL {
+            assert_eq!(
+                version_key(kind).is_some(),
+                FED_KINDS.contains(&kind),
+                "{kind:?}"
+            );
+        }
     }
 
     /// The PolicyReport writer's input: nothing before the first listing (a half-judged

@@ -201,9 +201,31 @@ impl Store {
         not_audited(&self.cfg, kind)
     }
 
-    /// Name objects of `kind` by `api_version` (the version the cluster serves).
-    pub fn set_version(&mut self, kind: GuardedKind, api_version: &str) {
+    /// Name objects of `kind` by `api_version` (the version the cluster serves). The
+    /// namespaces holding objects of `kind` change when the name does: their results were
+    /// given under the earlier name (or the kind's default, when the objects came before the
+    /// version was known).
+    pub fn set_version(&mut self, kind: GuardedKind, api_version: &str) -> Changes {
+        let mut ch = Changes::default();
+        if self.api_version(kind) == api_version {
+            return ch;
+        }
         self.versions.insert(kind, intern(api_version));
+        ch.namespaces = self
+            .namespaces
+            .iter()
+            .filter(|(_, s)| s.objects.iter().any(|o| o.kind == kind))
+            .map(|(n, _)| n.clone())
+            .collect();
+        ch
+    }
+
+    /// The apiVersion objects of `kind` are named by now.
+    fn api_version(&self, kind: GuardedKind) -> String {
+        self.versions
+            .get(&kind)
+            .map(|v| v.to_string())
+            .unwrap_or_else(|| format!("{}/{}", kind.group(), kind.default_version()))
     }
 
     /// Judgements made so far (each object judged once per call that re-judged it).
@@ -768,11 +790,7 @@ impl Store {
     }
 
     fn result(&self, namespace: &str, s: &Stored) -> AuditResult {
-        let api_version = self
-            .versions
-            .get(&s.kind)
-            .map(|v| v.to_string())
-            .unwrap_or_else(|| format!("{}/{}", s.kind.group(), s.kind.default_version()));
+        let api_version = self.api_version(s.kind);
         let (outcome, messages) = outcome_of(s.verdict());
         AuditResult {
             object: ObjectRef {

@@ -691,3 +691,56 @@ fn a_relabel_judges_the_hostnames_as_stored() {
     w.ns("tenant-a", Some("a.example.org"));
     assert_eq!(w.outcome("tenant-b", "Ingress", "i"), Some(Outcome::Pass));
 }
+
+/// Objects that reached the store before their kind's served version was known are named by
+/// the kind's default; learning the version changes the namespaces holding them (so the
+/// reports naming them are planned again), and the same version again changes nothing.
+#[test]
+fn a_served_version_renames_the_objects_already_held() {
+    let mut w = World::new();
+    w.ns("tenant-a", Some("a.example.org"));
+    w.ns("tenant-b", Some("b.example.org"));
+    w.route("tenant-a", "web", &["w.a.example.org"]);
+    w.ingress("tenant-b", "site", &["s.b.example.org"]);
+    let route_version = |w: &World| {
+        w.store
+            .results("tenant-a")
+            .into_iter()
+            .find(|r| r.object.kind == "HTTPRoute")
+            .map(|r| r.object.api_version)
+    };
+    let default = format!(
+        "gateway.networking.k8s.io/{}",
+        GuardedKind::HttpRoute.default_version()
+    );
+    assert_eq!(route_version(&w), Some(default.clone()));
+
+    let ch = w
+        .store
+        .set_version(GuardedKind::HttpRoute, "gateway.networking.k8s.io/v9");
+    assert_eq!(
+        ch.namespaces,
+        BTreeSet::from([Arc::from("tenant-a")]),
+        "only the namespace holding HTTPRoutes"
+    );
+    assert!(ch.started.is_empty());
+    assert_eq!(
+        route_version(&w).as_deref(),
+        Some("gateway.networking.k8s.io/v9")
+    );
+    assert!(
+        w.store
+            .set_version(GuardedKind::HttpRoute, "gateway.networking.k8s.io/v9")
+            .is_empty()
+    );
+    // The default named explicitly is no change either.
+    let mut fresh = World::new();
+    fresh.ns("tenant-a", Some("a.example.org"));
+    fresh.route("tenant-a", "web", &["w.a.example.org"]);
+    assert!(
+        fresh
+            .store
+            .set_version(GuardedKind::HttpRoute, &default)
+            .is_empty()
+    );
+}
