@@ -244,9 +244,9 @@ fn changed_reports(before: &BTreeMap<String, Value>, now: &BTreeMap<String, Valu
         if was.map(|w| &w["metadata"]["resourceVersion"]) != Some(&r["metadata"]["resourceVersion"])
         {
             out.push_str(&format!(
-                "namespace {ns}\nbefore: {}\nnow: {}\n",
+                "namespace {ns}\nbefore: {}\nnow: {:#}\n",
                 was.map_or("none".to_string(), |w| format!("{:#}", w["results"])),
-                format!("{:#}", r["results"]),
+                r["results"],
             ));
         }
     }
