@@ -157,17 +157,9 @@ type Line = (String, String, String);
 type Reports = BTreeMap<String, (String, Vec<Line>, (i64, i64, i64))>;
 
 fn reports(cp: &ControlPlane) -> Reports {
-    let o = cp.kubectl_ok(
-        &["get", "policyreports.wgpolicyk8s.io", "-A", "-o", "json"],
-        None,
-    );
-    let v: Value = serde_json::from_str(&o.stdout).expect("reports as JSON");
-    v["items"]
-        .as_array()
-        .expect("items")
-        .iter()
-        .filter(|r| r["metadata"]["name"] == "tenant-gateway")
-        .map(|r| {
+    raw_reports(cp)
+        .into_iter()
+        .map(|(ns, r)| {
             let text = |v: &Value| v.as_str().unwrap_or("").to_string();
             let mut lines: Vec<Line> = r["results"]
                 .as_array()
@@ -182,7 +174,7 @@ fn reports(cp: &ControlPlane) -> Reports {
             let s = &r["summary"];
             let n = |k: &str| s[k].as_i64().unwrap_or(0);
             (
-                text(&r["metadata"]["namespace"]),
+                ns,
                 (
                     text(&r["metadata"]["resourceVersion"]),
                     lines,
@@ -222,8 +214,8 @@ fn raw_reports(cp: &ControlPlane) -> BTreeMap<String, Value> {
     let v: Value = serde_json::from_str(&o.stdout).expect("reports as JSON");
     v["items"]
         .as_array()
-        .into_iter()
-        .flatten()
+        .expect("items")
+        .iter()
         .filter(|r| r["metadata"]["name"] == "tenant-gateway")
         .map(|r| {
             let ns = r["metadata"]["namespace"]
