@@ -931,7 +931,8 @@ mod tests {
     #[test]
     fn a_fed_kind_is_synced_only_once_its_served_version_is_known() {
         let (auditor, shared) = detached(false);
-        lock(&shared.unsynced).extend(["HTTPRoute", "HTTPRoute's served version"]);
+        let version = version_key(GuardedKind::HttpRoute).expect("a fed kind");
+        lock(&shared.unsynced).extend(["HTTPRoute", version]);
         let mut feed = auditor.subscribe();
         let routes = RouteFeed::new();
         let tap: &dyn RouteWatchTap = &*routes;
