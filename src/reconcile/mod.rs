@@ -221,6 +221,25 @@ struct Blocked {
     message: String,
 }
 
+/// The sibling that publishes this namespace when this TenantGateway does not (SPEC §3.7: the
+/// oldest, then the smallest name, is reconciled; the others are Duplicate).
+fn published_by_sibling(inputs: &Inputs) -> Option<&str> {
+    let tgw = &inputs.tgw;
+    let me = (
+        tgw.creation.is_none(),
+        tgw.creation.as_ref(),
+        tgw.name.as_str(),
+    );
+    inputs
+        .siblings
+        .iter()
+        .filter(|s| s.name != tgw.name)
+        .map(|s| (s.creation.is_none(), s.creation.as_ref(), s.name.as_str()))
+        .filter(|s| *s < me)
+        .min()
+        .map(|s| s.2)
+}
+
 /// Whether anything may be rendered (SPEC §3.7, §3.1, §3.5): one TenantGateway per
 /// namespace is reconciled (the oldest, then the smallest name; the others are Duplicate),
 /// its spec passes the checks, and in tenant scope its apex is its namespace's.
@@ -230,25 +249,13 @@ fn admit<'s>(
     opts: &Options,
 ) -> Result<&'s Settings, Blocked> {
     let tgw = &inputs.tgw;
-    let me = (
-        tgw.creation.is_none(),
-        tgw.creation.clone(),
-        tgw.name.clone(),
-    );
-    if let Some(first) = inputs
-        .siblings
-        .iter()
-        .filter(|s| s.name != tgw.name)
-        .map(|s| (s.creation.is_none(), s.creation.clone(), s.name.clone()))
-        .filter(|s| *s < me)
-        .min()
-    {
+    if let Some(first) = published_by_sibling(inputs) {
         return Err(Blocked {
             reason: "Duplicate",
             message: format!(
-                "TenantGateway {}/{} already publishes this namespace; only one TenantGateway \
+                "TenantGateway {}/{first} already publishes this namespace; only one TenantGateway \
                  per namespace is reconciled: delete this one",
-                tgw.namespace, first.2
+                tgw.namespace
             ),
         });
     }
@@ -841,13 +848,21 @@ fn blocked(inputs: &Inputs, reason: &str, message: String) -> Plan {
 
 /// The finalizer's writes when the TenantGateway is deleted: remove the namespace labels and
 /// annotations and the route status entries it wrote. Owned objects go by garbage collection.
+///
+/// A Duplicate wrote no namespace marks, and the marks name a namespace, not a TenantGateway:
+/// the ones there belong to the sibling that publishes it, so a Duplicate's deletion leaves
+/// them alone.
 pub fn cleanup(inputs: &Inputs, scope: &Scope) -> Vec<Write> {
     let tgw = &inputs.tgw;
     let second = names::passthrough_gateway(&tgw.name);
-    let mut writes: Vec<Write> = labels::cleanup(inputs, scope)
-        .into_iter()
-        .map(Write::Namespace)
-        .collect();
+    let mut writes: Vec<Write> = if published_by_sibling(inputs).is_some() {
+        Vec::new()
+    } else {
+        labels::cleanup(inputs, scope)
+            .into_iter()
+            .map(Write::Namespace)
+            .collect()
+    };
     for r in routes_in_order(inputs) {
         // Its entries for both Gateways (SPEC §3.10's second one, whatever the layout).
         for gw in [

@@ -507,6 +507,35 @@ fn cleanup_removes_what_it_wrote() {
 }
 
 #[test]
+fn a_duplicates_cleanup_leaves_the_publishers_namespace_marks() {
+    // The publisher (no older sibling) attached cozy-harbor; the marks name the namespace,
+    // not the TenantGateway, so a younger Duplicate's deletion must not take them away.
+    let mut w = world();
+    w.tgw.spec.attached_namespaces = vec!["cozy-harbor".into()];
+    w.namespaces
+        .push(testing::namespace("cozy-harbor", &[], &[]));
+    let (mut w, _) = settle(w);
+    let detaches = |w: &super::inputs::Inputs| {
+        cleanup(w, &Scope::default())
+            .iter()
+            .filter(|x| matches!(x, Write::Namespace(_)))
+            .count()
+    };
+    assert_eq!(detaches(&w), 1, "the publisher's own cleanup detaches");
+    w.siblings.push(Sibling {
+        name: "older".into(),
+        creation: Some(at(1)),
+    });
+    assert_eq!(detaches(&w), 0, "a Duplicate detaches nothing");
+    // A younger sibling does not make this one a Duplicate: it still cleans up.
+    w.siblings = vec![Sibling {
+        name: "younger".into(),
+        creation: Some(at(900)),
+    }];
+    assert_eq!(detaches(&w), 1);
+}
+
+#[test]
 fn duplicate_and_invalid_spec_write_status_only() {
     let mut w = world();
     w.siblings.push(Sibling {
