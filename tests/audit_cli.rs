@@ -305,14 +305,13 @@ fn a_broken_document_is_an_error_that_hides_nothing_else() {
 
 #[test]
 fn without_a_root_host_ingresses_are_said_not_audited() {
+    // Layer 8 cannot run without the root apex: said, and exit 2 (an error, as `check` and
+    // `serve` treat it), never 0 or 1 as if the Ingresses had been judged.
     let snap = Snapshot::new(OBJECTS);
     let out = snap.audit(&[]);
-    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+    assert_eq!(out.status.code(), Some(2), "{}", stderr(&out));
     let table = stdout(&out);
-    assert!(
-        table.contains("not audited: Ingress: no --root-host"),
-        "{table}"
-    );
+    assert!(table.contains("error: Ingress: no --root-host"), "{table}");
     assert!(
         !lines(&table).iter().any(|(_, k, _)| k == "Ingress"),
         "{table}"

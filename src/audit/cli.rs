@@ -53,7 +53,7 @@ pub async fn live(client: &Client, cfg: Arc<PolicyConfig>) -> Result<Report, Aud
             not_audited.push(NotAudited {
                 kind: kind.kind().to_string(),
                 reason,
-                error: false,
+                error: store.misconfigured(kind),
             });
             continue;
         }
@@ -196,7 +196,7 @@ pub fn snapshot(
             store.not_audited(k).map(|reason| NotAudited {
                 kind: k.kind().to_string(),
                 reason,
-                error: false,
+                error: store.misconfigured(k),
             })
         })
         .collect();
@@ -279,11 +279,14 @@ mod tests {
         assert!(r.unreadable[1].starts_with("r.yaml#5: not valid YAML"));
         assert_eq!(r.exit_code(), 2);
         assert_eq!(r.summary.objects, 2);
-        // Without --root-host the Ingress layer cannot run: said, not skipped silently.
+        // Without --root-host the Ingress layer cannot run: said, and an error (exit 2), as
+        // `check` and `serve` treat it.
+        assert!(r.not_audited.iter().any(|n| n.kind == "Ingress" && n.error));
         assert!(
             r.not_audited
                 .iter()
-                .any(|n| n.kind == "Ingress" && !n.error)
+                .filter(|n| n.kind != "Ingress")
+                .all(|n| !n.error)
         );
     }
 }

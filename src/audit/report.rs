@@ -12,8 +12,9 @@ use super::{AuditResult, Outcome};
 pub struct NotAudited {
     pub kind: String,
     pub reason: String,
-    /// The kind should have been judged but could not be read (the exit code says so); not an
-    /// error: its CRD is not installed, or the configuration leaves its layer out.
+    /// The kind should have been judged but could not be (unreadable, or its layer is on but
+    /// lacks `--root-host`; the exit code says so); not an error: its CRD is not installed, or
+    /// the configuration turns its layer off.
     pub error: bool,
 }
 

@@ -201,6 +201,12 @@ impl Store {
         not_audited(&self.cfg, kind)
     }
 
+    /// Whether `kind` is not judged because the configuration lacks what its enabled layer
+    /// needs (an error of the audit, not a choice: see `lacks_root_host`).
+    pub fn misconfigured(&self, kind: GuardedKind) -> bool {
+        lacks_root_host(&self.cfg, kind)
+    }
+
     /// Name objects of `kind` by `api_version` (the version the cluster serves). The
     /// namespaces holding objects of `kind` change when the name does: their results were
     /// given under the earlier name (or the kind's default, when the objects came before the
@@ -808,6 +814,14 @@ impl Store {
     }
 }
 
+/// Whether `kind`'s layer is on but cannot run for want of the platform root apex (layer 8
+/// without `--root-host`): `serve` refuses to start so, `check` answers ERROR.
+fn lacks_root_host(cfg: &PolicyConfig, kind: GuardedKind) -> bool {
+    kind.layer() == Layer::Ingress
+        && cfg.enforcement.mode(Layer::Ingress) != Mode::Off
+        && cfg.root_host.as_deref().is_none_or(str::is_empty)
+}
+
 /// Why `kind` is not judged with `cfg`, if it is not.
 fn not_audited(cfg: &PolicyConfig, kind: GuardedKind) -> Option<String> {
     let layer = kind.layer();
@@ -816,7 +830,7 @@ fn not_audited(cfg: &PolicyConfig, kind: GuardedKind) -> Option<String> {
             "the {layer} layer is off (--enforcement {layer}=off)"
         ));
     }
-    if layer == Layer::Ingress && cfg.root_host.as_deref().is_none_or(str::is_empty) {
+    if lacks_root_host(cfg, kind) {
         return Some(
             "no --root-host: Ingress hosts cannot be judged without the platform root apex"
                 .to_string(),
