@@ -456,13 +456,17 @@ async fn undo_then(client: &Client, a: &Args, rewrite: bool) -> Result<(), Strin
         }));
     }
     let count = writes.len();
-    let (t0, c0) = (Instant::now(), tree_cpu_ms(a.cp_pid));
+    // This client's own CPU beside the control plane's: what a client with nothing to decide
+    // spends on the same writes (TLS, JSON, the kube client), to hold `serve`'s CPU against.
+    let me = std::process::id();
+    let (t0, c0, m0) = (Instant::now(), tree_cpu_ms(a.cp_pid), tree_cpu_ms(me));
     let (kinds, failed) = run(writes, a.concurrency).await;
     let (wall, cpu) = (t0.elapsed().as_secs_f64(), tree_cpu_ms(a.cp_pid) - c0);
+    let client_cpu = tree_cpu_ms(me) - m0;
     // Redirect routes' status writes ride with their create: one more write each.
     let status_with_create = owned_route_status.len();
     println!(
-        "{{\"writes\": {}, \"failed\": {failed}, \"by_kind\": {}, \"concurrency\": {}, \"wall_s\": {wall:.1}, \"cp_cpu_ms\": {cpu}, \"teardown_s\": {teardown_s:.1}, \"settle_s\": {settle_s:.1}}}",
+        "{{\"writes\": {}, \"failed\": {failed}, \"by_kind\": {}, \"concurrency\": {}, \"wall_s\": {wall:.1}, \"cp_cpu_ms\": {cpu}, \"client_cpu_ms\": {client_cpu}, \"teardown_s\": {teardown_s:.1}, \"settle_s\": {settle_s:.1}}}",
         count + status_with_create,
         serde_json::to_string(&kinds).unwrap_or_default(),
         a.concurrency,
