@@ -431,11 +431,11 @@ pub struct PassthroughListener {
     pub hostname: String,
 }
 
-/// `tls-<svc>`, or `None` when `svc` cannot make a listener name (a lowercase DNS label whose
-/// `tls-` form is still a label).
+/// `tls-<svc>`, or `None` when `svc` is not a lowercase DNS label (the schema's bound on the
+/// entries). A listener name is a Gateway API SectionName (a DNS subdomain of up to 253
+/// characters), so `tls-` and any label of up to 63 make one.
 pub fn passthrough_listener(svc: &str) -> Option<String> {
-    let name = format!("tls-{svc}");
-    (crate::hostname::is_dns_label(svc) && crate::hostname::is_dns_label(&name)).then_some(name)
+    crate::hostname::is_dns_label(svc).then(|| format!("tls-{svc}"))
 }
 
 /// The passthrough listeners of a TenantGateway with `spec.apex` `apex` (as written) and

@@ -489,7 +489,14 @@ mod tests {
         use crate::cluster::route_facts::passthrough_listener;
         assert_eq!(passthrough_listener("api").as_deref(), Some("tls-api"));
         assert_eq!(passthrough_listener("Api"), None);
-        assert_eq!(passthrough_listener(&"a".repeat(60)), None);
+        // Any entry the schema admits (a label of up to 63) makes a listener: a SectionName
+        // may be 253 long.
+        let longest = "a".repeat(63);
+        assert_eq!(
+            passthrough_listener(&longest),
+            Some(format!("tls-{longest}"))
+        );
+        assert_eq!(passthrough_listener(&"a".repeat(64)), None);
         assert_eq!(passthrough_listener(""), None);
         assert_eq!(passthrough_gateway("gw"), "gw-passthrough");
         let kids = child_listeners(&set(&["bob.alice.example.org", "customer1.io"]));
