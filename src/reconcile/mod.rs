@@ -525,6 +525,7 @@ fn report<'a>(
         listeners: &listeners,
         certificates: &certificates,
         over_cap: &over_cap,
+        over_cap_children: !child_over_cap.is_empty(),
         listener_count: desired.gateway.spec.listeners.len(),
         not_owned: &not_owned,
         attach_problems,
@@ -580,7 +581,8 @@ fn notices(
         notices.push(Notice {
             reason: "ListenerLimitReached",
             message: format!(
-                "{} hostname(s) did not fit in the {}-listener limit",
+                "{} listener(s) did not fit in the {}-listener limit (the ListenerCapacity \
+                 condition names them)",
                 over_cap.len(),
                 crate::claims::MAX_LISTENERS
             ),

@@ -121,6 +121,9 @@ pub struct StatusFacts<'a> {
     pub certificates: &'a BTreeMap<String, &'a Certificate>,
     /// http01 hostnames or dns01 child apexes the cap left out.
     pub over_cap: &'a BTreeSet<String>,
+    /// Whether `over_cap` holds child apexes' wildcards (dns01, existingSecret): the advice
+    /// then is not dns01, which they already use.
+    pub over_cap_children: bool,
     /// Listeners the Gateway has (rendered).
     pub listener_count: usize,
     /// One sentence per object we render but may not write (same name, not owned), sorted.
@@ -432,6 +435,20 @@ pub fn tgw_status(f: &StatusFacts<'_>) -> TenantGatewayStatus {
             true,
             "WithinLimit",
             format!("{} of {MAX_LISTENERS} listeners used", f.listener_count),
+        )
+    } else if f.over_cap_children {
+        cond(
+            LISTENER_CAPACITY,
+            false,
+            "ListenerLimitReached",
+            format!(
+                "{} child apex listener(s) did not fit in the {MAX_LISTENERS}-listener limit of \
+                 a Gateway (one wildcard listener per inheriting child apex, in name order) and \
+                 are not served: {}; give some of those child tenants a Gateway of their own \
+                 (tenant.spec.gateway=true)",
+                f.over_cap.len(),
+                quoted_list(f.over_cap)
+            ),
         )
     } else {
         cond(

@@ -259,6 +259,38 @@ fn seventy_routes_make_sixty_four_listeners_and_route_71_evicts_nothing() {
 }
 
 #[test]
+fn dns01_children_over_the_cap_get_advice_for_dns01() {
+    // 70 inheriting children with apexes of their own, beside the world's x.alice.example.org:
+    // 64 - 3 fit (after http, https, https-apex), 10 are cut; the advice is not "switch to
+    // dns01", which this one already is.
+    let mut w = world();
+    w.tgw.spec = dns01_spec();
+    w.tgw.spec.tls_passthrough_services.clear();
+    for i in 0..70 {
+        w.namespaces.push(tenant(
+            &format!("tenant-alice-k{i:02}"),
+            &format!("k{i:02}.alice.example.org"),
+            "tenant-alice",
+        ));
+    }
+    let (w, p) = settle(w);
+    assert_eq!(w.observed.gateways[0].spec.listeners.len(), 64);
+    let cap = condition(&p, status::LISTENER_CAPACITY);
+    assert_eq!(
+        (cap.status.as_str(), cap.reason.as_str()),
+        ("False", "ListenerLimitReached")
+    );
+    assert!(
+        cap.message.starts_with("10 child apex listener(s)")
+            && cap.message.contains("\"*.k69.alice.example.org\"")
+            && cap.message.contains("tenant.spec.gateway=true")
+            && !cap.message.contains("switch certMode"),
+        "{}",
+        cap.message
+    );
+}
+
+#[test]
 fn dns01_children_then_existing_secret_then_http01() {
     let mut w = world();
     w.tgw.spec = dns01_spec();
