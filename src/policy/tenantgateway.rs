@@ -106,7 +106,15 @@ fn content_rules(
     violations: &mut Violations,
 ) {
     match ns.apex() {
-        None => violations.push(|| missing_apex(review, ns, "TenantGateway apexes")),
+        None => violations.push(|| {
+            // Every layer-9 denial carries the phrase operators grep for (SPEC §2.4).
+            let message = missing_apex(review, ns, "TenantGateway apexes");
+            let head = format!("{} {}", review.kind, object_ref(review));
+            match message.strip_prefix(&head) {
+                Some(rest) => format!("{head} is managed by the platform{rest}"),
+                None => message,
+            }
+        }),
         // Case-insensitive, as hostnames compare everywhere (the label may carry uppercase).
         Some(apex) if new.apex.is_some_and(|a| a.eq_ignore_ascii_case(apex)) => {}
         Some(apex) => violations.push(|| {
@@ -322,7 +330,11 @@ mod tests {
             assert_eq!(f.violations.len(), 1, "{what}");
             assert_mentions(
                 &f.violations[0],
-                &["has no namespace.cozystack.io/host label"],
+                &[
+                    "TenantGateway tenant-alice/gw is managed by the platform: namespace",
+                    "has no namespace.cozystack.io/host label",
+                    "retry",
+                ],
             );
             // Deleting needs no apex.
             let f = run(Operation::Delete, "tenant-alice", None, &obj, &trusted, &ns).expect("ok");
