@@ -47,6 +47,16 @@ const CONFLICT_TRIES: usize = 5;
 /// failed; kube-apiserver's own request timeout is 60 s, a webhook's at most 30 s.
 pub const WRITE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// Params of the writes that are not server-side apply (the namespace marks, route status,
+/// the managedFields takeover): they still carry our one field manager (SPEC §3.7), so
+/// `managedFields` names us rather than the client's user agent.
+fn named_manager() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
+
 /// Which writes may run side by side: writes of one class are independent (different
 /// objects). The classes run in order, each a barrier for the next only where the order
 /// matters:
@@ -374,11 +384,7 @@ where
                 what: format!("{what} managedFields patch"),
                 source,
             })?);
-        let pp = PatchParams {
-            field_manager: Some(FIELD_MANAGER.to_string()),
-            ..PatchParams::default()
-        };
-        match api.patch(&name, &pp, &patch).await {
+        match api.patch(&name, &named_manager(), &patch).await {
             Ok(_) => return Ok(true),
             Err(e) if stale_view(&e) => refused = Some((meta.resource_version.clone(), e)),
             Err(e) => return Err(Error::kube(action, e)),
@@ -480,11 +486,8 @@ async fn namespace(ctx: &Context, w: &NamespaceWrite) -> Result<Option<&'static 
         };
         let mut patch = json!({ "metadata": patch });
         patch["metadata"]["resourceVersion"] = json!(ns.metadata.resource_version);
-        let request = Request::new(api.resource_url()).patch(
-            name,
-            &PatchParams::default(),
-            &Patch::Merge(&patch),
-        );
+        let request =
+            Request::new(api.resource_url()).patch(name, &named_manager(), &Patch::Merge(&patch));
         match unread(&ctx.client, request, "patch").await {
             Ok(()) => return Ok(Some("label")),
             Err(e) if Error::is_conflict(&e) => continue,
@@ -646,7 +649,7 @@ async fn route_status(ctx: &Context, w: &RouteStatusWrite) -> Result<Option<&'st
         let request = Request::new(api.resource_url()).patch_subresource(
             "status",
             &w.name,
-            &PatchParams::default(),
+            &named_manager(),
             &patch,
         );
         match unread(&ctx.client, request, "patch_status").await {
@@ -697,7 +700,10 @@ async fn route_status(ctx: &Context, w: &RouteStatusWrite) -> Result<Option<&'st
         let request = Request::new(api.resource_url()).replace_subresource(
             "status",
             &w.name,
-            &PostParams::default(),
+            &PostParams {
+                field_manager: Some(FIELD_MANAGER.to_string()),
+                ..PostParams::default()
+            },
             body,
         );
         match unread(&ctx.client, request, "replace_status").await {
