@@ -177,6 +177,13 @@ pub trait ApexOwners {
     fn generation(&self) -> u64 {
         0
     }
+
+    /// False while the index may lack some namespace's apex (a live index before its first
+    /// list is in): a "nobody else owns it" answer is then not to be trusted, and what only
+    /// that answer would admit is denied with a retry (SPEC §9: fail closed).
+    fn complete(&self) -> bool {
+        true
+    }
 }
 
 /// No other namespace carries any apex (tests, fuzzing, callers without an index).

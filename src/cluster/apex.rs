@@ -9,7 +9,7 @@
 //! namespace is never "another" owner; two namespaces carrying the same apex both own it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, RwLock};
 
 use crate::platform::{ApexOwners, HOST_LABEL};
@@ -102,6 +102,8 @@ pub struct LiveApexIndex {
     rebuilding: Mutex<Option<ApexMap>>,
     /// Counts the changes of `current` (an apex set, changed or removed; a relist swapped in).
     generation: AtomicU64,
+    /// A first list has been swapped in: `current` knows every namespace.
+    listed: AtomicBool,
 }
 
 impl LiveApexIndex {
@@ -131,6 +133,7 @@ impl LiveApexIndex {
         if let Some(map) = lock(&self.rebuilding).take() {
             *write(&self.current) = map;
             self.generation.fetch_add(1, Ordering::Release);
+            self.listed.store(true, Ordering::Release);
         }
     }
 
@@ -163,6 +166,10 @@ impl ApexOwners for LiveApexIndex {
 
     fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)
+    }
+
+    fn complete(&self) -> bool {
+        self.listed.load(Ordering::Acquire)
     }
 }
 
@@ -226,6 +233,26 @@ mod tests {
         m.remove("tenant-never");
         assert!(m.is_empty());
         assert!(m.apex_of.is_empty());
+    }
+
+    #[test]
+    fn complete_once_a_first_list_is_in() {
+        let idx = LiveApexIndex::default();
+        assert!(!idx.complete(), "nothing listed yet");
+        idx.apply("tenant-a", &labels(Some("a.io")));
+        idx.relist_done();
+        assert!(
+            !idx.complete(),
+            "events and a stray InitDone are not a list"
+        );
+        idx.relist_started();
+        idx.relist_item("tenant-a", &labels(Some("a.io")));
+        assert!(!idx.complete(), "a list under way");
+        idx.relist_done();
+        assert!(idx.complete());
+        // A later relist keeps serving the previous (complete) map meanwhile.
+        idx.relist_started();
+        assert!(idx.complete());
     }
 
     #[test]

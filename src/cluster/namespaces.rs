@@ -74,6 +74,10 @@ impl ApexOwners for NamespaceSource {
     fn generation(&self) -> u64 {
         self.apex_owners().generation()
     }
+
+    fn complete(&self) -> bool {
+        self.apex_owners().complete()
+    }
 }
 
 /// A metadata-only watch of all Namespaces into a compact index, plus a live GET for misses.

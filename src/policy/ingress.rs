@@ -179,6 +179,18 @@ pub fn evaluate_with(
                             allowed()
                         )
                     });
+                } else if !others.complete() {
+                    violations.push(|| {
+                        format!(
+                            "{}: {at}: host {} cannot be judged yet: a custom domain must not \
+                             be within another namespace's apex, and the webhook's namespace \
+                             index has not finished reading every namespace's apex; retry in a \
+                             few seconds ({})",
+                            object(),
+                            quoted(host),
+                            allowed()
+                        )
+                    });
                 } else if let Some(taken) = other_apex(host, others, review.namespace) {
                     // The owner is not named: which tenant holds which domain is not this
                     // tenant's business; an operator finds it with a label selector.
@@ -527,6 +539,43 @@ mod tests {
         ("tenant-alice", "alice-own.io"),
         ("tenant-root", "example.org"),
     ]);
+
+    /// An index whose first list is not in yet.
+    struct Listing;
+
+    impl ApexOwners for Listing {
+        fn owned_by_other(&self, _apex: &str, _except: &str) -> bool {
+            false
+        }
+
+        fn complete(&self) -> bool {
+            false
+        }
+    }
+
+    #[test]
+    fn a_custom_domain_waits_for_the_apex_index() {
+        // Before the namespace index has every apex, "nobody else owns it" is unknown: a
+        // custom domain is denied with a retry; hosts within the own apex do not need it.
+        let ns = ns_apex("alice.example.org");
+        let run_with = |obj: &Value| {
+            let r = review("Ingress", "tenant-alice", obj);
+            evaluate_with(&r, &ns, &Listing, &cfg()).expect("well-formed")
+        };
+        let f = run_with(&ingress(json!(["shop.customer.com"]), json!([])));
+        assert_eq!(f.violations.len(), 1, "{f:?}");
+        assert_mentions(
+            &f.violations[0],
+            &[
+                "shop.customer.com",
+                "cannot be judged yet",
+                "retry",
+                "must be within",
+            ],
+        );
+        let f = run_with(&ingress(json!(["www.alice.example.org"]), json!([])));
+        assert!(f.violations.is_empty(), "{f:?}");
+    }
 
     #[test]
     fn custom_domains_within_another_namespaces_apex_are_denied() {
