@@ -72,6 +72,36 @@ fn review_single_document_in_single_document_out() {
 }
 
 #[test]
+fn review_names_the_depth_of_an_object_nested_too_deep() {
+    // SPEC §2.1: valid JSON nested deeper than the decoder goes is not "not JSON": a denial
+    // that names the depth, from `review` as from the server.
+    let mut doc: Value = serde_json::from_str(&review_doc("deep", "shop.alice.example.org"))
+        .expect("example review");
+    doc["request"]["object"]["spec"]["hostnames"] = Value::String("DEEP".into());
+    let deep = format!("{}{}", "[".repeat(1000), "]".repeat(1000));
+    let input = doc.to_string().replace("\"DEEP\"", &deep);
+    let mut args = vec!["review"];
+    args.extend_from_slice(NS);
+    let out = run(&args, &input);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
+    assert_eq!(v["response"]["uid"], "deep");
+    assert_eq!(v["response"]["allowed"], false);
+    let message = v["response"]["status"]["message"]
+        .as_str()
+        .unwrap_or_default();
+    assert!(
+        message.contains("nested too deep") && message.contains("127 levels"),
+        "{message}"
+    );
+    assert!(!message.contains("not valid JSON"), "{message}");
+}
+
+#[test]
 fn review_ndjson_in_ndjson_out_line_per_line() {
     let input = format!(
         "{}\n{}\n\n{}\n",

@@ -557,10 +557,19 @@ fn project_objects<'r>(
     let object = match request.object.as_ref().map(|o| o.projected(paths)) {
         Some(Ok(o)) if o.is_object() => o,
         Some(Err(e)) => {
-            return Err(Decision::error(
-                Some(layer),
-                format!("{kind}: request.object is not valid JSON: {e}"),
-            ));
+            // `review` and `check` project here what the server's reader refused up front:
+            // the same answer for JSON nested too deep (SPEC §2.1: it is not "not JSON").
+            let message = if e.to_string().starts_with("recursion limit exceeded") {
+                format!(
+                    "{kind}: not a usable AdmissionReview: request.object is nested too deep (a \
+                     field tenant-gateway reads nests objects and arrays deeper than the {} \
+                     levels it decodes)",
+                    scan::DECODER_DEPTH_LIMIT
+                )
+            } else {
+                format!("{kind}: request.object is not valid JSON: {e}")
+            };
+            return Err(Decision::error(Some(layer), message));
         }
         _ => {
             return Err(Decision::error(
