@@ -69,6 +69,19 @@ fn review_single_document_in_single_document_out() {
     assert_eq!(v["response"]["uid"], "u-1");
     assert_eq!(v["response"]["allowed"], false);
     assert_eq!(v["response"]["status"]["code"], 403);
+    // One line in (it may be a one-line NDJSON stream) is one line out; a document written
+    // over several lines comes back pretty, as a document.
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.lines().count(), 1, "{text}");
+    let pretty = serde_json::to_string_pretty(
+        &serde_json::from_str::<Value>(&review_doc("u-2", "shop.bob.example.org")).expect("doc"),
+    )
+    .expect("pretty");
+    let out = run(&args, &pretty);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.lines().count() > 1, "{text}");
+    let v: Value = serde_json::from_str(&text).expect("one JSON document");
+    assert_eq!(v["response"]["uid"], "u-2");
 }
 
 #[test]

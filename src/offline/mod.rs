@@ -157,8 +157,9 @@ pub async fn review_cmd(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `review`: one AdmissionReview document in → one response out (pretty JSON); NDJSON in →
-/// NDJSON out, a line per line. Input that is not JSON at all gets the same `{"error": …}`
+/// `review`: one AdmissionReview document in → one response out (pretty JSON, or one line
+/// when the document was one line: it may be a one-line NDJSON stream); NDJSON in → NDJSON
+/// out, a line per line. Input that is not JSON at all gets the same `{"error": …}`
 /// body the server answers with HTTP 400.
 pub async fn review(
     admission: &Admission,
@@ -186,7 +187,11 @@ pub async fn review(
             }
             serde_json::from_slice(&reply.body).unwrap_or(Value::Null)
         };
-        serde_json::to_writer_pretty(&mut *out, &value).map_err(std::io::Error::from)?;
+        if trimmed.contains('\n') {
+            serde_json::to_writer_pretty(&mut *out, &value).map_err(std::io::Error::from)?;
+        } else {
+            serde_json::to_writer(&mut *out, &value).map_err(std::io::Error::from)?;
+        }
         writeln!(out)?;
         return Ok(summary);
     }
