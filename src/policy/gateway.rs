@@ -36,33 +36,41 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
         }
     }
 
-    let Some(apex) = ns.apex() else {
-        return Ok(Findings::deny(missing_apex(
-            review,
-            ns,
-            "Gateway listener hostnames",
-        )));
-    };
-
+    // Without an apex nothing is within it: denied (fail closed), and the problems that need
+    // no apex are listed beside it (SPEC §2.4: list them all).
+    let apex = ns.apex();
     let mut violations = Violations::default();
+    if apex.is_none() {
+        violations.push(|| missing_apex(review, ns, "Gateway listener hostnames"));
+    }
     for (i, name, h) in hostnames {
-        let problem = match hostname::validate(h) {
-            Err(e) => format!("is invalid: {e};"),
-            Ok(()) if !hostname::within(h, apex) => "is not allowed:".to_string(),
-            Ok(()) => continue,
+        let problem = match (hostname::validate(h), apex) {
+            (Err(e), _) => format!("is invalid: {e};"),
+            (Ok(()), Some(apex)) if !hostname::within(h, apex) => "is not allowed:".to_string(),
+            (Ok(()), _) => continue,
         };
         violations.push(|| {
             let listener = match name {
                 Some(n) => format!("listener {} (spec.listeners[{i}])", quoted(n)),
                 None => format!("spec.listeners[{i}]"),
             };
+            let rule = match apex {
+                Some(apex) => format!(
+                    "listener hostnames must equal {apex} or end with .{apex} (the {HOST_LABEL} \
+                     label of namespace {})",
+                    review.namespace
+                ),
+                None => format!(
+                    "listener hostnames must equal the namespace's apex or end with .<apex> (its \
+                     {HOST_LABEL} label, which namespace {} lacks)",
+                    review.namespace
+                ),
+            };
             format!(
-                "{} {}: {listener} hostname {} {problem} listener hostnames must equal {apex} or \
-                 end with .{apex} (the {HOST_LABEL} label of namespace {})",
+                "{} {}: {listener} hostname {} {problem} {rule}",
                 review.kind,
                 object_ref(review),
                 quoted(h),
-                review.namespace,
             )
         });
     }
@@ -227,6 +235,14 @@ mod tests {
                     ],
                 );
             }
+            // An invalid hostname is listed beside the missing apex (SPEC §2.4).
+            let obj = gateway(&[json!("Bad_Host"), json!("shop.bob.example.org")]);
+            let f = run("tenant-alice", &ns, &obj).expect("well-formed");
+            assert_eq!(f.violations.len(), 2, "{case}: {:?}", f.violations);
+            assert_mentions(
+                &f.violations[1],
+                &["listener \"l0\"", "\"Bad_Host\" is invalid", "must equal"],
+            );
         }
     }
 

@@ -47,18 +47,23 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
 
     // Fail closed even without hostnames: a route without hostnames matches every hostname of
     // the listeners it attaches to, which is only harmless when we know whose namespace it is.
-    let Some(apex) = ns.apex() else {
-        return Ok(Findings::deny(missing_apex(review, ns, "route hostnames")));
-    };
+    // The problems that need no apex are listed beside it (SPEC §2.4: list them all).
+    let apex = ns.apex();
+    let mut violations = Violations::default();
+    if apex.is_none() {
+        violations.push(|| missing_apex(review, ns, "route hostnames"));
+    }
 
     // Built only for a violation: admitted routes, the common case, allocate nothing here.
-    let rule = || {
-        format!(
+    let rule = || match apex {
+        Some(apex) => format!(
             "hostnames must equal the namespace's {HOST_LABEL} label or be subdomains of it \
              ({apex})"
-        )
+        ),
+        None => format!(
+            "hostnames must equal the namespace's {HOST_LABEL} label or be subdomains of it"
+        ),
     };
-    let mut violations = Violations::default();
     // A route without hostnames takes every hostname of the listeners it attaches to: an
     // inherited Gateway's `*.<parent apex>`, other tenants' names included. Like an Ingress
     // rule without a host, it is a catch-all.
@@ -75,10 +80,10 @@ pub fn evaluate(review: &Review<'_>, ns: &NamespaceContext, cfg: &PolicyConfig) 
         });
     }
     for h in entries.iter().filter_map(serde_json::Value::as_str) {
-        let problem = match hostname::validate(h) {
-            Err(e) => format!("is invalid: {e};"),
-            Ok(()) if !hostname::within(h, apex) => "is not allowed:".to_string(),
-            Ok(()) => continue,
+        let problem = match (hostname::validate(h), apex) {
+            (Err(e), _) => format!("is invalid: {e};"),
+            (Ok(()), Some(apex)) if !hostname::within(h, apex) => "is not allowed:".to_string(),
+            (Ok(()), _) => continue,
         };
         violations.push(|| {
             format!(
@@ -295,7 +300,13 @@ mod tests {
                 for kind in ["HTTPRoute", "TLSRoute"] {
                     let obj = route(hostnames.clone());
                     let f = run(kind, "tenant-alice", &ns, &obj).expect("ok");
-                    assert_eq!(f.violations.len(), 1, "{case}");
+                    // Without hostnames the catch-all is listed too (the first is the apex).
+                    let listed = if hostnames == json!(["alice.example.org"]) {
+                        1
+                    } else {
+                        2
+                    };
+                    assert_eq!(f.violations.len(), listed, "{case}: {:?}", f.violations);
                     assert_mentions(
                         &f.violations[0],
                         &[
@@ -315,7 +326,23 @@ mod tests {
             &json!({}),
         )
         .expect("ok");
-        assert_eq!(f.violations.len(), 1);
+        assert_eq!(f.violations.len(), 2, "{:?}", f.violations);
+        // Invalid hostnames are listed beside the missing apex; valid ones cannot be judged.
+        let obj = route(json!(["Bad_Host", "*", "shop.bob.example.org"]));
+        let f = run(
+            "HTTPRoute",
+            "tenant-alice",
+            &NamespaceContext::NotFound,
+            &obj,
+        )
+        .expect("ok");
+        assert_eq!(f.violations.len(), 3, "{:?}", f.violations);
+        assert_mentions(
+            &f.violations[0],
+            &["has no namespace.cozystack.io/host label"],
+        );
+        assert_mentions(&f.violations[1], &["\"Bad_Host\" is invalid", RULE]);
+        assert_mentions(&f.violations[2], &["\"*\" is invalid", RULE]);
     }
 
     /// A result without violations where `checks_every_hostname` holds means every
