@@ -108,6 +108,14 @@ fn status_patch(rv: &str, others: bool, ours: &[Value]) -> Result<json_patch::Pa
     serde_json::from_value(Value::Array(ops)).map_err(|e| format!("status patch: {e}"))
 }
 
+/// serve's writes that are not server-side apply carry its field manager too.
+fn named_manager() -> PatchParams {
+    PatchParams {
+        field_manager: Some(FIELD_MANAGER.to_string()),
+        ..PatchParams::default()
+    }
+}
+
 /// Wait until the control plane's process tree uses under 0.3 cores for 3 s in a row (the
 /// teardown's deletes, the garbage collector after them), at most `limit`.
 async fn settle(cp: u32, limit: Duration) -> f64 {
@@ -290,7 +298,7 @@ async fn undo_then(client: &Client, a: &Args, rewrite: bool) -> Result<(), Strin
         undo.push(Box::pin(async move {
             let p = json!({"metadata": {"labels": {GATEWAY_LABEL: null},
                 "annotations": {ATTACHED_BY_ANNOTATION: null}}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&p))
+            api.patch(&name, &named_manager(), &Patch::Merge(&p))
                 .await
                 .map(|_| "namespace")
                 .map_err(|e| format!("undo namespace {name}: {e}"))
@@ -389,7 +397,7 @@ async fn undo_then(client: &Client, a: &Args, rewrite: bool) -> Result<(), Strin
         let (ns, name) = name_ns(o);
         let api = ns_of(ar, &ns);
         let body = apply_body(o);
-        let ssa = ssa.clone();
+        let (ssa, named) = (ssa.clone(), named_manager());
         // An owned route with our status entry (the redirect route): its status after it.
         let status = match *kind {
             "HTTPRoute" => owned_route_status.get(&(ns.clone(), name.clone())).cloned(),
@@ -404,7 +412,7 @@ async fn undo_then(client: &Client, a: &Args, rewrite: bool) -> Result<(), Strin
             if let Some(ours) = status {
                 let rv = made.metadata.resource_version.unwrap_or_default();
                 let p = status_patch(&rv, false, &ours)?;
-                api.patch_status(&name, &PatchParams::default(), &Patch::<()>::Json(p))
+                api.patch_status(&name, &named, &Patch::<()>::Json(p))
                     .await
                     .map_err(|e| format!("status {ns}/{name}: {e}"))?;
             }
@@ -421,7 +429,7 @@ async fn undo_then(client: &Client, a: &Args, rewrite: bool) -> Result<(), Strin
                 .map_err(|e| format!("namespace {name}: {e}"))?;
             let p = json!({"metadata": {"resourceVersion": cur.metadata.resource_version,
                 "labels": {GATEWAY_LABEL: label}, "annotations": {ATTACHED_BY_ANNOTATION: mark}}});
-            api.patch(&name, &PatchParams::default(), &Patch::Merge(&p))
+            api.patch(&name, &named_manager(), &Patch::Merge(&p))
                 .await
                 .map(|_| "namespace")
                 .map_err(|e| format!("namespace {name}: {e}"))
@@ -434,7 +442,7 @@ async fn undo_then(client: &Client, a: &Args, rewrite: bool) -> Result<(), Strin
         let api = ns_of(&route_ar, &key.0);
         let p = status_patch(rv, !others.is_empty(), ours)?;
         writes.push(Box::pin(async move {
-            api.patch_status(&key.1, &PatchParams::default(), &Patch::<()>::Json(p))
+            api.patch_status(&key.1, &named_manager(), &Patch::<()>::Json(p))
                 .await
                 .map(|_| "route status")
                 .map_err(|e| format!("status {}/{}: {e}", key.0, key.1))
