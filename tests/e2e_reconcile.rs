@@ -1109,6 +1109,43 @@ fn same_named_gateway_not_owned_is_left_alone(c: &Cluster) {
     });
     assert!(c.get("gateway", "tenant-carol", "second").is_none());
     assert!(c.get("issuer", "tenant-carol", "second-gateway").is_none());
+
+    // Deleting the Duplicate leaves the publisher's namespace marks alone: they name the
+    // namespace, not the TenantGateway, and the Duplicate wrote none (its finalizer ran all
+    // the same). The marked namespace is not written at all.
+    c.namespace("cozy-carol-extra", &[]);
+    c.apply(&tgw(
+        "tenant-carol",
+        "gw",
+        json!({"apex": "carol.example.org", "attachedNamespaces": ["cozy-carol-extra"]}),
+    ));
+    let marked = c.wait("gw attaches cozy-carol-extra", || {
+        let ns = c.get_cluster("namespace", "cozy-carol-extra")?;
+        (ns["metadata"]["annotations"]["gateway.cozystack.io/attached-by"] == "tenant-carol")
+            .then_some(ns)
+    });
+    c.wait("the Duplicate carries the finalizer", || {
+        let t = c.get("tenantgateway", "tenant-carol", "second")?;
+        t["metadata"]["finalizers"]
+            .as_array()?
+            .iter()
+            .any(|f| f == "gateway.cozystack.io/cleanup")
+            .then_some(())
+    });
+    c.delete("tenantgateway", "tenant-carol", "second");
+    c.wait("the Duplicate is gone", || {
+        c.get("tenantgateway", "tenant-carol", "second")
+            .is_none()
+            .then_some(())
+    });
+    let after = c
+        .get_cluster("namespace", "cozy-carol-extra")
+        .expect("namespace");
+    assert_eq!(
+        rv(&marked),
+        rv(&after),
+        "the Duplicate's deletion wrote the publisher's attached namespace: {after}"
+    );
 }
 
 /// A Warning event with `reason` on a TenantGateway in `ns`.
