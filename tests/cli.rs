@@ -55,16 +55,22 @@ const NS: &[&str] = &[
     "example.org",
 ];
 
-#[test]
-fn review_single_document_in_single_document_out() {
+/// `review` over `input` with the example namespaces; it must exit 0.
+fn review_ok(input: &str) -> Output {
     let mut args = vec!["review"];
     args.extend_from_slice(NS);
-    let out = run(&args, &review_doc("u-1", "shop.bob.example.org"));
+    let out = run(&args, input);
     assert!(
         out.status.success(),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
+    out
+}
+
+#[test]
+fn review_single_document_in_single_document_out() {
+    let out = review_ok(&review_doc("u-1", "shop.bob.example.org"));
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(v["response"]["uid"], "u-1");
     assert_eq!(v["response"]["allowed"], false);
@@ -77,7 +83,7 @@ fn review_single_document_in_single_document_out() {
         &serde_json::from_str::<Value>(&review_doc("u-2", "shop.bob.example.org")).expect("doc"),
     )
     .expect("pretty");
-    let out = run(&args, &pretty);
+    let out = review_ok(&pretty);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.lines().count() > 1, "{text}");
     let v: Value = serde_json::from_str(&text).expect("one JSON document");
@@ -92,15 +98,7 @@ fn review_names_the_depth_of_an_object_nested_too_deep() {
         .expect("example review");
     doc["request"]["object"]["spec"]["hostnames"] = Value::String("DEEP".into());
     let deep = format!("{}{}", "[".repeat(1000), "]".repeat(1000));
-    let input = doc.to_string().replace("\"DEEP\"", &deep);
-    let mut args = vec!["review"];
-    args.extend_from_slice(NS);
-    let out = run(&args, &input);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = review_ok(&doc.to_string().replace("\"DEEP\"", &deep));
     let v: Value = serde_json::from_slice(&out.stdout).expect("one JSON document");
     assert_eq!(v["response"]["uid"], "deep");
     assert_eq!(v["response"]["allowed"], false);
@@ -122,14 +120,7 @@ fn review_ndjson_in_ndjson_out_line_per_line() {
         review_doc("b", "shop.bob.example.org"),
         review_doc("c", "alice.example.org")
     );
-    let mut args = vec!["review"];
-    args.extend_from_slice(NS);
-    let out = run(&args, &input);
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = review_ok(&input);
     let lines: Vec<Value> = String::from_utf8_lossy(&out.stdout)
         .lines()
         .map(|l| serde_json::from_str(l).expect("each line is JSON"))
