@@ -16,7 +16,7 @@
 use serde_json::Value;
 
 use super::util::{
-    Violations, as_array, as_object, as_str, get, missing_apex, namespace_name_problem, quoted,
+    Violations, as_array, as_object, as_str, get, missing_apex_why, namespace_name_problem, quoted,
     shape_error, side_root, trusted_groups,
 };
 use super::{
@@ -106,14 +106,14 @@ fn content_rules(
     violations: &mut Violations,
 ) {
     match ns.apex() {
+        // Every layer-9 denial carries the phrase operators grep for (SPEC §2.4).
         None => violations.push(|| {
-            // Every layer-9 denial carries the phrase operators grep for (SPEC §2.4).
-            let message = missing_apex(review, ns, "TenantGateway apexes");
-            let head = format!("{} {}", review.kind, object_ref(review));
-            match message.strip_prefix(&head) {
-                Some(rest) => format!("{head} is managed by the platform{rest}"),
-                None => message,
-            }
+            format!(
+                "{} {} is managed by the platform: {}",
+                review.kind,
+                object_ref(review),
+                missing_apex_why(review, ns, "TenantGateway apexes")
+            )
         }),
         // Case-insensitive, as hostnames compare everywhere (the label may carry uppercase).
         Some(apex) if new.apex.is_some_and(|a| a.eq_ignore_ascii_case(apex)) => {}

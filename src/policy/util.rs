@@ -166,6 +166,16 @@ pub(super) fn clip(s: &str, max: usize) -> String {
 /// The fail-closed denial of layers 2, 7 and 8 when the namespace has no apex. `what` names
 /// the hostnames the layer would have checked, e.g. "Gateway listener hostnames".
 pub(super) fn missing_apex(review: &Review<'_>, ns: &NamespaceContext, what: &str) -> String {
+    format!(
+        "{} {}: {}",
+        review.kind,
+        object_ref(review),
+        missing_apex_why(review, ns, what)
+    )
+}
+
+/// [`missing_apex`] without the object in front, for a layer that words its own head.
+pub(super) fn missing_apex_why(review: &Review<'_>, ns: &NamespaceContext, what: &str) -> String {
     let namespace = review.namespace;
     let why = match ns {
         NamespaceContext::NotFound => {
@@ -179,11 +189,9 @@ pub(super) fn missing_apex(review: &Review<'_>, ns: &NamespaceContext, what: &st
         },
     };
     format!(
-        "{} {}: {why}; {what} in tenant namespaces are judged against the apex that label \
-         names, so the request is denied (fail closed) until it is set. If the namespace \
-         is being created, retry in a few seconds.",
-        review.kind,
-        object_ref(review),
+        "{why}; {what} in tenant namespaces are judged against the apex that label names, so \
+         the request is denied (fail closed) until it is set. If the namespace is being \
+         created, retry in a few seconds."
     )
 }
 
